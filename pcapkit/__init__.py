@@ -1,0 +1,26 @@
+"""pcapkit — name the cause of a slow streaming API from a packet capture.
+
+>>> import pcapkit
+>>> t = pcapkit.open("fixtures/....pcapng")       # doctest: +SKIP
+>>> t.flows[["flow", "client_ip", "server_port", "s2c_bytes"]]   # doctest: +SKIP
+
+The import name is ``pcapkit``; the distribution is ``pcapkit-forensics`` (PyPI's
+unrelated ``pypcapkit`` installs a package of the same import name: the two
+cannot share one environment).
+"""
+
+from .errors import CaptureTooBroken, NotACapture, PcapkitError, UnsupportedLinkType
+from .trace import StreamBytes, Trace, open
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "open",
+    "Trace",
+    "StreamBytes",
+    "PcapkitError",
+    "NotACapture",
+    "UnsupportedLinkType",
+    "CaptureTooBroken",
+    "__version__",
+]

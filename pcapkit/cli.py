@@ -1,0 +1,181 @@
+"""Command line: ``pcapkit analyze trace.pcap`` (thin over the library).
+
+Exit codes (also in ``pcapkit --help`` and the README): 0 ok, 1 error (the input
+could not be analysed: not a capture, unsupported link type, unreadable),
+2 usage error, 3 findings matched ``--fail-on`` (arrives with the detectors).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from . import __version__
+from .errors import PcapkitError
+from .trace import Trace
+
+# Below this size a capture is analysed faster than a progress bar can be read.
+PROGRESS_MIN_BYTES = 20 * 1024 * 1024
+
+
+class Exit(enum.IntEnum):
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    FINDINGS = 3
+
+
+EXIT_HELP = (
+    "Exit codes: 0 ok; 1 the input could not be analysed (one line on stderr); "
+    "2 usage error; 3 reserved for findings that match --fail-on (arrives with the detectors)."
+)
+
+
+class _Progress:
+    """A one-line progress bar on stderr, only when stderr is a terminal."""
+
+    WIDTH = 30
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, stage: str, frac: float) -> None:
+        now = time.monotonic()
+        if frac < 1.0 and now - self.last < 0.1:
+            return
+        self.last = now
+        fill = int(self.WIDTH * max(0.0, min(frac, 1.0)))
+        sys.stderr.write(
+            f"\r{stage:<11} [{'#' * fill}{'.' * (self.WIDTH - fill)}] {frac * 100:5.1f}%"
+        )
+        sys.stderr.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r" + " " * (self.WIDTH + 22) + "\r")
+            sys.stderr.flush()
+
+
+def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Options shared by every command that opens a capture."""
+
+    @click.argument("path", type=click.Path(dir_okay=False, exists=True))
+    @click.option(
+        "--keylog",
+        type=click.Path(dir_okay=False, exists=True),
+        default=None,
+        help="NSS key log (SSLKEYLOGFILE format) for TLS/QUIC; keys embedded in "
+        "pcapng Decryption Secrets Blocks are used too.",
+    )
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return f(*args, **kwargs)
+
+    return wrapper
+
+
+def open_trace(path: str, keylog: str | None) -> tuple[Trace, _Progress | None]:
+    prog = None
+    if sys.stderr.isatty() and os.path.getsize(path) >= PROGRESS_MIN_BYTES:
+        prog = _Progress()
+    try:
+        return Trace(path, keylog, progress=prog), prog
+    except PcapkitError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}")
+    raise AssertionError("unreachable")
+
+
+def fail(message: str) -> None:
+    click.echo(f"pcapkit: error: {message}", err=True)
+    sys.exit(Exit.ERROR)
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EXIT_HELP,
+)
+@click.version_option(__version__, prog_name="pcapkit")
+def cli() -> None:
+    """pcapkit: read a capture of a slow streaming API and name the cause.
+
+    \b
+    Example:
+      pcapkit analyze trace.pcapng
+      pcapkit analyze trace.pcap --keylog keys.log --format json
+    """
+
+
+@cli.command(epilog=EXIT_HELP)
+@trace_options
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people, json for programs (stable keys: capture, flows, findings, anomalies).",
+)
+@click.option(
+    "--all", "show_all", is_flag=True, help="List every flow in text output (default: first 50)."
+)
+def analyze(path: str, keylog: str | None, fmt: str, show_all: bool) -> None:
+    """Summarise every connection of a capture: bytes, handshake, RTT legs, vantage,
+    retransmissions, findings and anomalies.
+
+    \b
+    Examples:
+      pcapkit analyze fixtures/nagle_wwr/client.pcapng
+      pcapkit analyze trace.pcap.gz --format json | jq '.flows[0]'
+    """
+    from .report import analysis_json, analysis_text
+
+    trace, prog = open_trace(path, keylog)
+    try:
+        with trace:
+            if fmt == "json":
+                doc = analysis_json(trace)
+                if prog:
+                    prog.done()
+                click.echo(json.dumps(doc, indent=2))
+            else:
+                text = analysis_text(trace, max_flows=None if show_all else 50)
+                if prog:
+                    prog.done()
+                click.echo(text, nl=False)
+    except PcapkitError as exc:
+        fail(str(exc))
+
+
+def _register_optional_groups() -> None:
+    try:
+        from .lab.cli import lab
+    except ImportError:
+        return
+    cli.add_command(lab)
+
+
+_register_optional_groups()
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=True)
+    except KeyboardInterrupt:
+        click.echo("pcapkit: interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

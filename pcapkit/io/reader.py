@@ -1,0 +1,610 @@
+"""Read pcap and pcapng captures into columnar arrays over an mmap.
+
+The file is memory-mapped (gzip input is first inflated into an anonymous
+temporary file, recognised by its magic bytes, not its name) and walked once.
+The walk is the only per-record Python loop and touches nothing but the record
+headers; every per-packet field (timestamps, lengths, interface) is then
+gathered with numpy from the record offsets.  No Python object per packet.
+
+Formats
+-------
+* classic pcap — magic ``a1b2c3d4`` (µs) and ``a1b23c4d`` (ns) in either byte
+  order, plus the Kuznetzov "modified pcap" header (``a1b2cd34``).
+* pcapng — any number of sections in either byte order, several interfaces per
+  section with their own link type, ``if_tsresol`` and ``if_tsoffset``;
+  Enhanced, Simple and the obsolete Packet Block; Decryption Secrets Blocks are
+  kept (with the frame count before them) for the TLS/QUIC layers; Name
+  Resolution, Interface Statistics and custom blocks are skipped.
+
+Frame numbers follow Wireshark: 1-based, one per packet block (EPB, SPB, PB) and
+per systemd Journal Export Block, in file order.  Truncated or absurd records end
+the walk with an anomaly row; the frames before them are kept.
+"""
+
+from __future__ import annotations
+
+import gzip
+import mmap
+import os
+import shutil
+import struct
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ..errors import CaptureTooBroken, NotACapture
+
+# Largest caplen accepted in a classic pcap record.  Wireshark's own limit for
+# "normal" link types is 262144 (WTAP_MAX_PACKET_SIZE_STANDARD); loopback
+# captures with a 64 KiB MTU stay far below it.  A bigger caplen means the file
+# is corrupt from here on: we stop and report instead of reading garbage.
+MAX_CAPLEN = 262_144
+
+# Largest pcapng block we accept (Wireshark: MAX_BLOCK_SIZE = 16 MiB + headroom).
+MAX_BLOCK_LEN = 16 * 1024 * 1024 + 4096
+
+GZIP_MAGIC = b"\x1f\x8b"
+PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_BOM = 0x1A2B3C4D
+
+# pcapng block types (draft-ietf-opsawg-pcapng §4)
+BT_IDB = 0x00000001
+BT_PB = 0x00000002  # obsolete Packet Block
+BT_SPB = 0x00000003
+BT_NRB = 0x00000004
+BT_ISB = 0x00000005
+BT_EPB = 0x00000006
+BT_JOURNAL = 0x00000009  # systemd Journal Export Block: Wireshark shows it as a frame
+BT_DSB = 0x0000000A
+
+# Pseudo link type for frames that are not packets (journal entries).
+LINKTYPE_NONE = -1
+
+PCAP_MAGICS: dict[bytes, tuple[str, int, int]] = {
+    # magic bytes as they appear in the file -> (byte order, ns per tick, record header size)
+    b"\xd4\xc3\xb2\xa1": ("<", 1000, 16),
+    b"\xa1\xb2\xc3\xd4": (">", 1000, 16),
+    b"\x4d\x3c\xb2\xa1": ("<", 1, 16),
+    b"\xa1\xb2\x3c\x4d": (">", 1, 16),
+    b"\x34\xcd\xb2\xa1": ("<", 1000, 24),  # Kuznetzov modified pcap
+    b"\xa1\xb2\xcd\x34": (">", 1000, 24),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Interface:
+    """One capture interface (classic pcap has exactly one)."""
+
+    index: int
+    linktype: int
+    snaplen: int
+    name: str = ""
+    tsresol_ns_num: int = 1000  # ts_ns = ticks * num // den (+ offset)
+    tsresol_ns_den: int = 1
+    tsresol_pow2: int = -1  # >=0: resolution is 2**-pow2 seconds
+    tsoffset_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A pcapng Decryption Secrets Block, e.g. an NSS key log (``TLSK``)."""
+
+    secrets_type: int
+    data: bytes
+    frames_before: int  # how many frames precede the block in the file
+
+    def __repr__(self) -> str:  # never show key material
+        return f"Secret(type=0x{self.secrets_type:08x}, {len(self.data)} bytes, after frame {self.frames_before})"
+
+
+@dataclass
+class RawCapture:
+    """The columnar result of reading a capture file."""
+
+    path: str
+    format: str
+    compressed: bool
+    file_size: int
+    buf: np.ndarray  # uint8 over the whole (inflated) file
+    data_off: np.ndarray  # int64, offset of each frame's captured bytes in buf
+    caplen: np.ndarray  # int64
+    origlen: np.ndarray  # int64
+    ts_ns: np.ndarray  # int64, ns since the epoch
+    iface: np.ndarray  # int32, index into interfaces
+    interfaces: list[Interface]
+    secrets: list[Secret] = field(default_factory=list)
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
+    _keepalive: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def frames(self) -> int:
+        return int(self.data_off.shape[0])
+
+    @property
+    def linktype(self) -> np.ndarray:
+        """Link type per frame (int32)."""
+        lt = np.array([i.linktype for i in self.interfaces] + [LINKTYPE_NONE], dtype=np.int32)
+        return lt[np.where(self.iface >= 0, self.iface, len(lt) - 1)]
+
+    def frame_bytes(self, frame: int) -> bytes:
+        """The captured bytes of one frame (1-based, like Wireshark)."""
+        i = frame - 1
+        o = int(self.data_off[i])
+        return self.buf[o : o + int(self.caplen[i])].tobytes()
+
+    def close(self) -> None:
+        for obj in self._keepalive:
+            try:
+                obj.close()
+            except (BufferError, OSError, ValueError):
+                pass  # a numpy view may still reference the mmap; the GC closes it
+        self._keepalive.clear()
+
+
+def _anomaly(
+    name: str, detail: str, frame: int | None = None, offset: int | None = None
+) -> dict[str, Any]:
+    return {"name": name, "frame": frame, "flow": None, "offset": offset, "detail": detail}
+
+
+# ---------------------------------------------------------------------------
+# opening
+
+
+def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any]]:
+    """Return (buffer, compressed, objects to keep alive/close).
+
+    Plain files are mmapped read-only; gzip files are inflated into an unlinked
+    temporary file that is then mmapped, so memory stays bounded for large input.
+    """
+    f: BinaryIO = open(path, "rb")  # noqa: SIM115 - kept open with the mmap
+    head = f.read(4)
+    f.seek(0)
+    if head[:2] == GZIP_MAGIC:
+        tmp = tempfile.TemporaryFile(prefix="pcapkit-gunzip-")
+        try:
+            with gzip.GzipFile(fileobj=f) as gz:
+                shutil.copyfileobj(gz, tmp, 1 << 20)
+        except (OSError, EOFError) as exc:  # corrupt or cut-short gzip stream
+            tmp.flush()
+            if tmp.tell() == 0:
+                f.close()
+                tmp.close()
+                raise NotACapture(f"{path}: gzip stream is corrupt ({exc})") from exc
+        f.close()
+        tmp.flush()
+        if tmp.tell() == 0:
+            tmp.close()
+            raise NotACapture(f"{path}: empty gzip stream")
+        mm = mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ)
+        return mm, True, [mm, tmp]
+    size = os.fstat(f.fileno()).st_size
+    if size == 0:
+        f.close()
+        raise NotACapture(f"{path}: empty file")
+    mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return mm, False, [mm, f]
+
+
+ProgressFn = Callable[[float], None]
+# How many records the walk reads between progress reports.
+PROGRESS_EVERY = 1 << 16
+
+
+def read_capture(path: str | os.PathLike[str], progress: ProgressFn | None = None) -> RawCapture:
+    """Read a pcap or pcapng file (optionally gzip-compressed).
+
+    Raises :class:`~pcapkit.errors.NotACapture` when the file is neither;
+    everything after a valid file header that cannot be read becomes an anomaly.
+    ``progress`` (optional) is called with the fraction of the file walked.
+    """
+    mm, compressed, keep = _open_bytes(path)
+    try:
+        magic = bytes(mm[:4])
+        if magic in PCAP_MAGICS:
+            cap = _read_pcap(mm, str(path), progress)
+        elif len(magic) == 4 and struct.unpack("<I", magic)[0] == PCAPNG_SHB:
+            cap = _read_pcapng(mm, str(path), progress)
+        else:
+            raise NotACapture(
+                f"{path}: not a pcap or pcapng capture (first bytes {magic.hex() or 'none'})"
+            )
+    except BaseException:
+        for obj in keep:
+            obj.close()
+        raise
+    cap.compressed = compressed
+    cap._keepalive = keep
+    return cap
+
+
+# ---------------------------------------------------------------------------
+# classic pcap
+
+
+def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCapture:
+    n = len(mm)
+    order, tick_ns, rec_hdr = PCAP_MAGICS[bytes(mm[:4])]
+    if n < 24:
+        raise CaptureTooBroken(f"{path}: pcap file header is cut short ({n} of 24 bytes)")
+    _, _vmaj, _vmin, _tz, _sig, snaplen, network = struct.unpack_from(order + "IHHiIII", mm, 0)
+    linktype = network & 0x0FFFFFFF  # upper bits: FCS length information
+    anomalies: list[dict[str, Any]] = []
+    limit = max(MAX_CAPLEN, snaplen if snaplen < (1 << 30) else 0)
+
+    # The only per-record loop: follow caplen from header to header.
+    caplen_at = struct.Struct(order + "I").unpack_from
+    offs: list[int] = []
+    append = offs.append
+    off = 24
+    tick = PROGRESS_EVERY if progress else -1
+    while off + rec_hdr <= n:
+        tick -= 1
+        if tick == 0:
+            progress(off / n)  # type: ignore[misc]
+            tick = PROGRESS_EVERY
+        cl = caplen_at(mm, off + 8)[0]
+        if cl > limit:
+            anomalies.append(
+                _anomaly(
+                    "absurd_caplen",
+                    f"record at byte {off} claims {cl} captured bytes (limit {limit}); "
+                    "the rest of the file is ignored",
+                    frame=len(offs) + 1,
+                    offset=off,
+                )
+            )
+            break
+        end = off + rec_hdr + cl
+        if end > n:
+            anomalies.append(
+                _anomaly(
+                    "truncated_record",
+                    f"last record at byte {off} needs {cl} bytes, only {n - off - rec_hdr} remain",
+                    frame=len(offs) + 1,
+                    offset=off,
+                )
+            )
+            off = n
+            break
+        append(off)
+        off = end
+    else:
+        if off < n:
+            anomalies.append(
+                _anomaly(
+                    "truncated_record",
+                    f"{n - off} trailing bytes do not hold a whole record header",
+                    frame=len(offs) + 1,
+                    offset=off,
+                )
+            )
+
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    rec = np.array(offs, dtype=np.int64)
+    dt = np.dtype(order + "u4")
+    sec = _gather_u32(buf, rec, dt).astype(np.int64)
+    sub = _gather_u32(buf, rec + 4, dt).astype(np.int64)
+    caplen = _gather_u32(buf, rec + 8, dt).astype(np.int64)
+    origlen = _gather_u32(buf, rec + 12, dt).astype(np.int64)
+    ts_ns = sec * 1_000_000_000 + sub * tick_ns
+    iface = np.zeros(rec.shape[0], dtype=np.int32)
+    intf = Interface(
+        index=0,
+        linktype=linktype,
+        snaplen=snaplen,
+        tsresol_ns_num=tick_ns,
+    )
+    return RawCapture(
+        path=path,
+        format="pcap",
+        compressed=False,
+        file_size=n,
+        buf=buf,
+        data_off=rec + rec_hdr,
+        caplen=caplen,
+        origlen=origlen,
+        ts_ns=ts_ns,
+        iface=iface,
+        interfaces=[intf],
+        anomalies=anomalies,
+    )
+
+
+def _gather_u32(buf: np.ndarray, idx: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
+    """Gather unaligned u32 values at byte offsets ``idx`` (all in bounds)."""
+    if idx.shape[0] == 0:
+        return np.zeros(0, dtype=np.uint32)
+    b = buf[idx[:, None] + np.arange(4)]
+    return np.ascontiguousarray(b).view(dt).reshape(-1).astype(np.uint32)
+
+
+# ---------------------------------------------------------------------------
+# pcapng
+
+
+def _parse_options(mm: Any, start: int, end: int, order: str) -> list[tuple[int, bytes]]:
+    """TLV options (code u16, length u16, value padded to 32 bits) until opt_endofopt."""
+    out: list[tuple[int, bytes]] = []
+    p = start
+    while p + 4 <= end:
+        code, ln = struct.unpack_from(order + "HH", mm, p)
+        if code == 0:
+            break
+        v0 = p + 4
+        if v0 + ln > end:
+            break
+        out.append((code, bytes(mm[v0 : v0 + ln])))
+        p = v0 + ((ln + 3) & ~3)
+    return out
+
+
+def _idb(mm: Any, off: int, blen: int, order: str, index: int) -> Interface:
+    linktype, _res, snaplen = struct.unpack_from(order + "HHI", mm, off + 8)
+    num, den, pow2, tsoff, name = 1000, 1, -1, 0, ""
+    for code, val in _parse_options(mm, off + 16, off + blen - 4, order):
+        if code == 9 and len(val) >= 1:  # if_tsresol
+            r = val[0]
+            if r & 0x80:
+                pow2 = r & 0x7F
+            else:
+                exp = r
+                if exp <= 9:
+                    num, den = 10 ** (9 - exp), 1
+                else:
+                    num, den = 1, 10 ** (exp - 9)
+        elif code == 14 and len(val) >= 8:  # if_tsoffset, seconds
+            tsoff = struct.unpack(order + "q", val[:8])[0]
+        elif code == 2:  # if_name
+            name = val.rstrip(b"\x00").decode("utf-8", "replace")
+    return Interface(
+        index=index,
+        linktype=linktype,
+        snaplen=snaplen,
+        name=name,
+        tsresol_ns_num=num,
+        tsresol_ns_den=den,
+        tsresol_pow2=pow2,
+        tsoffset_s=tsoff,
+    )
+
+
+def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCapture:
+    n = len(mm)
+    anomalies: list[dict[str, Any]] = []
+    interfaces: list[Interface] = []
+    secrets: list[Secret] = []
+    # Per packet block: file offset, block type, section byte order, section iface base
+    offs: list[int] = []
+    kinds: list[int] = []
+    sect_of: list[int] = []
+    sections: list[tuple[str, int]] = []  # (byte order, first global iface index)
+    order = "<"
+    u32le = struct.Struct("<I").unpack_from
+    u32be = struct.Struct(">I").unpack_from
+    u32 = u32le
+    off = 0
+    section = -1
+    frames = 0
+    tick = PROGRESS_EVERY if progress else -1
+    while off + 12 <= n:
+        tick -= 1
+        if tick == 0:
+            progress(off / n)  # type: ignore[misc]
+            tick = PROGRESS_EVERY
+        btype = u32le(mm, off)[0]
+        if btype == PCAPNG_SHB:
+            bom = u32le(mm, off + 8)[0]
+            if bom == PCAPNG_BOM:
+                order, u32 = "<", u32le
+            elif bom == 0x4D3C2B1A:
+                order, u32 = ">", u32be
+            else:
+                anomalies.append(
+                    _anomaly(
+                        "bad_block",
+                        f"section header at byte {off} has a bad byte-order magic",
+                        frames + 1,
+                        off,
+                    )
+                )
+                break
+            section += 1
+            sections.append((order, len(interfaces)))
+        elif section < 0:
+            raise CaptureTooBroken(f"{path}: pcapng without a Section Header Block")
+        else:
+            btype = u32(mm, off)[0]
+        blen = u32(mm, off + 4)[0]
+        if blen < 12 or blen % 4 or blen > MAX_BLOCK_LEN:
+            anomalies.append(
+                _anomaly(
+                    "bad_block",
+                    f"block at byte {off} has an invalid length {blen}; the rest of the file is ignored",
+                    frames + 1,
+                    off,
+                )
+            )
+            break
+        if off + blen > n:
+            anomalies.append(
+                _anomaly(
+                    "truncated_record",
+                    f"last block at byte {off} needs {blen} bytes, only {n - off} remain",
+                    frames + 1,
+                    off,
+                )
+            )
+            break
+        if u32(mm, off + blen - 4)[0] != blen:
+            anomalies.append(
+                _anomaly(
+                    "bad_block",
+                    f"block at byte {off}: trailing length differs from {blen}",
+                    frames + 1,
+                    off,
+                )
+            )
+            break
+        if btype in (BT_EPB, BT_SPB, BT_PB, BT_JOURNAL):
+            offs.append(off)
+            kinds.append(btype)
+            sect_of.append(section)
+            frames += 1
+        elif btype == BT_IDB:
+            if blen < 20:
+                anomalies.append(
+                    _anomaly(
+                        "bad_block", f"interface block at byte {off} too short", frames + 1, off
+                    )
+                )
+            else:
+                interfaces.append(_idb(mm, off, blen, order, len(interfaces)))
+        elif btype == BT_DSB:
+            if blen >= 20:
+                stype, slen = struct.unpack_from(order + "II", mm, off + 8)
+                if 16 + slen <= blen - 4:
+                    secrets.append(Secret(stype, bytes(mm[off + 16 : off + 16 + slen]), frames))
+                else:
+                    anomalies.append(
+                        _anomaly(
+                            "bad_block", f"secrets block at byte {off} overruns", frames + 1, off
+                        )
+                    )
+        # NRB, ISB, custom and unknown blocks are skipped.
+        off += blen
+    if 0 < n - off < 12 and not anomalies:
+        anomalies.append(
+            _anomaly(
+                "truncated_record",
+                f"{n - off} trailing bytes after the last block",
+                frames + 1,
+                off,
+            )
+        )
+
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    m = len(offs)
+    rec = np.array(offs, dtype=np.int64)
+    kind = np.array(kinds, dtype=np.int64)
+    sect = np.array(sect_of, dtype=np.int64)
+    data_off = np.zeros(m, np.int64)
+    caplen = np.zeros(m, np.int64)
+    origlen = np.zeros(m, np.int64)
+    ts_ticks = np.zeros(m, np.uint64)
+    local_if = np.zeros(m, np.int64)
+    has_ts = np.zeros(m, bool)
+    blen_arr = np.zeros(m, np.int64)
+    for s, (sorder, _base) in enumerate(sections):
+        dt = np.dtype(sorder + "u4")
+        in_s = sect == s
+        if not in_s.any():
+            continue
+        idx = np.nonzero(in_s)[0]
+        blen_arr[idx] = _gather_u32(buf, rec[idx] + 4, dt)
+        for btype, hdr in ((BT_EPB, 28), (BT_PB, 28)):
+            sel = idx[kind[idx] == btype]
+            if sel.shape[0] == 0:
+                continue
+            o = rec[sel]
+            if btype == BT_EPB:
+                local_if[sel] = _gather_u32(buf, o + 8, dt)
+            else:  # PB: interface id is u16, then drops count u16
+                dt16 = np.dtype(sorder + "u2")
+                b = np.ascontiguousarray(buf[(o + 8)[:, None] + np.arange(2)])
+                local_if[sel] = b.view(dt16).reshape(-1)
+            hi = _gather_u32(buf, o + 12, dt).astype(np.uint64)
+            lo = _gather_u32(buf, o + 16, dt).astype(np.uint64)
+            ts_ticks[sel] = (hi << np.uint64(32)) | lo
+            has_ts[sel] = True
+            caplen[sel] = _gather_u32(buf, o + 20, dt)
+            origlen[sel] = _gather_u32(buf, o + 24, dt)
+            data_off[sel] = o + hdr
+        sel = idx[kind[idx] == BT_SPB]
+        if sel.shape[0]:
+            o = rec[sel]
+            origlen[sel] = _gather_u32(buf, o + 8, dt)
+            data_off[sel] = o + 12
+            local_if[sel] = 0
+            # SPB: captured length = min(original length, snaplen, room in the block)
+            snap = interfaces[sections[s][1]].snaplen if len(interfaces) > sections[s][1] else 0
+            room = blen_arr[sel] - 16
+            cl = np.minimum(origlen[sel], room)
+            if snap:
+                cl = np.minimum(cl, snap)
+            caplen[sel] = cl
+        sel = idx[kind[idx] == BT_JOURNAL]
+        if sel.shape[0]:
+            data_off[sel] = rec[sel] + 8
+            caplen[sel] = blen_arr[sel] - 12
+            origlen[sel] = caplen[sel]
+            local_if[sel] = -1
+
+    # Global interface index = section base + local id; validate.
+    base = np.array([b for _, b in sections] or [0], dtype=np.int64)
+    iface = np.where(local_if >= 0, base[sect] + local_if if m else local_if, -1)
+    sect_if_count = np.array(
+        [
+            (sections[s + 1][1] if s + 1 < len(sections) else len(interfaces)) - sections[s][1]
+            for s in range(len(sections))
+        ]
+        or [0],
+        dtype=np.int64,
+    )
+    bad_if = (local_if >= 0) & (local_if >= sect_if_count[sect] if m else local_if >= 0)
+    journal = kind == BT_JOURNAL
+    # Captured data must fit in its block.
+    bad_len = (data_off + caplen > rec + blen_arr - 4) & ~journal
+    bad = bad_if | bad_len
+    if bad.any():
+        for i in np.nonzero(bad)[0][:1000]:
+            why = "unknown interface id" if bad_if[i] else "captured length overruns the block"
+            anomalies.append(
+                _anomaly(
+                    "bad_block", f"packet block at byte {rec[i]}: {why}", int(i) + 1, int(rec[i])
+                )
+            )
+        caplen = np.where(bad, 0, caplen)
+        iface = np.where(bad_if, -1, iface)
+
+    # Timestamps: per interface resolution and offset.
+    ts_ns = np.zeros(m, np.int64)
+    for intf in interfaces:
+        sel = (iface == intf.index) & has_ts
+        if not sel.any():
+            continue
+        t = ts_ticks[sel]
+        if intf.tsresol_pow2 >= 0:
+            k = np.uint64(intf.tsresol_pow2)
+            secs = (t >> k).astype(np.int64)
+            frac = (t & ((np.uint64(1) << k) - np.uint64(1))).astype(np.uint64)
+            v = secs * 1_000_000_000 + ((frac * np.uint64(1_000_000_000)) >> k).astype(np.int64)
+        elif intf.tsresol_ns_den == 1:
+            v = t.astype(np.int64) * intf.tsresol_ns_num
+        else:
+            v = (t // np.uint64(intf.tsresol_ns_den)).astype(np.int64)
+        ts_ns[sel] = v + intf.tsoffset_s * 1_000_000_000
+    # SPB and journal blocks carry no timestamp: they inherit the previous frame's.
+    if m and not has_ts.all():
+        last = np.where(has_ts, np.arange(m), -1)
+        np.maximum.accumulate(last, out=last)
+        ts_ns = np.where(last >= 0, ts_ns[np.maximum(last, 0)], 0)
+
+    return RawCapture(
+        path=path,
+        format="pcapng",
+        compressed=False,
+        file_size=n,
+        buf=buf,
+        data_off=data_off,
+        caplen=caplen,
+        origlen=origlen,
+        ts_ns=ts_ns,
+        iface=iface.astype(np.int32),
+        interfaces=interfaces,
+        secrets=secrets,
+        anomalies=anomalies,
+    )

@@ -1,0 +1,1 @@
+"""Link → IP → TCP/UDP decoding, flows and TCP reassembly (columnar, numpy)."""

@@ -1,0 +1,62 @@
+"""The stable JSON report of ``pcapkit analyze --format json``.
+
+Top-level keys (stable contract, documented in the README):
+
+* ``capture``   — file facts: ``path``, ``format``, ``compressed``, ``file_size``,
+  ``frames``, ``first_ts_ns``, ``last_ts_ns``, ``duration_ms``, ``interfaces``,
+  ``tcp_packets``, ``udp_packets``, ``flows``, ``secrets_blocks``, ``anomalies``.
+* ``flows``     — one object per flow with the columns of ``Trace.flows``
+  (``pcapkit.schema.describe("flows")``); missing values are ``null``.
+* ``findings``  — one object per finding with the columns of ``Trace.findings``.
+* ``anomalies`` — one object per anomaly row (``name``, ``frame``, ``flow``,
+  ``offset``, ``detail``).
+* ``schema_version`` — bumped only when a key changes meaning or disappears.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..trace import Trace
+
+SCHEMA_VERSION = 1
+
+
+def to_jsonable(v: Any) -> Any:
+    """Convert numpy/pandas scalars and containers to plain JSON values."""
+    if v is None or v is pd.NA or v is pd.NaT:
+        return None
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return None if math.isnan(f) else f
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    if isinstance(v, dict):
+        return {str(k): to_jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [to_jsonable(x) for x in v]
+    return v
+
+
+def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    cols = list(df.columns)
+    out = []
+    for row in df.itertuples(index=False, name=None):
+        out.append({c: to_jsonable(x) for c, x in zip(cols, row, strict=True)})
+    return out
+
+
+def analysis_json(trace: Trace) -> dict[str, Any]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "capture": to_jsonable(trace.capture_summary()),
+        "flows": records(trace.flows),
+        "findings": records(trace.findings),
+        "anomalies": records(trace.anomalies),
+    }

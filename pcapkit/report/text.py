@@ -1,0 +1,116 @@
+"""Readable per-flow summary for the terminal (``pcapkit analyze``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from ..trace import Trace
+
+# Flows beyond this many are summarised in one line unless --all is given.
+DEFAULT_MAX_FLOWS = 50
+MAX_ANOMALIES_SHOWN = 20
+
+
+def _b(n: int) -> str:
+    if n < 10_000:
+        return f"{n} B"
+    if n < 10_000_000:
+        return f"{n / 1000:.1f} kB"
+    return f"{n / 1e6:.1f} MB"
+
+
+def _ms(v: Any) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return "?"
+    return f"{float(v):.2f} ms" if v < 100 else f"{float(v):.0f} ms"
+
+
+def _na(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
+
+
+def flow_lines(r: Any, t0: int) -> list[str]:
+    arrow = "→"
+    dur = (r.last_ts_ns - r.first_ts_ns) / 1e6
+    head = (
+        f"flow {r.flow:<3} {r.proto:<3}  {r.client_ip}:{r.client_port} {arrow} {r.server_ip}:{r.server_port}"
+        f"   frames {r.first_frame}–{r.last_frame}, +{(r.first_ts_ns - t0) / 1e6:.1f} ms, {_ms(dur)}"
+    )
+    lines = [head]
+    c2s = f"c2s {_b(r.c2s_bytes)} in {r.c2s_packets} pkts"
+    if r.c2s_missing:
+        c2s += f" ({_b(r.c2s_missing)} never captured)"
+    s2c = f"s2c {_b(r.s2c_bytes)} in {r.s2c_packets} pkts"
+    if r.s2c_missing:
+        s2c += f" ({_b(r.s2c_missing)} never captured)"
+    lines.append(f"    {c2s};  {s2c}")
+    if r.proto == "tcp":
+        if r.handshake:
+            opts = []
+            if not _na(r.c_mss) or not _na(r.s_mss):
+                opts.append(
+                    f"MSS {'' if _na(r.c_mss) else r.c_mss}/{'' if _na(r.s_mss) else r.s_mss}"
+                )
+            opts.append(f"wscale {r.c_wscale}/{r.s_wscale}")
+            if r.sack_permitted:
+                opts.append("SACK")
+            if r.timestamps:
+                opts.append("timestamps")
+            lines.append(
+                f"    handshake RTT {_ms(r.rtt_ms)} (server leg {_ms(r.server_leg_ms)}, client leg "
+                f"{_ms(r.client_leg_ms)}) → {r.vantage}-side capture; {', '.join(opts)}"
+            )
+        else:
+            lines.append(f"    no handshake in the capture (roles from {r.roles_from})")
+        extra = []
+        if r.retransmissions:
+            extra.append(f"{r.retransmissions} retransmissions")
+        if r.out_of_order:
+            extra.append(f"{r.out_of_order} out-of-order")
+        if r.rst:
+            extra.append("reset")
+        elif r.fin:
+            extra.append("closed (FIN)")
+        if extra:
+            lines.append("    " + ", ".join(extra))
+    return lines
+
+
+def analysis_text(trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS) -> str:
+    cap = trace.capture_summary()
+    flows = trace.flows
+    anomalies = trace.anomalies
+    out = [
+        f"{cap['path']}: {cap['format']}{' (gzip)' if cap['compressed'] else ''}, {cap['frames']} frames, "
+        f"{_ms(cap['duration_ms'])}, {len(flows)} flows "
+        f"({int((flows.proto == 'tcp').sum())} TCP, {int((flows.proto == 'udp').sum())} UDP), "
+        f"{len(anomalies)} anomalies"
+    ]
+    if cap["secrets_blocks"]:
+        out.append(f"  {cap['secrets_blocks']} decryption secrets block(s) embedded")
+    t0 = cap["first_ts_ns"] or 0
+    shown = flows if max_flows is None else flows.head(max_flows)
+    for r in shown.itertuples(index=False):
+        out.append("")
+        out.extend(flow_lines(r, t0))
+    if len(shown) < len(flows):
+        out.append("")
+        out.append(f"… {len(flows) - len(shown)} more flows (use --all, or --format json)")
+    out.append("")
+    findings = trace.findings
+    if len(findings):
+        out.append(f"findings: {len(findings)}")
+    else:
+        out.append("findings: none")
+    if len(anomalies):
+        out.append("")
+        out.append(f"anomalies ({len(anomalies)}):")
+        for a in anomalies.head(MAX_ANOMALIES_SHOWN).itertuples(index=False):
+            where = f"frame {a.frame}" if not _na(a.frame) else "file"
+            out.append(f"  {a.name:<26} {where:<12} {a.detail}")
+        if len(anomalies) > MAX_ANOMALIES_SHOWN:
+            out.append(f"  … {len(anomalies) - MAX_ANOMALIES_SHOWN} more (use --format json)")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,247 @@
+"""Declared schemas of every public table (DESIGN.md §2).
+
+One place lists each table's columns, dtypes and meaning.  Tables are built
+through :func:`frame`, which checks the columns and applies the dtypes, so an
+empty capture gives empty tables with every column, never ``None``.  The column
+lists double as documentation: ``pcapkit.schema.describe("flows")``.
+
+Conventions: times are integer nanoseconds since the epoch (``*_ts_ns``);
+durations inside are integer ns, in reports float milliseconds (``*_ms``).
+Stream offsets count from the byte after the ISN.  ``dir`` is ``c2s`` or ``s2c``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+DIRS = ["c2s", "s2c"]
+
+# (column, dtype, description).  Nullable pandas dtypes where a value can be missing.
+SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
+    "packets": [
+        ("frame", "int64", "Wireshark frame number (1-based, file order)"),
+        ("ts_ns", "int64", "capture timestamp, ns since the epoch"),
+        ("caplen", "int64", "captured bytes of the frame"),
+        ("wire_len", "int64", "original length on the wire"),
+        ("iface", "int32", "interface index (pcapng IDB order across sections)"),
+        ("linktype", "int32", "link-layer header type (LINKTYPE_*)"),
+        ("vlan_tags", "int8", "802.1Q/802.1ad tags stripped"),
+        ("ip_version", "Int8", "4 or 6; missing when the frame carries no IP"),
+        ("src", "category", "source IP address"),
+        ("dst", "category", "destination IP address"),
+        ("ip_proto", "Int16", "IP protocol / IPv6 last next-header"),
+        ("ttl", "Int16", "IPv4 TTL / IPv6 hop limit"),
+        ("ip_fragment", "bool", "IP fragment (not reassembled; also an anomaly row)"),
+        ("proto", "category", "tcp, udp or missing"),
+        ("sport", "Int32", "source port"),
+        ("dport", "Int32", "destination port"),
+        ("tcp_seq", "Int64", "raw TCP sequence number"),
+        ("tcp_ack", "Int64", "raw TCP acknowledgment number"),
+        ("rel_seq", "Int64", "relative sequence number (Wireshark's tcp.seq)"),
+        ("rel_ack", "Int64", "relative ack number (Wireshark's tcp.ack), missing without ACK"),
+        (
+            "tcp_flags",
+            "Int16",
+            "TCP flags (FIN=1 SYN=2 RST=4 PSH=8 ACK=16 URG=32 ECE=64 CWR=128 AE=256)",
+        ),
+        ("tcp_window", "Int32", "raw window field"),
+        ("window", "Int64", "window in bytes after scaling (missing when the scale is unknown)"),
+        ("tcp_hdr_len", "Int16", "TCP header length in bytes"),
+        ("mss", "Int32", "MSS option value"),
+        ("wscale", "Int16", "window scale option shift"),
+        ("sack_perm", "boolean", "SACK-permitted option present"),
+        ("tsval", "Int64", "timestamp option TSval"),
+        ("tsecr", "Int64", "timestamp option TSecr"),
+        ("sack_n", "Int8", "number of SACK blocks"),
+        ("payload_off", "Int64", "byte offset of the L4 payload in the capture file"),
+        (
+            "payload_len",
+            "Int64",
+            "L4 payload length on the wire (Wireshark's tcp.len / udp.length − 8)",
+        ),
+        ("payload_caplen", "Int64", "L4 payload bytes actually captured"),
+        ("flow", "Int64", "flow id (row of Trace.flows)"),
+        ("dir", "category", "c2s or s2c"),
+    ],
+    "flows": [
+        ("flow", "int64", "flow id, global, in order of first frame"),
+        ("stream", "int64", "Wireshark's tcp.stream / udp.stream index"),
+        ("proto", "str", "tcp or udp"),
+        ("client_ip", "str", "client address"),
+        ("client_port", "int64", "client port"),
+        ("server_ip", "str", "server address"),
+        ("server_port", "int64", "server port"),
+        ("roles_from", "str", "how the roles were decided: syn, synack, ports, first_packet"),
+        ("first_frame", "int64", "first frame of the flow"),
+        ("last_frame", "int64", "last frame of the flow"),
+        ("first_ts_ns", "int64", "time of the first frame"),
+        ("last_ts_ns", "int64", "time of the last frame"),
+        ("c2s_packets", "int64", "packets client → server"),
+        ("s2c_packets", "int64", "packets server → client"),
+        (
+            "c2s_bytes",
+            "int64",
+            "reassembled payload bytes client → server (captured bytes, each once)",
+        ),
+        ("s2c_bytes", "int64", "reassembled payload bytes server → client"),
+        ("c2s_missing", "int64", "bytes of the c2s stream never captured (holes, snaplen)"),
+        ("s2c_missing", "int64", "bytes of the s2c stream never captured"),
+        ("handshake", "bool", "SYN and SYN/ACK both seen"),
+        ("c_mss", "Int64", "MSS in the client's SYN"),
+        ("s_mss", "Int64", "MSS in the server's SYN/ACK"),
+        ("c_wscale", "Int64", "client window scale in use (0 when not negotiated)"),
+        ("s_wscale", "Int64", "server window scale in use"),
+        ("sack_permitted", "bool", "both SYNs allowed SACK"),
+        ("timestamps", "bool", "both SYNs carried timestamps"),
+        (
+            "eff_mss",
+            "Int64",
+            "largest payload per wire segment (MSS − 12 with timestamps; guessed without handshake)",
+        ),
+        ("server_leg_ms", "Float64", "d_S: SYN → SYN/ACK at the capture point (DETECTION.md §1.1)"),
+        ("client_leg_ms", "Float64", "d_C: SYN/ACK → ACK at the capture point"),
+        ("rtt_ms", "Float64", "handshake RTT d_S + d_C"),
+        ("vantage", "str", "client, server, middle or unknown"),
+        (
+            "retransmissions",
+            "int64",
+            "data segments resending seen bytes (incl. spurious, overlaps)",
+        ),
+        ("out_of_order", "int64", "data segments filling a hole within the out-of-order threshold"),
+        ("fin", "bool", "a FIN was seen"),
+        ("rst", "bool", "a RST was seen"),
+    ],
+    "segments": [
+        ("flow", "int64", "flow id"),
+        ("dir", "category", "c2s or s2c"),
+        ("frame", "int64", "frame number"),
+        ("ts_ns", "int64", "capture time"),
+        ("offset", "int64", "stream offset of the first payload byte"),
+        ("length", "int64", "payload bytes on the wire"),
+        ("captured", "int64", "payload bytes captured"),
+        ("end", "int64", "offset + length"),
+        ("psh", "bool", "PSH flag"),
+        ("fin", "bool", "FIN flag"),
+        (
+            "kind",
+            "category",
+            "new, prev_not_captured, out_of_order, retransmission, spurious_retransmission, "
+            "overlap_same, overlap_diff, keep_alive, zero_window_probe",
+        ),
+        ("new_bytes", "int64", "bytes this segment delivered first"),
+        (
+            "gap_before",
+            "int64",
+            "bytes never seen between the previous highest byte and this segment",
+        ),
+        ("super_segment", "bool", "payload larger than the effective MSS (GSO/TSO/GRO capture)"),
+        ("wire_segments", "int64", "wire segments this one stands for (1 unless super_segment)"),
+        (
+            "ack",
+            "int64",
+            "next expected offset of the reverse stream it acknowledges (-1 without ACK)",
+        ),
+        ("window", "int64", "advertised window in bytes (-1 if the scale is unknown)"),
+    ],
+    "anomalies": [
+        ("name", "str", "stable snake_case name (like Zeek's weird.log)"),
+        ("frame", "Int64", "frame where it was noticed, if any"),
+        ("flow", "Int64", "flow id, if any"),
+        (
+            "offset",
+            "Int64",
+            "byte offset (file offset for container problems, stream offset otherwise)",
+        ),
+        ("detail", "str", "human-readable explanation"),
+    ],
+    "findings": [
+        ("kind", "str", "stable pathology name"),
+        ("severity", "str", "info, low, medium, high"),
+        ("flow", "Int64", "flow id"),
+        ("dir", "str", "c2s or s2c"),
+        ("cost_ms", "Float64", "estimated time cost"),
+        ("frames", "object", "evidence frame numbers"),
+        ("explanation", "str", "what happened, in plain words"),
+        ("remedy", "str", "what to change"),
+    ],
+}
+
+
+def columns(table: str) -> list[str]:
+    return [c for c, _, _ in SCHEMAS[table]]
+
+
+def describe(table: str) -> pd.DataFrame:
+    """The documented columns of ``table`` as a small DataFrame."""
+    return pd.DataFrame(SCHEMAS[table], columns=["column", "dtype", "description"])
+
+
+def frame(table: str, data: dict[str, Any] | None = None, n: int | None = None) -> pd.DataFrame:
+    """Build a table from column arrays, in schema order with schema dtypes.
+
+    Columns absent from ``data`` are filled with missing values; unknown columns
+    raise, so the schema stays the single source of truth.
+    """
+    data = data or {}
+    schema = SCHEMAS[table]
+    names = {c for c, _, _ in schema}
+    extra = set(data) - names
+    if extra:
+        raise KeyError(f"{table}: columns not in the schema: {sorted(extra)}")
+    if n is None:
+        n = len(next(iter(data.values()))) if data else 0
+    out: dict[str, Any] = {}
+    for col, dtype, _ in schema:
+        if col in data:
+            v = data[col]
+            if isinstance(v, (pd.Categorical, pd.api.extensions.ExtensionArray)):
+                out[col] = v
+            elif dtype == "category":
+                out[col] = pd.Categorical(v)
+            elif dtype == "object":
+                arr = np.empty(len(v), dtype=object)
+                arr[:] = list(v)
+                out[col] = arr
+            elif dtype == "str":
+                out[col] = pd.array(list(v), dtype="str")
+            elif dtype[0].isupper() or dtype == "boolean":
+                out[col] = pd.array(np.asarray(v), dtype=dtype)
+            else:
+                out[col] = np.asarray(v).astype(dtype, copy=False)
+        else:
+            out[col] = _missing(dtype, n)
+    return pd.DataFrame(out, copy=False)
+
+
+def _missing(dtype: str, n: int) -> Any:
+    if dtype == "category":
+        return pd.Categorical([None] * n)
+    if dtype == "str":
+        return pd.array([None] * n, dtype="str")
+    if dtype == "object":
+        return pd.array([None] * n, dtype="object")
+    if dtype[0].isupper() or dtype == "boolean":
+        return pd.array([None] * n, dtype=dtype)
+    if dtype == "bool":
+        return np.zeros(n, bool)
+    return np.zeros(n, dtype)
+
+
+def masked(values: np.ndarray, missing: np.ndarray, dtype: str) -> Any:
+    """A nullable extension array from values + a missing mask, without per-row objects."""
+    if dtype == "boolean":
+        return pd.arrays.BooleanArray(values.astype(bool), missing.astype(bool))
+    if dtype == "Float64":
+        return pd.arrays.FloatingArray(values.astype("float64"), missing.astype(bool))
+    return pd.arrays.IntegerArray(values.astype(dtype.lower()), missing.astype(bool))
+
+
+def categorical(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
+    """Categorical from integer codes (-1 = missing) without per-row objects."""
+    return pd.Categorical.from_codes(
+        np.asarray(codes, dtype=np.int64),
+        categories=pd.Index(categories, dtype="str") if categories else pd.Index([], dtype="str"),
+    )

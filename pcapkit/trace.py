@@ -1,0 +1,475 @@
+"""``Trace``: the public facade over one capture (``pcapkit.open``).
+
+Tables are computed lazily and cached; every one is a pandas DataFrame with the
+columns declared in :mod:`pcapkit.schema` (``pcapkit.schema.describe(name)``):
+
+* ``packets``   — one row per frame (Wireshark frame numbers).
+* ``flows``     — one row per TCP connection / UDP flow.
+* ``segments``  — one row per TCP segment with payload (plus keep-alives and
+  zero-window probes), classified.
+* ``anomalies`` — what could not be parsed, with a stable name.
+* ``findings``  — pathologies (empty until the detectors exist).
+
+``Trace.stream(flow, "c2s"|"s2c")`` returns one direction's reassembled bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from . import schema
+from .errors import UnsupportedLinkType
+from .io.reader import LINKTYPE_NONE, RawCapture, read_capture
+from .net.decode import LINKTYPE_NAMES, PROTO_TCP, PROTO_UDP, SUPPORTED_LINKTYPES, Decoded, decode
+from .net.flows import FlowTable, build_flows
+from .net.tcp import KINDS, DirectionIndex, TcpAnalysis, analyze_tcp
+
+Progress = Callable[[str, float], None]
+DIR_CODES = {"c2s": 0, "s2c": 1}
+
+
+class StreamBytes(bytes):
+    """Captured bytes of one stream direction, in offset order.
+
+    Holes (bytes never captured) are *not* filled: the bytes on each side of a
+    hole are simply adjacent here, and :attr:`gaps` lists each hole as
+    ``(stream_offset, length)``.  :meth:`chunks` gives the contiguous pieces with
+    their stream offsets; :meth:`at` maps a stream offset to a position here.
+    """
+
+    gaps: list[tuple[int, int]]
+    _runs: np.ndarray  # (k, 3): stream offset, position here, length
+
+    def __new__(cls, data: bytes, runs: np.ndarray, gaps: list[tuple[int, int]]) -> StreamBytes:
+        obj = super().__new__(cls, data)
+        obj._runs = runs
+        obj.gaps = gaps
+        return obj
+
+    @property
+    def complete(self) -> bool:
+        return not self.gaps
+
+    def chunks(self) -> list[tuple[int, bytes]]:
+        return [(int(o), bytes(self[p : p + ln])) for o, p, ln in self._runs.tolist()]
+
+    def at(self, offset: int) -> int | None:
+        """Position in these bytes of stream ``offset`` (None if it falls in a hole)."""
+        r = self._runs
+        if r.shape[0] == 0:
+            return None
+        i = int(np.searchsorted(r[:, 0], offset, side="right")) - 1
+        if i < 0 or offset >= r[i, 0] + r[i, 2]:
+            return None
+        return int(r[i, 1] + offset - r[i, 0])
+
+
+@dataclass
+class _Net:
+    dec: Decoded
+    flows: FlowTable
+    tcp: TcpAnalysis
+
+
+class Trace:
+    """One capture, analysed on demand.  Use :func:`pcapkit.open`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        keylog: str | os.PathLike[str] | bytes | None = None,
+        *,
+        progress: Progress | None = None,
+    ) -> None:
+        self.path = os.fspath(path)
+        self._progress = progress
+        self._report("read", 0.0)
+        self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
+        self._report("read", 1.0)
+        self.keylog = keylog
+        lts = {i.linktype for i in self.raw.interfaces}
+        used = set(np.unique(self.raw.linktype).tolist()) if self.raw.frames else set()
+        if used and not (used & (SUPPORTED_LINKTYPES | {LINKTYPE_NONE})):
+            names = ", ".join(str(x) for x in sorted(lts))
+            self.raw.close()
+            raise UnsupportedLinkType(
+                f"{self.path}: link type {names} is not supported "
+                f"(supported: {', '.join(str(x) for x in sorted(SUPPORTED_LINKTYPES))})"
+            )
+
+    # -- plumbing --------------------------------------------------------------
+    def _report(self, stage: str, frac: float) -> None:
+        if self._progress is not None:
+            self._progress(stage, frac)
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Trace {self.path!r}: {self.raw.frames} frames>"
+
+    @cached_property
+    def _net(self) -> _Net:
+        self._report("decode", 0.0)
+        dec = decode(self.raw)
+        self._report("flows", 0.4)
+        ft = build_flows(dec)
+        self._report("reassembly", 0.6)
+        tcp = analyze_tcp(dec, ft, self.raw.ts_ns, self.raw.buf)
+        self._report("reassembly", 1.0)
+        return _Net(dec=dec, flows=ft, tcp=tcp)
+
+    # -- tables ----------------------------------------------------------------
+    @property
+    def frames(self) -> int:
+        return self.raw.frames
+
+    @cached_property
+    def packets(self) -> pd.DataFrame:
+        """One row per frame; see ``pcapkit.schema.describe("packets")``."""
+        raw, net = self.raw, self._net
+        c = net.dec.cols
+        ft = net.flows
+        n = raw.frames
+        has_ip = c["ip_version"] > 0
+        l4 = c["l4"]
+        is_tcp = l4 == PROTO_TCP
+        has_l4 = l4 > 0
+        flags = c["tcp_flags"].astype(np.int64)
+        no_tcp = ~is_tcp
+        data: dict[str, Any] = {
+            "frame": np.arange(1, n + 1, dtype=np.int64),
+            "ts_ns": raw.ts_ns,
+            "caplen": raw.caplen,
+            "wire_len": raw.origlen,
+            "iface": raw.iface,
+            "linktype": raw.linktype,
+            "vlan_tags": c["vlan_tags"],
+            "ip_version": schema.masked(c["ip_version"], ~has_ip, "Int8"),
+            "src": schema.categorical(ft.pkt_src_addr, ft.addr_strings),
+            "dst": schema.categorical(ft.pkt_dst_addr, ft.addr_strings),
+            "ip_proto": schema.masked(c["ip_proto"], ~has_ip, "Int16"),
+            "ttl": schema.masked(c["ttl"], ~has_ip, "Int16"),
+            "ip_fragment": c["ip_fragment"],
+            "proto": schema.categorical(
+                np.where(is_tcp, 0, np.where(l4 == PROTO_UDP, 1, -1)), ["tcp", "udp"]
+            ),
+            "sport": schema.masked(c["sport"], ~has_l4, "Int32"),
+            "dport": schema.masked(c["dport"], ~has_l4, "Int32"),
+            "tcp_seq": schema.masked(c["tcp_seq"], no_tcp, "Int64"),
+            "tcp_ack": schema.masked(c["tcp_ack"], no_tcp, "Int64"),
+            "rel_seq": schema.masked(net.tcp.rel_seq, net.tcp.rel_seq < 0, "Int64"),
+            "rel_ack": schema.masked(net.tcp.rel_ack, net.tcp.rel_ack < 0, "Int64"),
+            "tcp_flags": schema.masked(flags, no_tcp, "Int16"),
+            "tcp_window": schema.masked(c["tcp_window"], no_tcp, "Int32"),
+            "window": schema.masked(net.tcp.window_scaled, net.tcp.window_scaled < 0, "Int64"),
+            "tcp_hdr_len": schema.masked(c["tcp_hdr_len"], no_tcp, "Int16"),
+            "mss": schema.masked(c["mss"], c["mss"] < 0, "Int32"),
+            "wscale": schema.masked(c["wscale"], c["wscale"] < 0, "Int16"),
+            "sack_perm": schema.masked(c["sack_perm"], no_tcp, "boolean"),
+            "tsval": schema.masked(c["tsval"], c["tsval"] < 0, "Int64"),
+            "tsecr": schema.masked(c["tsecr"], c["tsecr"] < 0, "Int64"),
+            "sack_n": schema.masked(c["sack_n"], no_tcp, "Int8"),
+            "payload_off": schema.masked(c["payload_off"], ~has_l4, "Int64"),
+            "payload_len": schema.masked(c["payload_len"], ~has_l4, "Int64"),
+            "payload_caplen": schema.masked(c["payload_caplen"], ~has_l4, "Int64"),
+            "flow": schema.masked(ft.pkt_flow, ft.pkt_flow < 0, "Int64"),
+            "dir": schema.categorical(ft.pkt_dir, schema.DIRS),
+        }
+        return schema.frame("packets", data, n)
+
+    @cached_property
+    def flows(self) -> pd.DataFrame:
+        """One row per TCP connection / UDP flow; see ``schema.describe("flows")``."""
+        net, raw = self._net, self.raw
+        ft = net.flows
+        nf = ft.count
+        info = net.tcp.flow_info
+        pkt_flow, pkt_dir = ft.pkt_flow, ft.pkt_dir
+        sel = pkt_flow >= 0
+        c2s_p = np.bincount(pkt_flow[sel & (pkt_dir == 0)], minlength=nf)
+        s2c_p = np.bincount(pkt_flow[sel & (pkt_dir == 1)], minlength=nf)
+        is_udp = ft.proto == PROTO_UDP
+        c = net.dec.cols
+        # UDP: bytes are the captured payloads of all datagrams
+        udp_c = np.bincount(
+            pkt_flow[sel & (pkt_dir == 0)],
+            weights=c["payload_caplen"][sel & (pkt_dir == 0)],
+            minlength=nf,
+        ).astype(np.int64)
+        udp_s = np.bincount(
+            pkt_flow[sel & (pkt_dir == 1)],
+            weights=c["payload_caplen"][sel & (pkt_dir == 1)],
+            minlength=nf,
+        ).astype(np.int64)
+        udp_cm = np.bincount(
+            pkt_flow[sel & (pkt_dir == 0)],
+            weights=(c["payload_len"] - c["payload_caplen"])[sel & (pkt_dir == 0)],
+            minlength=nf,
+        ).astype(np.int64)
+        udp_sm = np.bincount(
+            pkt_flow[sel & (pkt_dir == 1)],
+            weights=(c["payload_len"] - c["payload_caplen"])[sel & (pkt_dir == 1)],
+            minlength=nf,
+        ).astype(np.int64)
+        addr = (
+            np.array(ft.addr_strings, dtype=object)
+            if ft.addr_strings
+            else np.zeros(0, dtype=object)
+        )
+        tcp = ~is_udp
+        hs = info["handshake"] & tcp
+
+        def ms(v: np.ndarray) -> Any:
+            return schema.masked(v / 1e6, (v < 0) | ~tcp, "Float64")
+
+        def opt(v: np.ndarray) -> Any:
+            return schema.masked(v, (v < 0) | ~tcp, "Int64")
+
+        eff = np.maximum(info["c_eff_mss"], info["s_eff_mss"])
+        data = {
+            "flow": np.arange(nf, dtype=np.int64),
+            "stream": ft.stream,
+            "proto": np.where(is_udp, "udp", "tcp").tolist(),
+            "client_ip": addr[ft.client_addr].tolist() if nf else [],
+            "client_port": ft.client_port,
+            "server_ip": addr[ft.server_addr].tolist() if nf else [],
+            "server_port": ft.server_port,
+            "roles_from": ft.roles_from,
+            "first_frame": ft.first_idx + 1,
+            "last_frame": ft.last_idx + 1,
+            "first_ts_ns": raw.ts_ns[ft.first_idx] if nf else np.zeros(0, np.int64),
+            "last_ts_ns": raw.ts_ns[ft.last_idx] if nf else np.zeros(0, np.int64),
+            "c2s_packets": c2s_p,
+            "s2c_packets": s2c_p,
+            "c2s_bytes": np.where(is_udp, udp_c, info["c2s_bytes"]),
+            "s2c_bytes": np.where(is_udp, udp_s, info["s2c_bytes"]),
+            "c2s_missing": np.where(is_udp, udp_cm, info["c2s_missing"]),
+            "s2c_missing": np.where(is_udp, udp_sm, info["s2c_missing"]),
+            "handshake": hs,
+            "c_mss": opt(info["c_mss"]),
+            "s_mss": opt(info["s_mss"]),
+            "c_wscale": opt(info["c_wscale"]),
+            "s_wscale": opt(info["s_wscale"]),
+            "sack_permitted": info["sack_permitted"] & tcp,
+            "timestamps": info["timestamps"] & tcp,
+            "eff_mss": opt(eff),
+            "server_leg_ms": ms(info["server_leg_ns"]),
+            "client_leg_ms": ms(info["client_leg_ns"]),
+            "rtt_ms": ms(info["irtt_ns"]),
+            "vantage": np.where(tcp, info["vantage"], "unknown").tolist(),
+            "retransmissions": info["retransmissions"],
+            "out_of_order": info["out_of_order"],
+            "fin": info["fin"] & tcp,
+            "rst": info["rst"] & tcp,
+        }
+        return schema.frame("flows", data, nf)
+
+    @cached_property
+    def segments(self) -> pd.DataFrame:
+        """TCP segments with payload, classified; see ``schema.describe("segments")``."""
+        s = dict(self._net.tcp.segments)
+        s["dir"] = schema.categorical(s["dir"], schema.DIRS)
+        s["kind"] = schema.categorical(s["kind"], list(KINDS))
+        return schema.frame("segments", s)
+
+    @cached_property
+    def anomalies(self) -> pd.DataFrame:
+        """Everything that could not be parsed, one row each."""
+        rows = (
+            list(self.raw.anomalies) + list(self._net.dec.anomalies) + list(self._net.tcp.anomalies)
+        )
+        for intf in self.raw.interfaces:
+            if intf.linktype not in SUPPORTED_LINKTYPES:
+                idx = np.nonzero(self.raw.iface == intf.index)[0]
+                if idx.shape[0]:
+                    rows.append(
+                        {
+                            "name": "unsupported_linktype",
+                            "frame": int(idx[0]) + 1,
+                            "flow": None,
+                            "offset": None,
+                            "detail": f"interface {intf.index} has link type {intf.linktype}: "
+                            f"{idx.shape[0]} frames not decoded",
+                        }
+                    )
+        pkt_flow = self._net.flows.pkt_flow
+        for r in rows:
+            if (
+                r.get("flow") is None
+                and r.get("frame") is not None
+                and 0 < r["frame"] <= len(pkt_flow)
+            ):
+                fl = int(pkt_flow[r["frame"] - 1])
+                r["flow"] = fl if fl >= 0 else None
+        rows.sort(key=lambda r: (r["frame"] is None, r["frame"] or 0))
+        n = len(rows)
+        if n == 0:
+            return schema.frame("anomalies", n=0)
+
+        def col(k: str) -> list[Any]:
+            return [r.get(k) for r in rows]
+
+        return schema.frame(
+            "anomalies",
+            {
+                "name": col("name"),
+                "frame": pd.array(col("frame"), dtype="Int64"),
+                "flow": pd.array(col("flow"), dtype="Int64"),
+                "offset": pd.array(col("offset"), dtype="Int64"),
+                "detail": col("detail"),
+            },
+            n,
+        )
+
+    @cached_property
+    def findings(self) -> pd.DataFrame:
+        """Pathologies found (the detectors arrive with their issue; empty for now)."""
+        return schema.frame("findings", n=0)
+
+    # -- streams -----------------------------------------------------------------
+    def _flow_dir(self, flow: int, direction: str) -> tuple[int, int]:
+        if direction not in DIR_CODES:
+            raise ValueError(f"direction must be 'c2s' or 's2c', not {direction!r}")
+        if not 0 <= flow < self._net.flows.count:
+            raise KeyError(f"no flow {flow} (the capture has {self._net.flows.count})")
+        return int(flow), DIR_CODES[direction]
+
+    def stream_index(self, flow: int, direction: str) -> DirectionIndex:
+        """Offset → (frame, ts_ns) index of one TCP direction (first-seen pieces)."""
+        key = self._flow_dir(flow, direction)
+        idx = self._net.tcp.index.get(key)
+        if idx is None:
+            z = np.zeros(0, np.int64)
+            return DirectionIndex(z, z, z, z, z, z)
+        return idx
+
+    def stream(self, flow: int, direction: str) -> StreamBytes:
+        """Reassembled payload of one direction (TCP) or concatenated datagrams (UDP)."""
+        f, d = self._flow_dir(flow, direction)
+        buf = self.raw.buf
+        if self._net.flows.proto[f] == PROTO_UDP:
+            return self._udp_stream(f, d)
+        idx = self.stream_index(flow, direction)
+        if idx.start.shape[0] == 0:
+            return StreamBytes(b"", np.zeros((0, 3), np.int64), [])
+        parts = []
+        runs = []
+        gaps: list[tuple[int, int]] = []
+        pos = 0
+        expect = 0
+        for s, ce, e, bo in zip(
+            idx.start.tolist(),
+            idx.cap_end.tolist(),
+            idx.end.tolist(),
+            idx.buf_off.tolist(),
+            strict=True,
+        ):
+            if s > expect:
+                gaps.append((expect, s - expect))
+            ln = ce - s
+            if ln > 0:
+                parts.append(buf[bo : bo + ln].tobytes())
+                if runs and runs[-1][0] + runs[-1][2] == s:
+                    runs[-1][2] += ln
+                else:
+                    runs.append([s, pos, ln])
+                pos += ln
+            if ce < e:
+                gaps.append((ce, e - ce))
+            expect = e
+        return StreamBytes(b"".join(parts), np.array(runs, np.int64).reshape(-1, 3), gaps)
+
+    def _udp_stream(self, f: int, d: int) -> StreamBytes:
+        sel = self.datagram_frames(f, d)
+        c = self._net.dec.cols
+        buf = self.raw.buf
+        parts = [
+            buf[o : o + ln].tobytes()
+            for o, ln in zip(
+                c["payload_off"][sel].tolist(), c["payload_caplen"][sel].tolist(), strict=True
+            )
+        ]
+        lens = np.array([len(p) for p in parts], np.int64)
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]]) if parts else np.zeros(0, np.int64)
+        runs = np.stack([starts, starts, lens], axis=1) if parts else np.zeros((0, 3), np.int64)
+        return StreamBytes(b"".join(parts), runs, [])
+
+    def datagram_frames(self, flow: int, d: int) -> np.ndarray:
+        ft = self._net.flows
+        return np.nonzero((ft.pkt_flow == flow) & (ft.pkt_dir == d))[0]
+
+    def datagrams(self, flow: int, direction: str) -> list[tuple[int, bytes]]:
+        """UDP payloads of one direction as (frame, bytes)."""
+        f, d = self._flow_dir(flow, direction)
+        c = self._net.dec.cols
+        buf = self.raw.buf
+        sel = self.datagram_frames(f, d)
+        return [
+            (
+                int(i) + 1,
+                buf[
+                    int(c["payload_off"][i]) : int(c["payload_off"][i] + c["payload_caplen"][i])
+                ].tobytes(),
+            )
+            for i in sel
+        ]
+
+    # -- summary -------------------------------------------------------------------
+    def capture_summary(self) -> dict[str, Any]:
+        """The ``capture`` object of the JSON report."""
+        raw = self.raw
+        ts = raw.ts_ns
+        c = self._net.dec.cols
+        return {
+            "path": self.path,
+            "format": raw.format,
+            "compressed": raw.compressed,
+            "file_size": raw.file_size,
+            "frames": raw.frames,
+            "first_ts_ns": int(ts.min()) if raw.frames else None,
+            "last_ts_ns": int(ts.max()) if raw.frames else None,
+            "duration_ms": round(float(ts.max() - ts.min()) / 1e6, 3) if raw.frames else 0.0,
+            "interfaces": [
+                {
+                    "index": i.index,
+                    "linktype": i.linktype,
+                    "linktype_name": LINKTYPE_NAMES.get(i.linktype, "unsupported"),
+                    "name": i.name,
+                }
+                for i in raw.interfaces
+            ],
+            "tcp_packets": int((c["l4"] == PROTO_TCP).sum()),
+            "udp_packets": int((c["l4"] == PROTO_UDP).sum()),
+            "flows": self._net.flows.count,
+            "secrets_blocks": len(raw.secrets),
+            "anomalies": int(len(self.anomalies)),
+        }
+
+
+def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
+    path: str | os.PathLike[str],
+    keylog: str | os.PathLike[str] | bytes | None = None,
+    *,
+    progress: Progress | None = None,
+) -> Trace:
+    """Open a pcap/pcapng capture (optionally gzip-compressed).
+
+    ``keylog`` is an NSS key log (path or bytes) for TLS/QUIC decryption; keys in
+    the file's Decryption Secrets Blocks are used as well.  Raises
+    :class:`pcapkit.errors.PcapkitError` subclasses for whole-file problems.
+    """
+    return Trace(path, keylog, progress=progress)
