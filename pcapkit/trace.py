@@ -442,7 +442,7 @@ class Trace:
             "frames": raw.frames,
             "first_ts_ns": int(ts.min()) if raw.frames else None,
             "last_ts_ns": int(ts.max()) if raw.frames else None,
-            "duration_ms": round(float(ts.max() - ts.min()) / 1e6, 3) if raw.frames else 0.0,
+            "duration_ms": round((int(ts.max()) - int(ts.min())) / 1e6, 3) if raw.frames else 0.0,
             "interfaces": [
                 {
                     "index": i.index,

@@ -53,28 +53,44 @@ class Follow:
     missing: list[int] = field(default_factory=lambda: [0, 0])
 
 
-def follow_tcp(path: Path | str, stream: int, extra: list[str] | None = None) -> Follow:
-    """Parse ``tshark -q -z follow,tcp,raw,N``: per node, the bytes and the missing count."""
-    text = run(["-r", str(path), "-q", "-z", f"follow,tcp,raw,{stream}", *(extra or [])])
-    f = Follow()
+def follow_tcp_many(
+    path: Path | str, streams: list[int], extra: list[str] | None = None
+) -> dict[int, Follow]:
+    """Parse ``tshark -q -z follow,tcp,raw,N`` for several streams in one tshark run."""
+    args = ["-r", str(path), "-q"]
+    for s in streams:
+        args += ["-z", f"follow,tcp,raw,{s}"]
+    text = run(args + (extra or []))
+    out: dict[int, Follow] = {}
+    cur: Follow | None = None
     body = False
     for line in text.splitlines():
-        if line.startswith("Node 0:"):
-            f.node0 = line.split(":", 1)[1].strip()
+        if line.startswith("Filter: tcp.stream eq "):
+            cur = Follow()
+            out[int(line.rsplit(" ", 1)[1])] = cur
+            body = False
+        elif cur is None:
+            continue
+        elif line.startswith("Node 0:"):
+            cur.node0 = line.split(":", 1)[1].strip()
         elif line.startswith("Node 1:"):
-            f.node1 = line.split(":", 1)[1].strip()
+            cur.node1 = line.split(":", 1)[1].strip()
             body = True
-        elif body and line.startswith("====="):
-            break
+        elif line.startswith("====="):
+            body = False
         elif body and line:
             node = 1 if line.startswith("\t") else 0
             chunk = bytes.fromhex(line.strip())
             m = MISSING.match(chunk)
             if m:
-                f.missing[node] += int(m.group(1))
+                cur.missing[node] += int(m.group(1))
             else:
-                f.data[node] += chunk
-    return f
+                cur.data[node] += chunk
+    return out
+
+
+def follow_tcp(path: Path | str, stream: int, extra: list[str] | None = None) -> Follow:
+    return follow_tcp_many(path, [stream], extra)[stream]
 
 
 def tcp_stream_count(path: Path | str, extra: list[str] | None = None) -> int:

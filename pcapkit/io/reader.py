@@ -60,6 +60,13 @@ BT_EPB = 0x00000006
 BT_JOURNAL = 0x00000009  # systemd Journal Export Block: Wireshark shows it as a frame
 BT_DSB = 0x0000000A
 
+# if_tsresol beyond these cannot be real clocks (10^-19 s, 2^-63 s) and would
+# overflow 64-bit tick arithmetic; such interfaces keep the µs default.
+MAX_TSRESOL_POW10 = 19
+MAX_TSRESOL_POW2 = 63
+# if_tsoffset larger than ~272 years is corruption, not a clock offset.
+MAX_TSOFFSET_S = 1 << 33
+
 # Pseudo link type for frames that are not packets (journal entries).
 LINKTYPE_NONE = -1
 
@@ -136,12 +143,16 @@ class RawCapture:
         return self.buf[o : o + int(self.caplen[i])].tobytes()
 
     def close(self) -> None:
-        for obj in self._keepalive:
-            try:
-                obj.close()
-            except (BufferError, OSError, ValueError):
-                pass  # a numpy view may still reference the mmap; the GC closes it
+        _close_all(self._keepalive)
         self._keepalive.clear()
+
+
+def _close_all(objs: list[Any]) -> None:
+    for obj in objs:
+        try:
+            obj.close()
+        except (BufferError, OSError, ValueError):
+            pass  # a numpy view still references the mmap; the GC closes it later
 
 
 def _anomaly(
@@ -213,8 +224,7 @@ def read_capture(path: str | os.PathLike[str], progress: ProgressFn | None = Non
                 f"{path}: not a pcap or pcapng capture (first bytes {magic.hex() or 'none'})"
             )
     except BaseException:
-        for obj in keep:
-            obj.close()
+        _close_all(keep)
         raise
     cap.compressed = compressed
     cap._keepalive = keep
@@ -349,15 +359,17 @@ def _idb(mm: Any, off: int, blen: int, order: str, index: int) -> Interface:
         if code == 9 and len(val) >= 1:  # if_tsresol
             r = val[0]
             if r & 0x80:
-                pow2 = r & 0x7F
-            else:
-                exp = r
-                if exp <= 9:
-                    num, den = 10 ** (9 - exp), 1
-                else:
-                    num, den = 1, 10 ** (exp - 9)
+                if (r & 0x7F) <= MAX_TSRESOL_POW2:
+                    pow2 = r & 0x7F
+            elif r <= 9:
+                num, den = 10 ** (9 - r), 1
+            elif r <= MAX_TSRESOL_POW10:
+                num, den = 1, 10 ** (r - 9)
+            # else: an impossible resolution; keep the µs default
         elif code == 14 and len(val) >= 8:  # if_tsoffset, seconds
-            tsoff = struct.unpack(order + "q", val[:8])[0]
+            off = struct.unpack(order + "q", val[:8])[0]
+            if abs(off) <= MAX_TSOFFSET_S:
+                tsoff = off
         elif code == 2:  # if_name
             name = val.rstrip(b"\x00").decode("utf-8", "replace")
     return Interface(
@@ -578,10 +590,15 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
             continue
         t = ts_ticks[sel]
         if intf.tsresol_pow2 >= 0:
-            k = np.uint64(intf.tsresol_pow2)
-            secs = (t >> k).astype(np.int64)
-            frac = (t & ((np.uint64(1) << k) - np.uint64(1))).astype(np.uint64)
-            v = secs * 1_000_000_000 + ((frac * np.uint64(1_000_000_000)) >> k).astype(np.int64)
+            k = intf.tsresol_pow2
+            secs = (t >> np.uint64(k)).astype(np.int64)
+            frac = t & np.uint64((1 << k) - 1)
+            if k > 32:  # keep 32 fractional bits so frac * 1e9 fits in 64 bits
+                frac >>= np.uint64(k - 32)
+                k = 32
+            v = secs * 1_000_000_000 + ((frac * np.uint64(1_000_000_000)) >> np.uint64(k)).astype(
+                np.int64
+            )
         elif intf.tsresol_ns_den == 1:
             v = t.astype(np.int64) * intf.tsresol_ns_num
         else:

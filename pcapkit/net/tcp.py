@@ -95,6 +95,29 @@ class DirectionIndex:
         ts = np.where(ok, self.ts_ns[j] if self.start.shape[0] else 0, -1)
         return frame, ts
 
+    def delivered(self, offsets: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+        """Frame and time at which every byte up to each offset had arrived.
+
+        This is when a receiver's TCP could hand the byte at ``offset`` to the
+        application (in-order delivery): the latest arrival among the pieces that
+        cover ``[0, offset]``.  Offsets behind a hole that was never filled give -1.
+        Wireshark shows a reassembled PDU in exactly this frame.
+        """
+        off = np.atleast_1d(np.asarray(offsets, dtype=np.int64))
+        k = self.start.shape[0]
+        if k == 0:
+            return np.full(off.shape, -1), np.full(off.shape, -1)
+        cm = np.maximum.accumulate(self.frame)
+        holder = np.maximum.accumulate(np.where(self.frame == cm, np.arange(k), -1))
+        broken = np.zeros(k, bool)
+        broken[0] = self.start[0] > 0
+        broken[1:] = self.start[1:] > self.end[:-1]
+        broken = np.logical_or.accumulate(broken)
+        i = np.searchsorted(self.start, off, side="right") - 1
+        j = np.maximum(i, 0)
+        ok = (i >= 0) & (off < self.end[j]) & ~broken[j]
+        return np.where(ok, cm[j], -1), np.where(ok, self.ts_ns[holder[j]], -1)
+
 
 @dataclass
 class TcpAnalysis:
@@ -163,7 +186,19 @@ def analyze_tcp(dec: Decoded, ft: FlowTable, ts_ns: np.ndarray, buf: np.ndarray)
     has_syn_dir = syn_pos < m
     isn = np.zeros(ngroups, np.int64)
     present = first_pos >= 0
+    # Without a SYN, Wireshark takes the base from whichever comes first: the
+    # direction's own first packet (seq − 1) or an ACK from the other side (ack − 1).
+    own_frame = np.full(ngroups, np.iinfo(np.int64).max, np.int64)
+    own_frame[present] = P[first_pos[present]]
     isn[present] = (seq[first_pos[present]] - 1) & 0xFFFFFFFF
+    ack_frame = np.full(ngroups, np.iinfo(np.int64).max, np.int64)
+    rev_g = g ^ 1
+    np.minimum.at(ack_frame, rev_g[has_ack], P[has_ack])
+    by_ack = ~has_syn_dir & (ack_frame < own_frame)
+    if by_ack.any():
+        pos_of_frame = np.full(n, -1, np.int64)
+        pos_of_frame[P] = np.arange(m)
+        isn[by_ack] = (ackv[pos_of_frame[ack_frame[by_ack]]] - 1) & 0xFFFFFFFF
     isn[has_syn_dir] = seq[syn_pos[has_syn_dir]]
 
     rel = _unwrap(seq, g, isn[g])

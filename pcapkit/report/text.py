@@ -28,16 +28,20 @@ def _ms(v: Any) -> str:
     return f"{float(v):.2f} ms" if v < 100 else f"{float(v):.0f} ms"
 
 
+def _n(k: int, one: str, many: str | None = None) -> str:
+    return f"{k} {one if k == 1 else (many or one + 's')}"
+
+
 def _na(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
 def flow_lines(r: Any, t0: int) -> list[str]:
     arrow = "→"
-    dur = (r.last_ts_ns - r.first_ts_ns) / 1e6
+    dur = (int(r.last_ts_ns) - int(r.first_ts_ns)) / 1e6
     head = (
         f"flow {r.flow:<3} {r.proto:<3}  {r.client_ip}:{r.client_port} {arrow} {r.server_ip}:{r.server_port}"
-        f"   frames {r.first_frame}–{r.last_frame}, +{(r.first_ts_ns - t0) / 1e6:.1f} ms, {_ms(dur)}"
+        f"   frames {r.first_frame}–{r.last_frame}, +{(int(r.first_ts_ns) - t0) / 1e6:.1f} ms, {_ms(dur)}"
     )
     lines = [head]
     c2s = f"c2s {_b(r.c2s_bytes)} in {r.c2s_packets} pkts"
@@ -85,9 +89,9 @@ def analysis_text(trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS) ->
     anomalies = trace.anomalies
     out = [
         f"{cap['path']}: {cap['format']}{' (gzip)' if cap['compressed'] else ''}, {cap['frames']} frames, "
-        f"{_ms(cap['duration_ms'])}, {len(flows)} flows "
+        f"{_ms(cap['duration_ms'])}, {_n(len(flows), 'flow')} "
         f"({int((flows.proto == 'tcp').sum())} TCP, {int((flows.proto == 'udp').sum())} UDP), "
-        f"{len(anomalies)} anomalies"
+        f"{_n(len(anomalies), 'anomaly', 'anomalies')}"
     ]
     if cap["secrets_blocks"]:
         out.append(f"  {cap['secrets_blocks']} decryption secrets block(s) embedded")

@@ -1,0 +1,44 @@
+# pcapkit — make targets.  `make demo` and `make test` each build their own
+# virtual environment from pyproject.toml and need nothing installed by hand
+# (tests that compare with tshark skip cleanly when it is absent; .ci/run
+# installs it).
+
+PYTHON ?= python3
+DEMO_VENV := .venv-demo
+TEST_VENV := .venv-test
+DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
+
+.PHONY: demo test lint bench fixtures clean
+
+$(DEMO_VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install -q --upgrade pip
+	$(DEMO_VENV)/bin/pip install -q .
+	touch $@
+
+$(TEST_VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(TEST_VENV)
+	$(TEST_VENV)/bin/pip install -q --upgrade pip
+	$(TEST_VENV)/bin/pip install -q -e '.[test,dev]'
+	touch $@
+
+demo: $(DEMO_VENV)/.stamp
+	$(DEMO_VENV)/bin/pcapkit analyze $(DEMO_CAPTURE)
+
+test: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python -m pytest -q
+
+lint: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks
+	$(TEST_VENV)/bin/mypy --strict dissectors
+
+bench: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/pip install -q -e '.[bench]'
+	$(TEST_VENV)/bin/python benchmarks/gen_capture.py -n 1000000 -o benchmarks/out/big.pcap --seed 1
+	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap
+
+fixtures: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/pcapkit lab fixtures -o fixtures
+
+clean:
+	rm -rf $(DEMO_VENV) $(TEST_VENV) build *.egg-info .pytest_cache .hypothesis

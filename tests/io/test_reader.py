@@ -1,0 +1,348 @@
+"""Reader: pcap/pcapng variants, gzip by magic, bad input → anomalies or one clear error."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pcapkit
+from pcapkit import schema
+from pcapkit.errors import CaptureTooBroken, NotACapture, PcapkitError
+from pcapkit.io import read_capture
+from pcapkit.io.writer import PcapngWriter, PcapWriter, inject_secrets
+
+from synth import Conn, udp_frame
+
+T0 = 1_700_000_000_123_456_789
+
+
+def _packets(k: int = 5) -> list[tuple[int, bytes]]:
+    c = Conn()
+    c.handshake()
+    for i in range(k):
+        c.c2s(30_000 + i * 1000, b"x" * (i + 1))
+    return c.frames
+
+
+@pytest.mark.parametrize("big_endian", [False, True])
+@pytest.mark.parametrize("ns", [False, True])
+def test_pcap_byte_orders_and_resolutions(tmp_path, big_endian, ns):
+    pk = _packets()
+    p = tmp_path / "a.pcap"
+    with open(p, "wb") as f:
+        w = PcapWriter(f, 1, nanosecond=ns, big_endian=big_endian)
+        for ts, data in pk:
+            w.write(ts, data)
+    cap = read_capture(p)
+    assert cap.format == "pcap"
+    assert cap.frames == len(pk)
+    expect = np.array([ts if ns else ts // 1000 * 1000 for ts, _ in pk])
+    assert (cap.ts_ns == expect).all()
+    for i, (_, data) in enumerate(pk):
+        assert cap.frame_bytes(i + 1) == data
+    assert cap.interfaces[0].linktype == 1
+
+
+def test_modified_pcap_header(tmp_path):
+    pk = _packets(2)
+    buf = io.BytesIO()
+    buf.write(struct.pack("<IHHiIII", 0xA1B2CD34, 2, 4, 0, 0, 65535, 1))
+    for ts, data in pk:
+        s, us = divmod(ts // 1000, 1_000_000)
+        buf.write(struct.pack("<IIII", s, us, len(data), len(data)))
+        buf.write(struct.pack("<IHBB", 0, 0, 0, 0))  # ifindex, protocol, pkt_type, pad
+        buf.write(data)
+    p = tmp_path / "m.pcap"
+    p.write_bytes(buf.getvalue())
+    cap = read_capture(p)
+    assert cap.frames == len(pk)
+    assert cap.frame_bytes(2) == pk[1][1]
+
+
+def _pcapng_multi(tmp_path):
+    """Two sections (LE then BE), three interfaces with different resolutions."""
+    pk = _packets(3)
+    u = udp_frame(b"hello")
+    buf = io.BytesIO()
+    w = PcapngWriter(buf)
+    w.add_interface(1, tsresol=6)  # µs
+    w.add_interface(1, tsresol=9)  # ns
+    w.write_raw_block(4, b"\x00\x00\x00\x00")  # NRB (only end-of-records)
+    w.write(0, pk[0][0] // 1000, pk[0][1])
+    w.write_secrets(b"CLIENT_RANDOM aa bb\n")
+    w.write(1, pk[1][0], pk[1][1])
+    w.write_raw_block(5, struct.pack("<III", 0, 0, 0))  # ISB
+    w.write_raw_block(0x00000BAD, struct.pack("<I", 32473) + b"custom")
+    w.write_simple(pk[2][1])  # SPB: no timestamp, interface 0
+    # obsolete Packet Block on interface 1
+    data = pk[3][1]
+    body = (
+        struct.pack("<HHIIII", 1, 0, pk[3][0] >> 32, pk[3][0] & 0xFFFFFFFF, len(data), len(data))
+        + data
+    )
+    w.write_raw_block(2, body)
+    w.write_raw_block(9, b"__REALTIME_TIMESTAMP=1\n")  # systemd journal entry: a frame in Wireshark
+    w2 = PcapngWriter(buf, big_endian=True)  # second section, other byte order
+    w2.add_interface(1, tsresol=0x80 | 20)  # 2^-20 s
+    ticks = (pk[4][0] * (1 << 20)) // 1_000_000_000
+    w2.write(0, ticks, pk[4][1])
+    w2.write(0, ticks + 1, u)
+    p = tmp_path / "multi.pcapng"
+    p.write_bytes(buf.getvalue())
+    return p, pk, ticks, u
+
+
+def test_pcapng_sections_interfaces_blocks(tmp_path):
+    p, pk, ticks, u = _pcapng_multi(tmp_path)
+    cap = read_capture(p)
+    assert cap.format == "pcapng"
+    # EPB, EPB, SPB, PB, journal, EPB, EPB
+    assert cap.frames == 7
+    assert len(cap.interfaces) == 3
+    assert cap.iface.tolist() == [0, 1, 0, 1, -1, 2, 2]
+    assert cap.ts_ns[0] == pk[0][0] // 1000 * 1000
+    assert cap.ts_ns[1] == pk[1][0]
+    assert cap.ts_ns[2] == cap.ts_ns[1]  # SPB inherits the previous timestamp
+    assert cap.ts_ns[3] == pk[3][0]
+    expect = (ticks >> 20) * 1_000_000_000 + ((ticks & ((1 << 20) - 1)) * 1_000_000_000 >> 20)
+    assert cap.ts_ns[5] == expect
+    assert abs(int(cap.ts_ns[5]) - pk[4][0]) < 1000  # 2^-20 s resolution ≈ 954 ns
+    assert cap.frame_bytes(3) == pk[2][1]
+    assert cap.frame_bytes(7) == u
+    assert len(cap.secrets) == 1
+    assert cap.secrets[0].frames_before == 1
+    assert cap.secrets[0].data.startswith(b"CLIENT_RANDOM")
+    assert "CLIENT_RANDOM" not in repr(cap.secrets[0])
+    # the whole pipeline decodes every packet frame
+    t = pcapkit.open(p)
+    pk_tab = t.packets
+    assert pk_tab["frame"].tolist() == list(range(1, 8))
+    assert pk_tab["proto"].tolist()[:4] == ["tcp"] * 4
+    assert pk_tab["proto"].iloc[6] == "udp"
+    assert pd_isna(pk_tab["proto"].iloc[4])
+
+
+def pd_isna(v):
+    import pandas as pd
+
+    return bool(pd.isna(v))
+
+
+def test_pcapng_tsoffset(tmp_path):
+    buf = io.BytesIO()
+    w = PcapngWriter(buf)
+    # IDB with if_tsresol=9 and if_tsoffset=100 s, written by hand
+    opts = (
+        struct.pack("<HHB3x", 9, 1, 9) + struct.pack("<HHq", 14, 8, 100) + struct.pack("<HH", 0, 0)
+    )
+    w.write_raw_block(1, struct.pack("<HHI", 1, 0, 65535) + opts)
+    w.write(0, 5, udp_frame(b"x"))
+    p = tmp_path / "off.pcapng"
+    p.write_bytes(buf.getvalue())
+    cap = read_capture(p)
+    assert cap.ts_ns.tolist() == [100_000_000_005]
+
+
+def test_gzip_recognised_by_magic_not_name(tmp_path):
+    pk = _packets(3)
+    raw = tmp_path / "a.pcap"
+    with open(raw, "wb") as f:
+        w = PcapWriter(f, 1)
+        for ts, d in pk:
+            w.write(ts, d)
+    gz = tmp_path / "no-extension"
+    gz.write_bytes(gzip.compress(raw.read_bytes()))
+    cap = read_capture(gz)
+    assert cap.compressed
+    assert cap.frames == len(pk)
+    assert cap.frame_bytes(1) == pk[0][1]
+    # a plain file named .gz is read as plain
+    plain = tmp_path / "x.pcap.gz"
+    plain.write_bytes(raw.read_bytes())
+    assert not read_capture(plain).compressed
+
+
+def test_truncated_last_record_is_an_anomaly(tmp_path):
+    pk = _packets(4)
+    p = tmp_path / "t.pcap"
+    with open(p, "wb") as f:
+        w = PcapWriter(f, 1)
+        for ts, d in pk:
+            w.write(ts, d)
+    data = p.read_bytes()
+    p.write_bytes(data[:-10])
+    t = pcapkit.open(p)
+    assert t.frames == len(pk) - 1
+    an = t.anomalies
+    assert an["name"].tolist() == ["truncated_record"]
+    assert int(an["frame"].iloc[0]) == len(pk)
+    assert len(t.flows) == 1  # the rest of the analysis goes on
+
+
+def test_absurd_caplen_stops_with_anomaly(tmp_path):
+    pk = _packets(3)
+    buf = io.BytesIO()
+    w = PcapWriter(buf, 1)
+    for ts, d in pk[:2]:
+        w.write(ts, d)
+    buf.write(struct.pack("<IIII", 1, 0, 50_000_000, 60))
+    buf.write(b"\x00" * 64)
+    p = tmp_path / "c.pcap"
+    p.write_bytes(buf.getvalue())
+    t = pcapkit.open(p)
+    assert t.frames == 2
+    assert "absurd_caplen" in t.anomalies["name"].tolist()
+
+
+@pytest.mark.parametrize(
+    "content,exc",
+    [
+        (b"", NotACapture),
+        (b"hello world, not a capture at all", NotACapture),
+        (b"\xd4\xc3\xb2\xa1\x02\x00", CaptureTooBroken),
+        (gzip.compress(b"plain text inside gzip"), NotACapture),
+        (b"\x1f\x8b\x08\x00garbage", NotACapture),
+    ],
+)
+def test_whole_file_errors(tmp_path, content, exc):
+    p = tmp_path / "bad"
+    p.write_bytes(content)
+    with pytest.raises(exc) as ei:
+        pcapkit.open(p)
+    assert str(p) in str(ei.value)
+    assert "\n" not in str(ei.value)
+
+
+def test_unknown_linktype_is_whole_file_error(tmp_path):
+    p = tmp_path / "u.pcap"
+    with open(p, "wb") as f:
+        w = PcapWriter(f, 147)  # LINKTYPE_USER0
+        w.write(T0, b"\x01\x02\x03")
+    with pytest.raises(pcapkit.UnsupportedLinkType):
+        pcapkit.open(p)
+
+
+def test_unknown_linktype_on_one_interface_is_an_anomaly(tmp_path):
+    buf = io.BytesIO()
+    w = PcapngWriter(buf)
+    w.add_interface(147)
+    w.add_interface(1)
+    w.write(0, T0, b"\x01\x02")
+    w.write(1, T0 + 1, udp_frame(b"abc"))
+    p = tmp_path / "mixed.pcapng"
+    p.write_bytes(buf.getvalue())
+    t = pcapkit.open(p)
+    assert t.anomalies["name"].tolist() == ["unsupported_linktype"]
+    assert len(t.flows) == 1
+
+
+def test_inject_secrets_roundtrip(tmp_path):
+    pk = _packets(3)
+    src = tmp_path / "s.pcap"
+    with open(src, "wb") as f:
+        w = PcapWriter(f, 1)
+        for ts, d in pk:
+            w.write(ts, d)
+    dst = tmp_path / "d.pcapng"
+    keylog = b"# comment\nCLIENT_RANDOM 00 11\n"
+    inject_secrets(src, dst, keylog)
+    a, b = read_capture(src), read_capture(dst)
+    assert b.format == "pcapng"
+    assert a.frames == b.frames
+    assert (a.ts_ns == b.ts_ns).all()
+    assert [a.frame_bytes(i) for i in range(1, a.frames + 1)] == [
+        b.frame_bytes(i) for i in range(1, b.frames + 1)
+    ]
+    assert [s.data for s in b.secrets] == [keylog]
+    assert b.secrets[0].frames_before == 0
+
+
+# ---- property tests ---------------------------------------------------------
+
+frames_st = st.lists(
+    st.tuples(st.integers(0, 2**62 // 1000), st.binary(min_size=0, max_size=300)),
+    min_size=0,
+    max_size=30,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(frames=frames_st, ng=st.booleans(), be=st.booleans(), tmp=st.just(None))
+def test_writer_reader_roundtrip(tmp_path_factory, frames, ng, be, tmp):
+    p = tmp_path_factory.mktemp("rt") / "x"
+    buf = io.BytesIO()
+    if ng:
+        w = PcapngWriter(buf, big_endian=be)
+        w.add_interface(1)
+        for ts, d in frames:
+            w.write(0, ts, d)
+    else:
+        w2 = PcapWriter(buf, 1, big_endian=be)
+        for ts, d in frames:
+            w2.write(ts % (2**32 * 10**9), d)
+    p.write_bytes(buf.getvalue())
+    cap = read_capture(p)
+    assert cap.frames == len(frames)
+    for i, (ts, d) in enumerate(frames):
+        assert cap.frame_bytes(i + 1) == d
+        assert int(cap.ts_ns[i]) == (ts if ng else ts % (2**32 * 10**9))
+    assert not cap.anomalies
+
+
+def _valid_capture_bytes() -> bytes:
+    c = Conn()
+    c.handshake()
+    c.c2s(30_000, b"GET / HTTP/1.1\r\n\r\n")
+    c.ack_s(30_100)
+    c.s2c(31_000, b"HTTP/1.1 200 OK\r\n\r\n" + b"a" * 500)
+    c.s2c(31_010, b"b" * 300)
+    c.ack_c(31_100)
+    buf = io.BytesIO()
+    w = PcapngWriter(buf)
+    w.add_interface(1)
+    for ts, d in c.frames:
+        w.write(0, ts, d)
+    w.write_secrets(b"CLIENT_RANDOM 00 11\n")
+    w.write(0, T0, udp_frame(b"q"))
+    return buf.getvalue()
+
+
+VALID = _valid_capture_bytes()
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    flips=st.lists(st.tuples(st.integers(0, len(VALID) - 1), st.integers(0, 255)), max_size=8),
+    cut=st.integers(0, len(VALID)),
+)
+def test_corruption_never_crashes(tmp_path_factory, flips, cut):
+    data = bytearray(VALID[:cut] if cut else VALID)
+    for pos, val in flips:
+        if pos < len(data):
+            data[pos] = val
+    p = tmp_path_factory.mktemp("cor") / "c.pcapng"
+    p.write_bytes(bytes(data))
+    try:
+        t = pcapkit.open(p)
+    except PcapkitError as exc:
+        assert "\n" not in str(exc)
+        return
+    with t:
+        assert len(t.packets) == t.frames
+        flows = t.flows
+        assert list(flows.columns) == schema.columns("flows")
+        assert list(t.segments.columns) == schema.columns("segments")
+        assert (t.anomalies["name"].str.len() > 0).all()
+        for f in range(len(flows)):
+            assert len(t.stream(f, "c2s")) == flows.c2s_bytes.iloc[f]
+            assert len(t.stream(f, "s2c")) == flows.s2c_bytes.iloc[f]

@@ -1,0 +1,102 @@
+"""The command line: output contract, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from pcapkit.cli import Exit, cli
+from pcapkit.io.writer import PcapWriter, write_pcap
+
+from synth import Conn
+
+STABLE_FLOW_KEYS = {
+    "flow",
+    "proto",
+    "client_ip",
+    "client_port",
+    "server_ip",
+    "server_port",
+    "c2s_bytes",
+    "s2c_bytes",
+}
+
+
+@pytest.fixture()
+def capture(tmp_path):
+    c = Conn()
+    c.handshake()
+    c.c2s(30_000, b"GET / HTTP/1.1\r\n\r\n")
+    c.s2c(31_000, b"HTTP/1.1 200 OK\r\n\r\nhello")
+    c.ack_c(31_100)
+    p = tmp_path / "t.pcap"
+    write_pcap(p, c.frames, 1)
+    return p
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_analyze_text(capture):
+    r = run("analyze", str(capture))
+    assert r.exit_code == Exit.OK
+    assert "flow 0" in r.output
+    assert "10.1.0.1:40000 → 10.2.0.2:443" in r.output
+    assert "c2s 18 B in 4 pkts" in r.output
+    assert "client-side capture" in r.output
+
+
+def test_analyze_json_contract(capture):
+    r = run("analyze", str(capture), "--format", "json")
+    assert r.exit_code == Exit.OK
+    doc = json.loads(r.output)
+    assert {"capture", "flows", "findings", "anomalies"} <= set(doc)
+    assert doc["capture"]["frames"] == 6
+    assert doc["findings"] == [] and doc["anomalies"] == []
+    (f,) = doc["flows"]
+    assert STABLE_FLOW_KEYS <= set(f)
+    assert (f["proto"], f["c2s_bytes"], f["s2c_bytes"]) == ("tcp", 18, 24)
+    assert f["server_port"] == 443
+
+
+def test_not_a_capture_is_one_line_and_exit_1(tmp_path):
+    p = tmp_path / "notes.txt"
+    p.write_text("hello")
+    r = run("analyze", str(p))
+    assert r.exit_code == Exit.ERROR
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pcapkit: error:") and "not a pcap" in lines[0]
+
+
+def test_unsupported_linktype_exit_1(tmp_path):
+    p = tmp_path / "u.pcap"
+    with open(p, "wb") as f:
+        PcapWriter(f, 147).write(0, b"\x00\x01")
+    r = run("analyze", str(p))
+    assert r.exit_code == Exit.ERROR
+    assert "link type 147 is not supported" in r.output
+
+
+def test_missing_file_is_usage_error(tmp_path):
+    r = run("analyze", str(tmp_path / "nope.pcap"))
+    assert r.exit_code == Exit.USAGE
+
+
+def test_truncated_capture_reports_anomaly_and_succeeds(capture):
+    data = capture.read_bytes()
+    capture.write_bytes(data[:-7])
+    r = run("analyze", str(capture))
+    assert r.exit_code == Exit.OK
+    assert "truncated_record" in r.output
+    j = json.loads(run("analyze", str(capture), "--format", "json").output)
+    assert [a["name"] for a in j["anomalies"]] == ["truncated_record"]
+
+
+def test_help_documents_exit_codes():
+    r = run("analyze", "--help")
+    assert r.exit_code == 0
+    assert "Exit codes" in r.output and "1 the input could not be analysed" in r.output
+    assert "Example" in r.output
