@@ -50,11 +50,20 @@ def test_frame_and_connection_counts(case):
     assert int((flows.proto == "udp").sum()) == len(udp_streams)
 
 
+def test_udp_payloads_match(case):
+    path, t = case
+    rows = fields(path, "frame.number", "udp.payload", display_filter="udp")
+    ours = {}
+    for r in t.flows[t.flows.proto == "udp"].itertuples():
+        for d in ("c2s", "s2c"):
+            for frame, payload in t.datagrams(int(r.flow), d):
+                ours[frame] = payload
+    assert ours == {int(r[0]): bytes.fromhex(r[1]) for r in rows}
+
+
 def test_reassembled_streams_match_follow(case):
     path, t = case
     flows = t.flows[t.flows.proto == "tcp"]
-    if flows.empty:
-        pytest.skip("no TCP in this capture")
     follows = follow_tcp_many(path, [int(s) for s in flows.stream])
     for r in flows.itertuples():
         fo = follows[int(r.stream)]
