@@ -1,0 +1,25 @@
+"""The lab: real traffic under controlled impairment, captured at both ends → fixtures.
+
+Two network namespaces (client, server) with real kernel TCP and Python ``ssl`` are joined
+by the project's userspace forwarder (delay, rate, deterministic drops, reordering) over TUN
+devices; tcpdump captures both ends on one clock.  See DESIGN.md §6 and DETECTION.md §8.
+
+Public API: :func:`run`, :func:`list_scenarios`, :func:`cleanup_stale`; the ``lab`` click
+group lives in :mod:`pcapkit.lab.cli`.  Nothing else in ``pcapkit`` imports this package.
+Needs root (:class:`RootRequiredError` otherwise).
+"""
+
+from __future__ import annotations
+
+from .errors import CaptureError, LabError, RootRequiredError
+from .netns import cleanup_stale
+from .runner import list_scenarios, run
+
+__all__ = [
+    "CaptureError",
+    "LabError",
+    "RootRequiredError",
+    "cleanup_stale",
+    "list_scenarios",
+    "run",
+]

@@ -1,0 +1,128 @@
+"""The scenario registry: named, reproducible traffic recipes with a positive and a control.
+
+A :class:`Scenario` says what runs where (a server function in the server namespace, a
+client function in the client namespace — real kernel TCP and Python ``ssl``), with which
+path impairment and socket options (its ``params``, every one overridable from
+:func:`pcapkit.lab.runner.run` or ``pcapkit lab run --set``), which pathology its captures
+must show (``expected``, empty for a control), and how to turn what the processes and the
+forwarder recorded into ground truth for ``scenario.json``.
+
+Scenario modules register themselves on import; :func:`load_all` imports the built-in ones.
+The recipes follow DETECTION.md §8.2 (positive / control matrix) and §8.1a (practical notes).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Pathology names used in ``expected``, with DETECTION.md's code and section.
+PATHOLOGIES: dict[str, tuple[str, str]] = {
+    "nagle_delayed_ack": ("N2", "DETECTION.md §2"),
+    "nagle_hold": ("N1", "DETECTION.md §2"),
+    "delayed_ack": ("D1", "DETECTION.md §2.7"),
+    "forgotten_cork": ("C1", "DETECTION.md §3"),
+    "tcp_hol_blocking": ("H1", "DETECTION.md §4.1"),
+    "h2_flow_control_stall": ("H2", "DETECTION.md §4.2"),
+    "quic_stream_hol": ("Q1", "DETECTION.md §4.4"),
+    "tiny_tls_records": ("T1", "DETECTION.md §5.1"),
+    "large_tls_record_spread": ("T2", "DETECTION.md §5.2"),
+    "slow_start_restart": ("R1", "DETECTION.md §7.1"),
+    "zero_window": ("R2", "DETECTION.md §7.2"),
+}
+
+# Parameters every scenario understands (the path and the run); scenarios add their own.
+COMMON_PARAMS: dict[str, Any] = {
+    "delay_ms": 10.0,  # one-way delay, both directions (RTT = 2 × delay)
+    "delay_c2s_ms": None,  # per-direction override of delay_ms
+    "delay_s2c_ms": None,
+    "rate_mbit": None,  # both directions; None = unlimited
+    "drop_c2s": [],  # 1-based payload-packet indices to drop, client → server
+    "drop_s2c": [],
+    "reorder_c2s": [],  # payload packets held back reorder_extra_ms so later ones overtake
+    "reorder_s2c": [],
+    "reorder_extra_ms": 5.0,
+    "cc": "cubic",  # TCP_CONGESTION on both sockets (the host default here is bbr, which
+    #                 paces and has its own idle handling: not what the recipes assume)
+    "port": 9000,
+    "sysctl_cli": {},  # per-namespace sysctls, e.g. {"net.ipv4.tcp_slow_start_after_idle": 0}
+    "sysctl_srv": {},
+    "timeout_s": 60.0,  # whole traffic phase; a stuck app is killed and the run fails
+    "realtime_forwarder": True,  # SCHED_FIFO for the forwarder: without it a busy 2-core host
+    #                              adds 1–4 ms outliers to single releases
+}
+
+GroundTruthFn = Callable[["RunData"], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunData:
+    """What a finished run hands to a scenario's ground-truth function."""
+
+    params: Mapping[str, Any]
+    client: Mapping[str, Any]  # the client function's returned dict
+    server: Mapping[str, Any]
+    forwarder: Mapping[str, Any]  # the forwarder's log (stats, events, trace)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Scenario:
+    name: str
+    summary: str
+    expected: tuple[str, ...]  # pathology names (PATHOLOGIES keys); () for a control
+    pair: str  # the other variant (control of a positive, positive of a control)
+    server: str  # "module:function" run in the server namespace
+    client: str  # "module:function" run in the client namespace
+    params: Mapping[str, Any] = field(default_factory=dict)  # scenario defaults
+    tls: bool = False
+    ground_truth: GroundTruthFn | None = None
+    help_example: str = ""
+
+    @property
+    def variant(self) -> str:
+        return "positive" if self.expected else "control"
+
+    def defaults(self) -> dict[str, Any]:
+        return {**COMMON_PARAMS, **self.params}
+
+    def resolve(self, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """Defaults updated by ``overrides``; unknown keys are an error (typos must not pass)."""
+        base = self.defaults()
+        unknown = sorted(set(overrides) - set(base))
+        if unknown:
+            raise KeyError(
+                f"unknown parameter(s) for {self.name}: {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(base))})"
+            )
+        base.update(overrides)
+        return base
+
+
+REGISTRY: dict[str, Scenario] = {}
+_BUILTIN_MODULES = ("pcapkit.lab.scenarios.nagle", "pcapkit.lab.scenarios.tls_sse")
+
+
+def register(scenario: Scenario) -> Scenario:
+    if scenario.name in REGISTRY:
+        raise ValueError(f"scenario {scenario.name} registered twice")
+    for p in scenario.expected:
+        if p not in PATHOLOGIES:
+            raise ValueError(f"{scenario.name}: unknown pathology {p!r}")
+    REGISTRY[scenario.name] = scenario
+    return scenario
+
+
+def load_all() -> dict[str, Scenario]:
+    for mod in _BUILTIN_MODULES:
+        importlib.import_module(mod)
+    return REGISTRY
+
+
+def get(name: str) -> Scenario:
+    load_all()
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"no scenario {name!r}; known: {', '.join(sorted(REGISTRY))}") from None

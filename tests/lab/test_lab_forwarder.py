@@ -1,0 +1,296 @@
+"""The forwarder's delay / drop / rate / reorder logic, without namespaces or root.
+
+Packets are fed through the in-memory port abstraction (:class:`MemoryPort`) on a
+:class:`VirtualClock`, so every time below is exact; one test uses real datagram sockets and
+the real clock to check that the select-based loop never releases early.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import time
+
+import pytest
+
+from pcapkit.lab.forwarder import (
+    C2S,
+    S2C,
+    DirectionConfig,
+    Forwarder,
+    ForwarderConfig,
+    Impairment,
+    MemoryPort,
+    VirtualClock,
+    decrement_ttl,
+    ipv4_header_checksum,
+    parse_packet,
+)
+
+MS = 1_000_000
+CLI, SRV = bytes([10, 77, 0, 1]), bytes([10, 77, 0, 2])
+
+
+def ipv4(payload: bytes, proto: int, src: bytes = CLI, dst: bytes = SRV, ttl: int = 64) -> bytes:
+    hdr = bytearray(
+        struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(payload), 0, 0x4000, ttl, proto, 0, src, dst)
+    )
+    c = ipv4_header_checksum(hdr)
+    hdr[10:12] = struct.pack("!H", c)
+    return bytes(hdr) + payload
+
+
+def tcp(
+    seq: int,
+    data: bytes = b"",
+    *,
+    flags: int = 0x18,
+    ack: int = 1,
+    sport: int = 40000,
+    dport: int = 9000,
+    src: bytes = CLI,
+    dst: bytes = SRV,
+) -> bytes:
+    seg = struct.pack("!HHIIHHHH", sport, dport, seq, ack, (5 << 12) | flags, 65535, 0, 0)
+    return ipv4(seg + data, 6, src, dst)
+
+
+def udp(data: bytes, sport: int = 5000, dport: int = 4433) -> bytes:
+    return ipv4(struct.pack("!HHHH", sport, dport, 8 + len(data), 0) + data, 17)
+
+
+def make(
+    c2s: DirectionConfig | None = None, s2c: DirectionConfig | None = None, trace_limit: int = 1000
+) -> tuple[Forwarder, VirtualClock, MemoryPort, MemoryPort]:
+    clock = VirtualClock(start_ns=0)
+    cport, sport = MemoryPort(clock), MemoryPort(clock)
+    cfg = ForwarderConfig(
+        c2s=c2s or DirectionConfig(), s2c=s2c or DirectionConfig(), trace_limit=trace_limit
+    )
+    return Forwarder((cport, sport), cfg, clock), clock, cport, sport
+
+
+def drain(fwd: Forwarder, *ports: MemoryPort) -> None:
+    """Run until nothing is queued in the forwarder or waiting in the ports."""
+    for _ in range(100_000):
+        if fwd.impairment.pending() == 0 and all(p.next_arrival_ns() is None for p in ports):
+            return
+        fwd.run_once()
+    raise AssertionError("forwarder did not drain")
+
+
+def seqs(sent: list[tuple[int, bytes]]) -> list[int | None]:
+    return [parse_packet(p).seq for _, p in sent]
+
+
+def test_fixed_delay_keeps_fifo_and_exact_times() -> None:
+    fwd, clock, cport, sport = make(DirectionConfig(delay_ns=10 * MS))
+    for i, t in enumerate((0, 1 * MS, 1 * MS, 2 * MS)):
+        cport.inject(t, tcp(1000 + i, b"x"))
+    drain(fwd, cport, sport)
+    assert [t for t, _ in sport.sent] == [10 * MS, 11 * MS, 11 * MS, 12 * MS]
+    assert seqs(sport.sent) == [1000, 1001, 1002, 1003]
+    assert cport.sent == []  # nothing goes back to the sender
+
+
+def test_directions_have_independent_delays() -> None:
+    fwd, clock, cport, sport = make(
+        DirectionConfig(delay_ns=5 * MS), DirectionConfig(delay_ns=20 * MS)
+    )
+    cport.inject(0, tcp(1, b"q"))
+    sport.inject(0, tcp(7, b"r", src=SRV, dst=CLI, sport=9000, dport=40000))
+    drain(fwd, cport, sport)
+    assert [t for t, _ in sport.sent] == [5 * MS]
+    assert [t for t, _ in cport.sent] == [20 * MS]
+
+
+def test_ttl_decremented_and_checksum_valid() -> None:
+    fwd, clock, cport, sport = make()
+    cport.inject(0, tcp(1, b"abc"))
+    drain(fwd, cport, sport)
+    out = sport.sent[0][1]
+    assert out[8] == 63
+    assert ipv4_header_checksum(out[:20]) == 0
+
+
+def test_incremental_checksum_matches_full_recompute() -> None:
+    rng = random.Random(4)
+    for _ in range(500):
+        hdr = bytearray(rng.randbytes(20))
+        hdr[0], hdr[8] = 0x45, rng.randint(2, 255)
+        hdr[10:12] = b"\0\0"
+        hdr[10:12] = struct.pack("!H", ipv4_header_checksum(hdr))
+        assert decrement_ttl(hdr)
+        assert ipv4_header_checksum(hdr) == 0
+
+
+def test_ttl_one_is_not_forwarded() -> None:
+    fwd, clock, cport, sport = make()
+    cport.inject(0, ipv4(b"\0" * 8, 17, ttl=1))
+    drain(fwd, cport, sport)
+    assert sport.sent == []
+    assert fwd.impairment.stats["ttl_expired"] == 1
+
+
+def test_drop_counts_payload_packets_only_and_logs_ground_truth() -> None:
+    fwd, clock, cport, sport = make(DirectionConfig(delay_ns=1 * MS, drop=(2,)))
+    isn = 5000
+    cport.inject(0, tcp(isn, flags=0x02))  # SYN: not payload
+    cport.inject(1 * MS, tcp(isn + 1, flags=0x10))  # pure ACK: not payload
+    cport.inject(2 * MS, tcp(isn + 1, b"a" * 100))  # payload #1
+    cport.inject(3 * MS, tcp(isn + 101, flags=0x10))  # pure ACK
+    cport.inject(4 * MS, tcp(isn + 101, b"b" * 50))  # payload #2 -> dropped
+    cport.inject(5 * MS, tcp(isn + 151, b"c" * 10))  # payload #3
+    drain(fwd, cport, sport)
+    assert seqs(sport.sent) == [isn, isn + 1, isn + 1, isn + 101, isn + 151]
+    assert [len(p) for _, p in sport.sent][-1] == 40 + 10
+    (ev,) = fwd.impairment.events
+    assert ev["event"] == "drop" and ev["dir"] == "c2s" and ev["payload_index"] == 2
+    assert ev["seq"] == isn + 101 and ev["rel_seq"] == 100 and ev["len"] == 50
+    assert ev["t_ns"] == clock.wall_offset + 4 * MS
+    assert fwd.impairment.stats["dropped"] == 1
+
+
+def test_drop_is_per_direction() -> None:
+    fwd, clock, cport, sport = make(DirectionConfig(drop=(1,)), DirectionConfig())
+    cport.inject(0, tcp(1, b"c"))
+    sport.inject(0, tcp(9, b"s", src=SRV, dst=CLI, sport=9000, dport=40000))
+    drain(fwd, cport, sport)
+    assert sport.sent == []
+    assert seqs(cport.sent) == [9]
+
+
+def test_udp_datagrams_count_even_when_empty() -> None:
+    fwd, clock, cport, sport = make(DirectionConfig(drop=(2, 3)))
+    for i, data in enumerate((b"one", b"", b"three", b"four")):
+        cport.inject(i * MS, udp(data))
+    drain(fwd, cport, sport)
+    assert [parse_packet(p).payload_len for _, p in sport.sent] == [3, 4]
+    assert [e["payload_index"] for e in fwd.impairment.events] == [2, 3]
+
+
+def test_rate_limit_serialises_packets() -> None:
+    # 1 Mbit/s: a 1250-byte packet takes exactly 10 ms on the wire
+    fwd, clock, cport, sport = make(DirectionConfig(delay_ns=5 * MS, rate_bps=1_000_000))
+    data = b"z" * (1250 - 40)
+    for i in range(3):
+        cport.inject(0, tcp(i, data))
+    cport.inject(100 * MS, tcp(3, data))  # link idle again: no queueing
+    drain(fwd, cport, sport)
+    assert [t for t, _ in sport.sent] == [15 * MS, 25 * MS, 35 * MS, 115 * MS]
+
+
+def test_rate_limit_tail_drops_beyond_queue_limit() -> None:
+    fwd, clock, cport, sport = make(DirectionConfig(rate_bps=1_000_000, queue_limit_bytes=2600))
+    data = b"z" * (1250 - 40)
+    for i in range(4):
+        cport.inject(0, tcp(i, data))
+    drain(fwd, cport, sport)
+    assert seqs(sport.sent) == [0, 1]
+    assert [e["event"] for e in fwd.impairment.events] == ["queue_drop", "queue_drop"]
+
+
+def test_reorder_lets_later_packets_overtake() -> None:
+    fwd, clock, cport, sport = make(
+        DirectionConfig(delay_ns=10 * MS, reorder=(2,), reorder_extra_ns=5 * MS)
+    )
+    for i in range(4):
+        cport.inject(i * MS, tcp(100 + i, b"r"))
+    drain(fwd, cport, sport)
+    assert seqs(sport.sent) == [100, 102, 103, 101]
+    assert [t for t, _ in sport.sent] == [10 * MS, 12 * MS, 13 * MS, 16 * MS]
+    assert fwd.impairment.events[0]["event"] == "reorder"
+
+
+def test_trace_records_in_and_out_times() -> None:
+    fwd, clock, cport, sport = make(DirectionConfig(delay_ns=3 * MS, drop=(2,)))
+    cport.inject(0, tcp(1, b"a"))
+    cport.inject(1 * MS, tcp(2, b"b"))
+    drain(fwd, cport, sport)
+    res = fwd.result()
+    cols = res["trace_columns"]
+    rows = [dict(zip(cols, r, strict=True)) for r in res["trace"]]
+    assert [r["action"] for r in rows] == ["fwd", "drop"]
+    assert rows[0]["t_out_ns"] - rows[0]["t_in_ns"] == 3 * MS
+    assert rows[1]["t_out_ns"] is None
+
+
+def test_trace_is_capped() -> None:
+    fwd, clock, cport, sport = make(trace_limit=3)
+    for i in range(5):
+        cport.inject(i, tcp(i, b"x"))
+    drain(fwd, cport, sport)
+    assert len(fwd.result()["trace"]) == 3 and fwd.result()["trace_truncated"]
+    assert len(sport.sent) == 5
+
+
+def test_impairment_pop_due_is_pure() -> None:
+    imp = Impairment(ForwarderConfig(s2c=DirectionConfig(delay_ns=7)))
+    imp.ingress(S2C, tcp(1, b"x"), now_ns=100, wall_ns=0)
+    assert imp.next_due_ns() == 107
+    assert imp.pop_due(106) == []
+    ((d, pkt, _),) = imp.pop_due(107)
+    assert d == S2C and parse_packet(pkt).seq == 1
+    assert C2S != S2C
+
+
+@pytest.mark.parametrize("n", range(0, 64, 3))
+def test_parse_packet_never_raises_on_truncated_input(n: int) -> None:
+    pkt = tcp(1, b"payload")
+    info = parse_packet(pkt[:n])
+    assert info.payload_len >= 0
+    rng = random.Random(n)
+    parse_packet(rng.randbytes(n))
+
+
+def test_bad_config_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        DirectionConfig(drop=(0,))
+    with pytest.raises(ValueError):
+        DirectionConfig(rate_bps=0)
+    cfg = ForwarderConfig(c2s=DirectionConfig(delay_ns=5, drop=(1, 4)))
+    assert ForwarderConfig.from_dict(cfg.to_dict()) == cfg
+
+
+class _DgramPort:
+    """A real file descriptor (AF_UNIX datagram socket) standing in for a TUN device."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        sock.setblocking(False)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def recv(self) -> bytes | None:
+        try:
+            return self.sock.recv(65535)
+        except BlockingIOError:
+            return None
+
+    def send(self, pkt: bytes) -> None:
+        self.sock.send(pkt)
+
+
+def test_real_clock_loop_never_releases_early() -> None:
+    a_out, a_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b_out, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    fwd = Forwarder(
+        (_DgramPort(a_in), _DgramPort(b_in)),
+        ForwarderConfig(c2s=DirectionConfig(delay_ns=10 * MS)),
+        spin_ns=200_000,
+    )
+    b_out.settimeout(2)
+    lags = []
+    for i in range(5):
+        t0 = time.monotonic_ns()
+        a_out.send(tcp(i, b"x"))
+        while fwd.impairment.stats["c2s_out"] <= i:
+            fwd.run_once(max_wait_ns=20 * MS)
+        got = b_out.recv(65535)
+        lags.append(time.monotonic_ns() - t0)
+        assert parse_packet(got).seq == i
+    assert min(lags) >= 10 * MS  # never early
+    for s in (a_out, a_in, b_out, b_in):
+        s.close()
