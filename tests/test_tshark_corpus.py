@@ -1,4 +1,5 @@
-"""Differential tests against tshark on the external corpus (../shared/corpus).
+"""Differential tests against tshark on the external corpus (../shared/corpus) and
+on the project's own fixtures (fixtures/*/*.pcapng, made by the lab).
 
 For every capture: frame count, TCP connection count, every connection's
 reassembled bytes per direction (``tshark -z follow,tcp,raw,N``) and the bytes
@@ -15,20 +16,29 @@ import pytest
 
 import pcapkit
 
-from tshark_util import CORPUS, fields, follow_tcp_many, needs_corpus, needs_tshark
+from tshark_util import CORPUS, fields, follow_tcp_many, needs_tshark
 
-pytestmark = [needs_tshark, needs_corpus, pytest.mark.tshark, pytest.mark.corpus]
+pytestmark = [needs_tshark, pytest.mark.tshark]
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 def corpus_files() -> list[Path]:
-    if not CORPUS.is_dir():
-        return []
-    files = sorted(CORPUS.glob("*/*.pcap*")) + sorted(CORPUS.glob("*/capture.pcap"))
-    return sorted(set(files))
+    files = sorted(FIXTURES.glob("*/*.pcapng"))
+    if CORPUS.is_dir():
+        files += sorted(set(CORPUS.glob("*/*.pcap*")) | set(CORPUS.glob("*/capture.pcap")))
+    return files
 
 
 FILES = corpus_files()
 IDS = [f"{p.parent.name}/{p.name}" for p in FILES]
+
+
+def test_corpus_is_present():
+    """The external corpus is part of the differential suite wherever it exists."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"external corpus not found at {CORPUS}")
+    assert sum(1 for f in FILES if CORPUS in f.parents) >= 19
 
 
 @pytest.fixture(scope="module", params=FILES, ids=IDS)
