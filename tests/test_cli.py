@@ -100,3 +100,17 @@ def test_help_documents_exit_codes():
     assert r.exit_code == 0
     assert "Exit codes" in r.output and "1 the input could not be analysed" in r.output
     assert "Example" in r.output
+
+
+def test_progress_callback_reports_stages(capture):
+    import pcapkit
+
+    seen: list[tuple[str, float]] = []
+    t = pcapkit.open(capture, progress=lambda stage, frac: seen.append((stage, frac)))
+    _ = t.flows
+    stages = [s for s, _ in seen]
+    assert stages[0] == "read" and ("read", 1.0) in seen
+    assert stages.index("decode") < stages.index("reassembly")
+    assert seen[-1] == ("reassembly", 1.0)
+    fracs = [f for _, f in seen]
+    assert all(0.0 <= f <= 1.0 for f in fracs)

@@ -24,7 +24,9 @@ CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpus"
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     if not (CORPUS / "MANIFEST.md").is_file():
-        pytest.skip(f"external corpus not present at {CORPUS} (../shared/corpus): corpus tests skipped")
+        pytest.skip(
+            f"external corpus not present at {CORPUS} (../shared/corpus): corpus tests skipped"
+        )
     return CORPUS
 
 
@@ -153,7 +155,9 @@ class Connection:
                     break
 
     @staticmethod
-    def _drain(d: str, nxt: dict[str, int | None], pending: dict[str, dict[int, tuple[int, bytes]]]) -> Iterator[tuple[int, str, bytes | int]]:
+    def _drain(
+        d: str, nxt: dict[str, int | None], pending: dict[str, dict[int, tuple[int, bytes]]]
+    ) -> Iterator[tuple[int, str, bytes | int]]:
         progress = True
         while progress:
             progress = False
@@ -207,7 +211,13 @@ def tcp_connections(cap: Capture) -> list[Connection]:
         a, b = (src, sport), (dst, dport)
         key = (a, b) if (a, b) in conns else (b, a)
         conn = conns.get(key)
-        if conn is None or (flags & 0x02 and not flags & 0x10 and conn.segments and a == conn.client and any(s.syn for s in conn.segments)):
+        if conn is None or (
+            flags & 0x02
+            and not flags & 0x10
+            and conn.segments
+            and a == conn.client
+            and any(s.syn for s in conn.segments)
+        ):
             conn = Connection(client=a, server=b)
             conns[(a, b)] = conn
             order.append(conn)

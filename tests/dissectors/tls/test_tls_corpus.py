@@ -17,6 +17,7 @@ from dissectors.tls.record import RecordParser, TlsRecord
 from dissectors.tls.session import DecryptStatus, RecordResult, TlsSession
 
 D = DecryptStatus
+pytestmark = pytest.mark.corpus
 
 
 @dataclass
@@ -28,7 +29,9 @@ class Decrypted:
 
     def app(self, direction: str) -> bytes:
         return b"".join(
-            r.plaintext or b"" for _, r in self.results if r.direction == direction and r.inner_content_type == 23
+            r.plaintext or b""
+            for _, r in self.results
+            if r.direction == direction and r.inner_content_type == 23
         )
 
 
@@ -37,7 +40,11 @@ def decrypt_capture(capture: type, path: Path, keylog: KeyLog | None) -> list[De
     for conn in capture.tcp_connections(capture.read_capture(path)):
         d = Decrypted(TlsSession(keylog), conn.client[1], conn.server[1])
         for frame, direction, data in conn.events():
-            res = d.session.feed_gap(direction, data) if isinstance(data, int) else d.session.feed_data(direction, data)
+            res = (
+                d.session.feed_gap(direction, data)
+                if isinstance(data, int)
+                else d.session.feed_data(direction, data)
+            )
             d.results += [(frame, r) for r in res]
         d.results += [(-1, r) for r in d.session.close()]
         out.append(d)
@@ -91,7 +98,10 @@ def test_illustrated_tls13_caps_byte_exact(corpus: Path) -> None:
         assert res.status is D.DECRYPTED, wire_name
         assert res.inner_content_type is not None and res.plaintext is not None
         # caps/ hold TLSInnerPlaintext: the content followed by the real content type.
-        assert res.plaintext + bytes((res.inner_content_type,)) == (base / "caps" / plain_name).read_bytes(), wire_name
+        assert (
+            res.plaintext + bytes((res.inner_content_type,))
+            == (base / "caps" / plain_name).read_bytes()
+        ), wire_name
     s = session.summary()
     assert s.sni == "example.ulfheim.net" and s.decrypted and s.key_share_group == 0x001D
 
@@ -122,7 +132,12 @@ def test_illustrated_tls12_caps_byte_exact(corpus: Path) -> None:
     caps = base / "caps"
     assert got["clientfinished"].plaintext == (caps / "clientfinishedplain").read_bytes()
     # The other *plain files also carry the CBC record's MAC and padding after the content.
-    for name, content in [("serverfinished", None), ("clientdata", b"ping"), ("serverdata", b"pong"), ("clientalert", b"\x01\x00")]:
+    for name, content in [
+        ("serverfinished", None),
+        ("clientdata", b"ping"),
+        ("serverdata", b"pong"),
+        ("clientalert", b"\x01\x00"),
+    ]:
         res = got[name]
         assert res.status is D.DECRYPTED and res.plaintext is not None
         assert (caps / f"{name}plain").read_bytes().startswith(res.plaintext)
@@ -136,9 +151,15 @@ def test_illustrated_tls12_caps_byte_exact(corpus: Path) -> None:
 @pytest.mark.parametrize("name", ["illustrated-tls12", "illustrated-tls13"])
 def test_illustrated_captures_from_the_pcap(corpus: Path, capture: type, name: str) -> None:
     base = corpus / name
-    [conn] = decrypt_capture(capture, base / "capture.pcap", KeyLog.from_text((base / "keylog.txt").read_text()))
+    [conn] = decrypt_capture(
+        capture, base / "capture.pcap", KeyLog.from_text((base / "keylog.txt").read_text())
+    )
     app = [(frame, r.plaintext) for frame, r in conn.results if r.inner_content_type == 23]
-    assert app == [(13, b"ping"), (15, b"pong")] if name.endswith("12") else [(11, b"ping"), (17, b"pong")]
+    assert (
+        app == [(13, b"ping"), (15, b"pong")]
+        if name.endswith("12")
+        else [(11, b"ping"), (17, b"pong")]
+    )
     assert conn.session.summary().decrypted
     expected = follow_raw(base / "expected" / "follow_tls_raw_0.tshark4.0.txt", conn.server_port)
     assert (conn.app("c2s"), conn.app("s2c")) == (expected["c2s"], expected["s2c"])
@@ -149,10 +170,21 @@ def test_illustrated_captures_from_the_pcap(corpus: Path, capture: type, name: s
 # ---------------------------------------------------------------------------------------
 def test_tls13_rfc8446_with_and_without_the_early_secret(corpus: Path, capture: type) -> None:
     w = corpus / "wireshark"
-    full = decrypt_capture(capture, w / "tls13-rfc8446.pcap", KeyLog.from_text((w / "keys/tls13-rfc8446.keys").read_text()))
-    requests = {f: r.plaintext for c in full for f, r in c.results if r.direction == "c2s" and r.inner_content_type == 23}
+    full = decrypt_capture(
+        capture,
+        w / "tls13-rfc8446.pcap",
+        KeyLog.from_text((w / "keys/tls13-rfc8446.keys").read_text()),
+    )
+    requests = {
+        f: r.plaintext
+        for c in full
+        for f, r in c.results
+        if r.direction == "c2s" and r.inner_content_type == 23
+    }
     assert {f: (p or b"").split(b"\r\n")[0] for f, p in requests.items()} == {
-        5: b"GET /first HTTP/1.1", 8: b"GET /early HTTP/1.1", 12: b"GET /second HTTP/1.1"
+        5: b"GET /first HTTP/1.1",
+        8: b"GET /early HTTP/1.1",
+        12: b"GET /second HTTP/1.1",
     }
     bodies = [c.app("s2c") for c in full]
     assert b"Request for /first, version TLSv1.3, Early data: no\n" in bodies[0]
@@ -164,10 +196,19 @@ def test_tls13_rfc8446_with_and_without_the_early_secret(corpus: Path, capture: 
     assert summary.early_data_accepted and summary.resumption_accepted and summary.decrypted
     assert not full[0].session.summary().resumption_offered
 
-    noearly = decrypt_capture(capture, w / "tls13-rfc8446.pcap", KeyLog.from_text((w / "keys/tls13-rfc8446-noearly.keys").read_text()))
+    noearly = decrypt_capture(
+        capture,
+        w / "tls13-rfc8446.pcap",
+        KeyLog.from_text((w / "keys/tls13-rfc8446-noearly.keys").read_text()),
+    )
     frame8 = [r for f, r in noearly[1].results if f == 8 and r.content_type == 23]
     assert [(r.status, r.plaintext) for r in frame8] == [(D.MISSING_KEY, None)]
-    requests = [f for c in noearly for f, r in c.results if r.direction == "c2s" and r.inner_content_type == 23]
+    requests = [
+        f
+        for c in noearly
+        for f, r in c.results
+        if r.direction == "c2s" and r.inner_content_type == 23
+    ]
     assert requests == [5, 12]
     assert noearly[1].session.summary().why_not == "missing_key"
 
@@ -178,14 +219,21 @@ def test_tls12_dsb_keys_from_the_decryption_secrets_blocks(corpus: Path, capture
     for i, payload in enumerate(capture.read_capture(path).dsb):
         kl.add_text(payload, source=f"DSB {i}")
     conns = decrypt_capture(capture, path, kl)
-    heads = [(f, r.plaintext) for c in conns for f, r in c.results if r.direction == "c2s" and r.inner_content_type == 23]
+    heads = [
+        (f, r.plaintext)
+        for c in conns
+        for f, r in c.results
+        if r.direction == "c2s" and r.inner_content_type == 23
+    ]
     assert [(f, (p or b"").split(b"\r\n")[:2]) for f, p in heads] == [
         (6, [b"HEAD / HTTP/1.1", b"Host: example.com"]),
         (14, [b"HEAD / HTTP/1.1", b"Host: example.net"]),
     ]
     for c in conns:
         response = c.app("s2c")
-        assert response.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Length: 606\r\n" in response
+        assert (
+            response.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Length: 606\r\n" in response
+        )
         assert c.session.summary().decrypted
 
 
@@ -209,12 +257,18 @@ def test_tls12_chacha20_poly1305_all_seven_streams(corpus: Path, capture: type) 
         s = conn.session.summary()
         assert s.cipher_suite == suite and s.decrypted, (hex(suite), s.why_not)
         assert f"Cipher is {openssl_name}".encode() in conn.app("s2c")
-    expected = follow_raw(w / "expected/tls12-chacha20poly1305.follow_tls_raw_0.txt", conns[0].server_port)
+    expected = follow_raw(
+        w / "expected/tls12-chacha20poly1305.follow_tls_raw_0.txt", conns[0].server_port
+    )
     assert (conns[0].app("c2s"), conns[0].app("s2c")) == (expected["c2s"], expected["s2c"])
 
 
-def test_fragmented_handshakes_give_the_1000_extension_values_in_order(corpus: Path, capture: type) -> None:
-    conns = decrypt_capture(capture, corpus / "wireshark" / "tls-fragmented-handshakes.pcap.gz", None)
+def test_fragmented_handshakes_give_the_1000_extension_values_in_order(
+    corpus: Path, capture: type
+) -> None:
+    conns = decrypt_capture(
+        capture, corpus / "wireshark" / "tls-fragmented-handshakes.pcap.gz", None
+    )
     values = [
         data.hex() for c in conns for _, r in c.results for m in r.handshake if isinstance(m, ClientHello)
         for _, data in m.extensions
@@ -264,7 +318,11 @@ def _h2_frames(data: bytes) -> list[tuple[int, int, int]]:
 
 def test_http2_over_tls12_data_frames(corpus: Path, capture: type) -> None:
     w = corpus / "wireshark"
-    [conn] = decrypt_capture(capture, w / "http2-data-reassembly.pcap", KeyLog.from_text((w / "keys/http2-data-reassembly.keys").read_text()))
+    [conn] = decrypt_capture(
+        capture,
+        w / "http2-data-reassembly.pcap",
+        KeyLog.from_text((w / "keys/http2-data-reassembly.keys").read_text()),
+    )
     assert conn.session.summary().decrypted and conn.session.summary().alpn == "h2"
     data = [n for t, sid, n in _h2_frames(conn.app("s2c")) if t == 0 and sid == 1]
     assert data == [16384, 16384, 16384, 16384, 10555, 0]
@@ -276,7 +334,13 @@ def test_http2_over_tls12_data_frames(corpus: Path, capture: type) -> None:
 @pytest.mark.tshark
 @pytest.mark.parametrize(
     "name",
-    ["tls13-rfc8446.pcap", "tls12-chacha20poly1305.pcap", "tls12-dsb.pcapng", "http2-data-reassembly.pcap", "tls12-aes128ccm.pcap"],
+    [
+        "tls13-rfc8446.pcap",
+        "tls12-chacha20poly1305.pcap",
+        "tls12-dsb.pcapng",
+        "http2-data-reassembly.pcap",
+        "tls12-aes128ccm.pcap",
+    ],
 )
 def test_record_lengths_match_tshark(corpus: Path, capture: type, name: str) -> None:
     if shutil.which("tshark") is None:
@@ -290,7 +354,9 @@ def test_record_lengths_match_tshark(corpus: Path, capture: type, name: str) -> 
     for line in out.splitlines():
         stream, dport, lengths = line.split("\t")
         if lengths:
-            theirs.setdefault((int(stream), int(dport)), []).extend(int(x) for x in lengths.split(","))
+            theirs.setdefault((int(stream), int(dport)), []).extend(
+                int(x) for x in lengths.split(",")
+            )
     conns = capture.tcp_connections(capture.read_capture(path))
     ours: dict[tuple[int, int], list[int]] = {}
     for i, conn in enumerate(conns):

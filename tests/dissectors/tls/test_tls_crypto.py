@@ -58,9 +58,17 @@ PRF_TLS10_OUTPUT = bytes.fromhex(
 
 
 def test_prf_vectors() -> None:
-    assert tls12_prf(0x0303, "sha256", PRF_SHA256_SECRET, b"test label", PRF_SHA256_SEED, 100) == PRF_SHA256_OUTPUT
-    assert tls12_prf(0x0303, "sha384", PRF_SHA384_SECRET, b"test label", PRF_SHA384_SEED, 148) == PRF_SHA384_OUTPUT
-    out = tls12_prf(0x0301, "sha256", bytes.fromhex("ab" * 48), b"PRF Testvector", bytes.fromhex("cd" * 64), 104)
+    assert (
+        tls12_prf(0x0303, "sha256", PRF_SHA256_SECRET, b"test label", PRF_SHA256_SEED, 100)
+        == PRF_SHA256_OUTPUT
+    )
+    assert (
+        tls12_prf(0x0303, "sha384", PRF_SHA384_SECRET, b"test label", PRF_SHA384_SEED, 148)
+        == PRF_SHA384_OUTPUT
+    )
+    out = tls12_prf(
+        0x0301, "sha256", bytes.fromhex("ab" * 48), b"PRF Testvector", bytes.fromhex("cd" * 64), 104
+    )
     assert out == PRF_TLS10_OUTPUT
 
 
@@ -76,7 +84,12 @@ def test_cipher_suite_table_is_consistent() -> None:
             assert s.name.startswith("TLS_AES") or s.name.startswith("TLS_CHACHA20")
             assert (s.fixed_iv_length, s.record_iv_length) == (12, 0)
         elif s.mode == "aead" and s.cipher == "CHACHA20_POLY1305":
-            assert (s.key_length, s.fixed_iv_length, s.record_iv_length, s.tag_length) == (32, 12, 0, 16)
+            assert (s.key_length, s.fixed_iv_length, s.record_iv_length, s.tag_length) == (
+                32,
+                12,
+                0,
+                16,
+            )
         elif s.mode == "aead":
             assert (s.fixed_iv_length, s.record_iv_length) == (4, 8)
             assert s.tag_length == (8 if s.cipher.endswith("CCM_8") else 16)
@@ -86,7 +99,10 @@ def test_cipher_suite_table_is_consistent() -> None:
             assert s.mac_length == {"sha1": 20, "sha256": 32, "sha384": 48}[s.mac]
         assert s.prf_hash == ("sha384" if "SHA384" in s.name else "sha256"), s.name
     assert CIPHER_SUITES[0xC013].name == "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA"
-    assert CIPHER_SUITES[0xCCA8].key_exchange == "ECDHE" and CIPHER_SUITES[0x00A8].key_exchange == "PSK"
+    assert (
+        CIPHER_SUITES[0xCCA8].key_exchange == "ECDHE"
+        and CIPHER_SUITES[0x00A8].key_exchange == "PSK"
+    )
     assert CIPHER_SUITES[0x1305].tag_length == 8 and CIPHER_SUITES[0x1302].hash_length == 48
 
 
@@ -105,7 +121,9 @@ def aead_for(cipher: str, key: bytes) -> AESGCM | AESCCM | ChaCha20Poly1305:
     return AESGCM(key)
 
 
-def seal13(suite: CipherSuite, secret: bytes, seq: int, inner_type: int, content: bytes, pad: int = 0) -> bytes:
+def seal13(
+    suite: CipherSuite, secret: bytes, seq: int, inner_type: int, content: bytes, pad: int = 0
+) -> bytes:
     key, iv = tls13_traffic_keys(suite, secret)
     inner = content + bytes((inner_type,)) + bytes(pad)
     aad = header(23, 0x0303, len(inner) + suite.tag_length)
@@ -113,7 +131,9 @@ def seal13(suite: CipherSuite, secret: bytes, seq: int, inner_type: int, content
     return aad + aead_for(suite.cipher, key).encrypt(nonce, inner, aad)
 
 
-def seal12_aead(suite: CipherSuite, key: bytes, iv: bytes, seq: int, ctype: int, content: bytes) -> bytes:
+def seal12_aead(
+    suite: CipherSuite, key: bytes, iv: bytes, seq: int, ctype: int, content: bytes
+) -> bytes:
     aad = seq.to_bytes(8, "big") + header(ctype, 0x0303, len(content))
     if suite.cipher.startswith("CHACHA20"):
         nonce = bytes(a ^ b for a, b in zip(iv, seq.to_bytes(12, "big"), strict=True))
@@ -137,7 +157,15 @@ def pad_cbc(data: bytes, extra_blocks: int = 0) -> bytes:
 
 
 def seal12_cbc(
-    suite: CipherSuite, key: bytes, mac_key: bytes, iv: bytes, seq: int, version: int, content: bytes, *, etm: bool
+    suite: CipherSuite,
+    key: bytes,
+    mac_key: bytes,
+    iv: bytes,
+    seq: int,
+    version: int,
+    content: bytes,
+    *,
+    etm: bool,
 ) -> bytes:
     mac_h = suite.mac or "sha1"
     prefix = seq.to_bytes(8, "big")
@@ -147,7 +175,9 @@ def seal12_cbc(
         mac = hmac.new(mac_key, prefix + header(23, version, len(body)) + body, mac_h).digest()
         body += mac
     else:
-        mac = hmac.new(mac_key, prefix + header(23, version, len(content)) + content, mac_h).digest()
+        mac = hmac.new(
+            mac_key, prefix + header(23, version, len(content)) + content, mac_h
+        ).digest()
         body = (iv if explicit else b"") + cbc(key, iv, pad_cbc(content + mac, extra_blocks=1))
     return header(23, version, len(body)) + body
 
@@ -164,7 +194,9 @@ def test_tls13_round_trip_every_suite(suite_id: int) -> None:
     suite = CIPHER_SUITES[suite_id]
     secret = SECRET_48 if suite.hash_length == 48 else SECRET_32
     prot = Tls13Protection(suite, secret)
-    for seq, (ctype, content, pad) in enumerate([(23, b"hello", 0), (22, b"\x14\x00\x00\x00", 7), (23, b"", 100)]):
+    for seq, (ctype, content, pad) in enumerate(
+        [(23, b"hello", 0), (22, b"\x14\x00\x00\x00", 7), (23, b"", 100)]
+    ):
         record = seal13(suite, secret, seq, ctype, content, pad)
         assert prot.decrypt(23, 0x0303, record[5:], seq) == (ctype, content)
     record = seal13(suite, secret, 5, 23, b"x")
@@ -200,7 +232,9 @@ def test_key_update_secret_chain() -> None:
 # ---------------------------------------------------------------------------------------
 # TLS 1.2 AEAD
 # ---------------------------------------------------------------------------------------
-@pytest.mark.parametrize("suite_id", [0xC02F, 0xC030, 0xCCA8, 0xC09C, 0xC0A0, 0xC0AD, 0xC0AF, 0x00A8])
+@pytest.mark.parametrize(
+    "suite_id", [0xC02F, 0xC030, 0xCCA8, 0xC09C, 0xC0A0, 0xC0AD, 0xC0AF, 0x00A8]
+)
 def test_tls12_aead_round_trip(suite_id: int) -> None:
     suite = CIPHER_SUITES[suite_id]
     keys = tls12_key_block(suite, 0x0303, bytes(range(48)), bytes(32), bytes(range(32)))
@@ -247,7 +281,9 @@ def test_tls10_cbc_chains_the_iv_across_records() -> None:
     key, mac_key, iv0 = bytes(16), bytes(range(20)), bytes(range(16))
     prot = Tls12CbcProtection(suite, 0x0301, key, mac_key, iv0, encrypt_then_mac=False)
     iv = iv0
-    for seq, content in enumerate([b"", b"first", b"second record"]):  # OpenSSL's empty-fragment trick first
+    for seq, content in enumerate(
+        [b"", b"first", b"second record"]
+    ):  # OpenSSL's empty-fragment trick first
         record = seal12_cbc(suite, key, mac_key, iv, seq, 0x0301, content, etm=False)
         assert prot.decrypt(23, 0x0301, record[5:], seq) == (23, content)
         iv = record[-16:]  # RFC 2246 §6.2.3.2: the next IV is the last ciphertext block

@@ -94,7 +94,9 @@ FULL_CLIENT_HELLO_EXTENSIONS = [
 
 
 def client_hello(extensions: list[bytes], session_id: bytes = b"\x01" * 32) -> bytes:
-    body = u16(0x0303) + RANDOM + vec8(session_id) + vec16(u16(0x1301) + u16(0xC02F)) + vec8(b"\x00")
+    body = (
+        u16(0x0303) + RANDOM + vec8(session_id) + vec16(u16(0x1301) + u16(0xC02F)) + vec8(b"\x00")
+    )
     return msg(1, body + vec16(b"".join(extensions)))
 
 
@@ -139,11 +141,16 @@ def test_oversized_message_is_limit_exceeded_after_earlier_messages() -> None:
 
 
 messages_st = st.lists(
-    st.builds(lambda t, b: msg(t, b), st.integers(min_value=0, max_value=255), st.binary(max_size=200)), max_size=10
+    st.builds(
+        lambda t, b: msg(t, b), st.integers(min_value=0, max_value=255), st.binary(max_size=200)
+    ),
+    max_size=10,
 ).map(b"".join)
 
 
-def _feed_all(chunks: list[bytes]) -> tuple[list[HandshakeMessage], list[IncompleteHandshake], int | None]:
+def _feed_all(
+    chunks: list[bytes],
+) -> tuple[list[HandshakeMessage], list[IncompleteHandshake], int | None]:
     r = HandshakeReassembler(max_message_length=5000)
     out: list[HandshakeMessage] = []
     try:
@@ -161,7 +168,7 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
 
 
 @given(messages_st, st.lists(st.integers(min_value=0), max_size=15))
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 def test_reassembly_is_chunking_invariant(data: bytes, cuts: list[int]) -> None:
     whole = _feed_all([data])
     assert whole[1] == [] and whole[2] is None
@@ -171,7 +178,7 @@ def test_reassembly_is_chunking_invariant(data: bytes, cuts: list[int]) -> None:
 
 
 @given(st.binary(max_size=400), st.lists(st.integers(min_value=0), max_size=15))
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_garbage_reassembly_invariant_and_only_dissect_errors(data: bytes, cuts: list[int]) -> None:
     whole = _feed_all([data])
     assert _feed_all(_split(data, cuts)) == whole
@@ -184,8 +191,11 @@ def test_garbage_reassembly_invariant_and_only_dissect_errors(data: bytes, cuts:
                 pass
 
 
-@given(st.sampled_from([1, 2, 4, 5, 8, 11, 12, 13, 14, 15, 16, 20, 24, 25, 0, 99]), st.binary(max_size=300))
-@settings(max_examples=500)
+@given(
+    st.sampled_from([1, 2, 4, 5, 8, 11, 12, 13, 14, 15, 16, 20, 24, 25, 0, 99]),
+    st.binary(max_size=300),
+)
+@settings(max_examples=500, deadline=None)
 def test_decoders_raise_only_dissect_errors(msg_type: int, body: bytes) -> None:
     m = HandshakeMessage(offset=0, length=4 + len(body), msg_type=msg_type, body=body)
     for tls13 in (False, True):
@@ -237,7 +247,12 @@ def test_client_hello_without_extensions_and_with_bad_ones() -> None:
     ch = decode(client_hello(bad))
     assert isinstance(ch, ClientHello)
     assert ch.malformed_extensions == (16, 28, 41, 0, 42)
-    assert ch.alpn == () and ch.record_size_limit is None and ch.server_name is None and not ch.early_data
+    assert (
+        ch.alpn == ()
+        and ch.record_size_limit is None
+        and ch.server_name is None
+        and not ch.early_data
+    )
 
 
 def test_client_hello_framing_errors_are_malformed() -> None:
@@ -260,7 +275,12 @@ def server_hello(random: bytes, extensions: list[bytes], suite: int = 0x1301) ->
 
 
 def test_server_hello_tls13_and_psk() -> None:
-    sh = decode(server_hello(b"\x55" * 32, [ext(43, u16(0x0304)), ext(51, u16(0x001D) + vec16(bytes(32))), ext(41, u16(0))]))
+    sh = decode(
+        server_hello(
+            b"\x55" * 32,
+            [ext(43, u16(0x0304)), ext(51, u16(0x001D) + vec16(bytes(32))), ext(41, u16(0))],
+        )
+    )
     assert isinstance(sh, ServerHello)
     assert sh.version == 0x0304 and sh.selected_version == 0x0304
     assert sh.key_share_group == 0x001D and sh.selected_identity == 0
@@ -268,27 +288,48 @@ def test_server_hello_tls13_and_psk() -> None:
 
 def test_server_hello_tls12_extensions_and_downgrade_sentinel() -> None:
     random = bytes(24) + b"DOWNGRD\x01"
-    exts = [ext(16, vec16(vec8(b"h2"))), ext(23, b""), ext(22, b""), ext(35, b""), ext(0xFF01, b"\x00")]
+    exts = [
+        ext(16, vec16(vec8(b"h2"))),
+        ext(23, b""),
+        ext(22, b""),
+        ext(35, b""),
+        ext(0xFF01, b"\x00"),
+    ]
     sh = decode(server_hello(random, exts, suite=0xC02F))
     assert isinstance(sh, ServerHello)
     assert sh.version == 0x0303 and sh.selected_version is None
-    assert sh.alpn == "h2" and sh.extended_master_secret and sh.encrypt_then_mac and sh.session_ticket
+    assert (
+        sh.alpn == "h2" and sh.extended_master_secret and sh.encrypt_then_mac and sh.session_ticket
+    )
     assert sh.downgrade_sentinel == 0x0303
     two = decode(server_hello(bytes(32), [ext(16, vec16(vec8(b"h2") + vec8(b"h3")))]))
     assert isinstance(two, ServerHello) and two.malformed_extensions == (16,)
 
 
 def test_hello_retry_request_is_recognised_by_its_random() -> None:
-    hrr = decode(server_hello(HRR_RANDOM, [ext(43, u16(0x0304)), ext(51, u16(0x0017)), ext(44, vec16(b"cookie"))]))
+    hrr = decode(
+        server_hello(
+            HRR_RANDOM, [ext(43, u16(0x0304)), ext(51, u16(0x0017)), ext(44, vec16(b"cookie"))]
+        )
+    )
     assert isinstance(hrr, HelloRetryRequest)
-    assert hrr.selected_group == 0x0017 and hrr.cookie == b"cookie" and hrr.selected_version == 0x0304
+    assert (
+        hrr.selected_group == 0x0017 and hrr.cookie == b"cookie" and hrr.selected_version == 0x0304
+    )
     assert hrr.cipher_suite == 0x1301
 
 
 def test_encrypted_extensions() -> None:
-    ee = decode(msg(8, vec16(ext(16, vec16(vec8(b"h2"))) + ext(42, b"") + ext(0, b"") + ext(28, u16(1000)))))
+    ee = decode(
+        msg(8, vec16(ext(16, vec16(vec8(b"h2"))) + ext(42, b"") + ext(0, b"") + ext(28, u16(1000))))
+    )
     assert isinstance(ee, EncryptedExtensions)
-    assert ee.alpn == "h2" and ee.early_data and ee.server_name_acknowledged and ee.record_size_limit == 1000
+    assert (
+        ee.alpn == "h2"
+        and ee.early_data
+        and ee.server_name_acknowledged
+        and ee.record_size_limit == 1000
+    )
     none = decode(msg(8, vec16(b"")))
     assert isinstance(none, EncryptedExtensions) and not none.early_data and none.alpn is None
     with pytest.raises(DissectError):
@@ -302,7 +343,14 @@ def test_certificate_tls12_and_tls13_forms() -> None:
     c12 = decode(msg(11, vec24(vec24(b"A" * 300) + vec24(b"B" * 200))))
     assert isinstance(c12, Certificate) and not c12.tls13
     assert c12.chain_length == 2 and c12.certificate_lengths == (300, 200)
-    c13 = decode(msg(11, vec8(b"") + vec24(vec24(b"A" * 300) + vec16(b"") + vec24(b"B" * 10) + vec16(ext(5, b"ocsp")))), tls13=True)
+    c13 = decode(
+        msg(
+            11,
+            vec8(b"")
+            + vec24(vec24(b"A" * 300) + vec16(b"") + vec24(b"B" * 10) + vec16(ext(5, b"ocsp"))),
+        ),
+        tls13=True,
+    )
     assert isinstance(c13, Certificate) and c13.tls13
     assert c13.certificate_lengths == (300, 10) and c13.request_context == b""
     with pytest.raises(DissectError):
@@ -313,10 +361,20 @@ def test_new_session_ticket_forms() -> None:
     n12 = decode(msg(4, struct.pack("!I", 7200) + vec16(b"T" * 100)))
     assert isinstance(n12, NewSessionTicket) and not n12.tls13
     assert n12.lifetime == 7200 and n12.ticket == b"T" * 100 and n12.nonce is None
-    body = struct.pack("!II", 300, 12345) + vec8(b"\x00\x01") + vec16(b"T" * 50) + vec16(ext(42, struct.pack("!I", 16384)))
+    body = (
+        struct.pack("!II", 300, 12345)
+        + vec8(b"\x00\x01")
+        + vec16(b"T" * 50)
+        + vec16(ext(42, struct.pack("!I", 16384)))
+    )
     n13 = decode(msg(4, body), tls13=True)
     assert isinstance(n13, NewSessionTicket) and n13.tls13
-    assert (n13.lifetime, n13.age_add, n13.nonce, n13.max_early_data_size) == (300, 12345, b"\x00\x01", 16384)
+    assert (n13.lifetime, n13.age_add, n13.nonce, n13.max_early_data_size) == (
+        300,
+        12345,
+        b"\x00\x01",
+        16384,
+    )
     with pytest.raises(DissectError):
         decode(msg(4, body[:-6]), tls13=True)  # extensions vector missing
 
@@ -339,9 +397,15 @@ def test_raw_and_unknown_messages() -> None:
     cke = decode(msg(16, vec8(bytes(32))))
     assert isinstance(cke, ClientKeyExchange) and cke.body == vec8(bytes(32))
     cc = decode(msg(25, u16(2) + u24(5000) + vec24(b"z" * 100)))
-    assert isinstance(cc, CompressedCertificate) and (cc.algorithm, cc.uncompressed_length, cc.compressed_length) == (2, 5000, 100)
+    assert isinstance(cc, CompressedCertificate) and (
+        cc.algorithm,
+        cc.uncompressed_length,
+        cc.compressed_length,
+    ) == (2, 5000, 100)
     unknown = decode(msg(99, b"what"))
-    assert isinstance(unknown, UnknownHandshake) and unknown.msg_type == 99 and unknown.body == b"what"
+    assert (
+        isinstance(unknown, UnknownHandshake) and unknown.msg_type == 99 and unknown.body == b"what"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -350,7 +414,10 @@ def test_raw_and_unknown_messages() -> None:
 def test_alerts() -> None:
     [a] = parse_alerts(b"\x02\x28")
     assert (a.level, a.description, a.fatal) == (2, 40, True)
-    assert [(x.offset, x.description) for x in parse_alerts(b"\x01\x00\x01\x5a")] == [(0, 0), (2, 90)]
+    assert [(x.offset, x.description) for x in parse_alerts(b"\x01\x00\x01\x5a")] == [
+        (0, 0),
+        (2, 90),
+    ]
     for bad in (b"", b"\x01", b"\x01\x00\x02"):
         with pytest.raises(Malformed):
             parse_alerts(bad)

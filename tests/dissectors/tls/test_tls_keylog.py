@@ -38,7 +38,14 @@ garbage line that is not a key log entry
 def test_parse_counts_and_lookups() -> None:
     kl = KeyLog.from_text(TEXT, source="test")
     st = kl.stats
-    assert (st.lines, st.comments, st.blank, st.entries, st.unknown_labels, st.rsa) == (16, 1, 1, 7, 1, 1)
+    assert (st.lines, st.comments, st.blank, st.entries, st.unknown_labels, st.rsa) == (
+        16,
+        1,
+        1,
+        7,
+        1,
+        1,
+    )
     assert st.malformed == 5  # bad hex, short random, 32-byte master secret, two fields, prose
     assert kl.unknown_labels == frozenset({"ECH_SECRET"})
     master = kl.get(CR1, "CLIENT_RANDOM")
@@ -65,7 +72,9 @@ def test_parse_counts_and_lookups() -> None:
 def test_merge_several_sources_first_value_wins() -> None:
     a = KeyLog.from_text(f"CLIENT_RANDOM {CR1.hex()} {MASTER.hex()}\n", source="file")
     dsb = f"CLIENT_RANDOM {CR1.hex()} {MASTER.hex()}\nCLIENT_RANDOM {CR1.hex()} {'ff' * 48}\n"
-    b = KeyLog.from_text(dsb.encode() + b"\x00\x00\x00", source="dsb 1")  # DSB payloads may be padded
+    b = KeyLog.from_text(
+        dsb.encode() + b"\x00\x00\x00", source="dsb 1"
+    )  # DSB payloads may be padded
     c = KeyLog.from_text(f"CLIENT_TRAFFIC_SECRET_0 {CR2.hex()} {HS.hex()}", source="dsb 2")
     assert b.stats.conflicts == 1 and b.stats.entries == 1
     a.merge(b)
@@ -116,21 +125,30 @@ def test_secret_equality_and_pickling() -> None:
 # ---------------------------------------------------------------------------------------
 # Corpus key logs
 # ---------------------------------------------------------------------------------------
+@pytest.mark.corpus
 def test_wireshark_key_files(corpus: Path) -> None:
     keys = corpus / "wireshark" / "keys"
     chacha = KeyLog.from_text((keys / "tls12-chacha20poly1305.keys").read_text())
-    assert (chacha.stats.comments, chacha.stats.rsa, chacha.stats.entries, chacha.stats.malformed) == (1, 1, 7, 0)
+    assert (
+        chacha.stats.comments,
+        chacha.stats.rsa,
+        chacha.stats.entries,
+        chacha.stats.malformed,
+    ) == (1, 1, 7, 0)
     assert len(chacha) == 7
     full = KeyLog.from_text((keys / "tls13-rfc8446.keys").read_text())
     noearly = KeyLog.from_text((keys / "tls13-rfc8446-noearly.keys").read_text())
     assert (len(full), full.stats.entries, noearly.stats.entries) == (2, 9, 8)
-    early = [cr for cr in full.client_randoms() if "CLIENT_EARLY_TRAFFIC_SECRET" in full.labels_for(cr)]
+    early = [
+        cr for cr in full.client_randoms() if "CLIENT_EARLY_TRAFFIC_SECRET" in full.labels_for(cr)
+    ]
     assert len(early) == 1 and "CLIENT_EARLY_TRAFFIC_SECRET" not in noearly.labels_for(early[0])
     for name in ("tls12-dsb-1.keys", "tls12-dsb-2.keys", "http2-data-reassembly.keys"):
         kl = KeyLog.from_text((keys / name).read_text())
         assert kl.stats.entries == 1 and kl.stats.malformed == 0
 
 
+@pytest.mark.corpus
 def test_dsb_payloads_match_the_key_files(corpus: Path, capture: type) -> None:
     cap = capture.read_capture(corpus / "wireshark" / "tls12-dsb.pcapng")
     assert len(cap.dsb) == 2

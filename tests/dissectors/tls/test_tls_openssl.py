@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from dissectors.tls.crypto import CIPHER_SUITES
 from dissectors.tls.keylog import KeyLog
 from dissectors.tls.session import DecryptStatus, RecordResult, TlsSession
 
@@ -110,9 +111,13 @@ class Exchange:
 class Server:
     def __init__(self, certs: dict[str, Path], args: list[str], connections: int = 1) -> None:
         cmd = [OPENSSL or "openssl", "s_server", "-accept", "0", "-naccept", str(connections)]
-        cmd += ["-cert", str(certs["rsa_cert"]), "-key", str(certs["rsa_key"])]
-        cmd += ["-dcert", str(certs["ec_cert"]), "-dkey", str(certs["ec_key"]), *args]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if "-nocert" not in args:
+            cmd += ["-cert", str(certs["rsa_cert"]), "-key", str(certs["rsa_key"])]
+            cmd += ["-dcert", str(certs["ec_cert"]), "-dkey", str(certs["ec_key"])]
+        cmd += args
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         self.out = _Output(self.proc)
         end = self.out.wait_for(b"ACCEPT")
         self.out.wait_for(b"\n", end)
@@ -145,12 +150,22 @@ def exchange(
     """One connection: handshake, "ping" from the client, "pong" from the server, close."""
     proxy = _Proxy(server.port)
     keylog = tmp / f"keylog-{time.monotonic_ns()}.txt"
-    cmd = [OPENSSL or "openssl", "s_client", "-connect", f"127.0.0.1:{proxy.port}", "-keylogfile", str(keylog), *client_args]
+    cmd = [
+        OPENSSL or "openssl",
+        "s_client",
+        "-connect",
+        f"127.0.0.1:{proxy.port}",
+        "-keylogfile",
+        str(keylog),
+        *client_args,
+    ]
     if early_data is not None:
         early = tmp / "early.txt"
         early.write_bytes(early_data)
         cmd += ["-early_data", str(early)]
-    client = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    client = subprocess.Popen(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     out = _Output(client)
     try:
         assert client.stdin is not None
@@ -184,9 +199,25 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("certs")
     paths = {k: d / f"{k}.pem" for k in ("rsa_key", "rsa_cert", "ec_key", "ec_cert")}
     base = [OPENSSL or "openssl", "req", "-x509", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
-    subprocess.run([*base, "-newkey", "rsa:2048", "-keyout", str(paths["rsa_key"]), "-out", str(paths["rsa_cert"])], check=True, capture_output=True)
+    subprocess.run(
+        [
+            *base,
+            "-newkey",
+            "rsa:2048",
+            "-keyout",
+            str(paths["rsa_key"]),
+            "-out",
+            str(paths["rsa_cert"]),
+        ],
+        check=True,
+        capture_output=True,
+    )
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
-    subprocess.run([*base, *ec, "-keyout", str(paths["ec_key"]), "-out", str(paths["ec_cert"])], check=True, capture_output=True)
+    subprocess.run(
+        [*base, *ec, "-keyout", str(paths["ec_key"]), "-out", str(paths["ec_cert"])],
+        check=True,
+        capture_output=True,
+    )
     return paths
 
 
@@ -214,11 +245,19 @@ def decrypt(ex: Exchange, keylog: KeyLog | None = None) -> tuple[TlsSession, lis
 
 
 def app_data(results: list[RecordResult], direction: str) -> bytes:
-    return b"".join(r.plaintext or b"" for r in results if r.direction == direction and r.inner_content_type == 23)
+    return b"".join(
+        r.plaintext or b""
+        for r in results
+        if r.direction == direction and r.inner_content_type == 23
+    )
 
 
 def assert_all_decrypted(session: TlsSession, results: list[RecordResult]) -> None:
-    bad = [(r.direction, r.offset, r.status.value) for r in results if r.status not in (D.DECRYPTED, D.NOT_ENCRYPTED)]
+    bad = [
+        (r.direction, r.offset, r.status.value)
+        for r in results
+        if r.status not in (D.DECRYPTED, D.NOT_ENCRYPTED)
+    ]
     assert bad == []
     assert session.summary().decrypted and session.anomalies == []
     assert b"ping\n" in app_data(results, "c2s") and b"pong\n" in app_data(results, "s2c")
@@ -246,20 +285,27 @@ def test_tls13_every_suite(serve, tmp_path: Path, suite: str) -> None:  # type: 
 
 def test_tls13_key_update_both_directions(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     server = serve(["-tls1_3"])
-    ex = exchange(server, tmp_path, ["-tls1_3"], key_update=b"K")  # K: update and request the peer's
+    ex = exchange(
+        server, tmp_path, ["-tls1_3"], key_update=b"K"
+    )  # K: update and request the peer's
     session, results = decrypt(ex)
     assert_all_decrypted(session, results)
     assert session.summary().key_updates == 2
     after = {r.direction: r for r in results if r.plaintext and b"after update" in r.plaintext}
     assert after["c2s"].key_generation == 1 and after["s2c"].key_generation == 1
-    assert after["c2s"].plaintext == b"after update\n" and after["s2c"].plaintext == b"server after update\n"
+    assert (
+        after["c2s"].plaintext == b"after update\n"
+        and after["s2c"].plaintext == b"server after update\n"
+    )
 
 
 def test_tls13_resumption_and_early_data(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     sess = tmp_path / "session.pem"
     server = serve(["-tls1_3", "-early_data"], connections=2)
     first = exchange(server, tmp_path, ["-tls1_3", "-sess_out", str(sess)])
-    second = exchange(server, tmp_path, ["-tls1_3", "-sess_in", str(sess)], early_data=b"EARLY REQUEST\n")
+    second = exchange(
+        server, tmp_path, ["-tls1_3", "-sess_in", str(sess)], early_data=b"EARLY REQUEST\n"
+    )
     s1, r1 = decrypt(first)
     assert_all_decrypted(s1, r1)
     assert not s1.summary().resumption_accepted
@@ -271,7 +317,9 @@ def test_tls13_resumption_and_early_data(serve, tmp_path: Path) -> None:  # type
     assert summary.resumption_accepted and summary.resumption_kind == "psk"
     assert summary.early_data_offered and summary.early_data_accepted is True
     # Without the early traffic secret the 0-RTT record is skipped; the rest still decrypts.
-    kl = KeyLog.from_text("\n".join(line for line in second.keylog.splitlines() if "EARLY" not in line))
+    kl = KeyLog.from_text(
+        "\n".join(line for line in second.keylog.splitlines() if "EARLY" not in line)
+    )
     s3, r3 = decrypt(second, kl)
     # Two early-epoch records: the 0-RTT request and the EndOfEarlyData message.
     assert [r.status for r in r3 if r.early_data] == [D.MISSING_KEY, D.MISSING_KEY]
@@ -280,27 +328,54 @@ def test_tls13_resumption_and_early_data(serve, tmp_path: Path) -> None:  # type
 
 def test_tls13_early_data_rejected_by_the_server(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     sess = tmp_path / "session.pem"
-    server = serve(["-tls1_3"], connections=2)  # no -early_data: 0-RTT is rejected
-    exchange(server, tmp_path, ["-tls1_3", "-sess_out", str(sess)])
-    second = exchange(server, tmp_path, ["-tls1_3", "-sess_in", str(sess)], early_data=b"EARLY REQUEST\n")
+    first_server = serve(["-tls1_3", "-early_data"])
+    exchange(first_server, tmp_path, ["-tls1_3", "-sess_out", str(sess)])
+    # A second server process cannot open the first one's ticket: full handshake, no PSK,
+    # so the client's 0-RTT is rejected (RFC 8446 §4.2.10).
+    other_server = serve(["-tls1_3", "-early_data"])
+    second = exchange(
+        other_server, tmp_path, ["-tls1_3", "-sess_in", str(sess)], early_data=b"EARLY REQUEST\n"
+    )
     session, results = decrypt(second)
     summary = session.summary()
-    assert summary.early_data_offered and summary.early_data_accepted is False and summary.resumption_accepted
-    # The client's 0-RTT record was sent (and is decryptable with its secret), the server
-    # skipped it; everything after it is found in the handshake epoch by trial decryption.
+    assert (
+        summary.early_data_offered
+        and summary.early_data_accepted is False
+        and not summary.resumption_accepted
+    )
+    # The 0-RTT record was sent and authenticates under its own secret (reported as
+    # early data); everything after it is found in the handshake epoch by trial decryption.
+    early = [r for r in results if r.early_data]
+    assert [r.plaintext for r in early] == [b"EARLY REQUEST\n"] and early[0].status is D.DECRYPTED
+    assert_all_decrypted(session, results)
+    kl = KeyLog.from_text(
+        "\n".join(line for line in second.keylog.splitlines() if "EARLY" not in line)
+    )
+    session, results = decrypt(second, kl)
+    assert [r.status for r in results if r.early_data] == [D.MISSING_KEY]
     assert b"ping\n" in app_data(results, "c2s") and b"pong\n" in app_data(results, "s2c")
-    assert all(r.status in (D.DECRYPTED, D.NOT_ENCRYPTED) for r in results)
 
 
-def test_tls13_psk_only(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    psk = ["-psk", "0102030405060708090a0b0c0d0e0f10", "-psk_identity", "client", "-allow_no_dhe_kex"]
+def test_tls13_external_psk(serve, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # OpenSSL's external PSK is bound to SHA-256; OpenSSL 3.0 always prefers psk_dhe_ke.
+    psk = [
+        "-psk",
+        "0102030405060708090a0b0c0d0e0f10",
+        "-psk_identity",
+        "client",
+        "-ciphersuites",
+        "TLS_AES_128_GCM_SHA256",
+    ]
     server = serve(["-tls1_3", "-nocert", *psk])
     ex = exchange(server, tmp_path, ["-tls1_3", *psk])
     session, results = decrypt(ex)
     assert_all_decrypted(session, results)
-    assert session.summary().key_exchange == "PSK"
+    s = session.summary()
+    assert (
+        s.key_exchange == "PSK_DHE" and s.resumption_accepted and s.server_certificate_lengths == ()
+    )
     withheld, results = decrypt(ex, KeyLog())
-    assert {r.status for r in results if r.content_type == 23} == {D.PSK_ONLY}
+    assert {r.status for r in results if r.content_type == 23} == {D.MISSING_KEY}
 
 
 # ---------------------------------------------------------------------------------------
@@ -322,15 +397,24 @@ def test_tls13_psk_only(serve, tmp_path: Path) -> None:  # type: ignore[no-untyp
         ("DHE-RSA-AES256-GCM-SHA384", [], 0x009F, D.MISSING_KEY),
     ],
 )
-def test_tls12_suites(serve, tmp_path: Path, cipher: str, client_extra: list[str], suite_id: int, without_keylog: DecryptStatus) -> None:  # type: ignore[no-untyped-def]
+def test_tls12_suites(
+    serve,
+    tmp_path: Path,
+    cipher: str,
+    client_extra: list[str],
+    suite_id: int,
+    without_keylog: DecryptStatus,
+) -> None:  # type: ignore[no-untyped-def]
     server = serve(["-tls1_2", "-cipher", cipher])
     ex = exchange(server, tmp_path, ["-tls1_2", "-cipher", cipher, *client_extra])
     session, results = decrypt(ex)
     assert_all_decrypted(session, results)
     s = session.summary()
     assert s.version == 0x0303 and s.cipher_suite == suite_id
-    etm = session.client_hello is not None and session.server_hello is not None and session.server_hello.encrypt_then_mac
-    assert etm == (cipher.endswith("SHA") or cipher.endswith("SHA256") and "GCM" not in cipher) and not client_extra or not etm
+    # OpenSSL negotiates encrypt_then_mac (RFC 7366) for CBC suites unless told not to.
+    assert session.server_hello is not None
+    cbc = CIPHER_SUITES[suite_id].mode == "cbc"
+    assert session.server_hello.encrypt_then_mac == (cbc and "-no_etm" not in client_extra)
     withheld, results = decrypt(ex, KeyLog())
     assert {r.status for r in results if r.status is not D.NOT_ENCRYPTED} == {without_keylog}
 
@@ -364,7 +448,9 @@ def test_tls12_resumption(serve, tmp_path: Path, tickets: bool) -> None:  # type
     s1, r1 = decrypt(first)
     assert_all_decrypted(s1, r1)
     s2, r2 = decrypt(second)
-    assert_all_decrypted(s2, r2)  # the key log line of the resumed connection carries the master secret
+    assert_all_decrypted(
+        s2, r2
+    )  # the key log line of the resumed connection carries the master secret
     summary = s2.summary()
     assert summary.resumption_offered and summary.resumption_accepted
     assert summary.resumption_kind == ("ticket" if tickets else "session_id")

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from dissectors.errors import DissectError, Malformed, Truncated
 from dissectors.tls.record import (
     MAX_CIPHERTEXT_LENGTH,
+    ContentType,
     IncompleteRecord,
     RecordItem,
     RecordMalformed,
@@ -18,6 +19,7 @@ from dissectors.tls.record import (
     Sslv2ClientHello,
     StreamGap,
     TlsRecord,
+    code_name,
     is_record_header,
     parse_record,
 )
@@ -59,7 +61,12 @@ def run(chunks: list[Chunk], **kwargs: object) -> tuple[list[RecordItem], int | 
 def test_parse_record_fields_and_zero_copy() -> None:
     buf = bytearray(b"junk" + rec(23, b"hello") + rec(21, b"\x01\x00"))
     record, nxt = parse_record(buf, 4)
-    assert (record.offset, record.length, record.content_type, record.version) == (4, 10, 23, 0x0303)
+    assert (record.offset, record.length, record.content_type, record.version) == (
+        4,
+        10,
+        23,
+        0x0303,
+    )
     assert bytes(record.fragment) == b"hello" and nxt == 14
     assert record.header == bytes(buf[4:9])
     buf[9] = ord("j")  # the fragment is a view into the caller's buffer
@@ -99,6 +106,11 @@ def test_bad_headers_are_malformed(header: bytes) -> None:
         parser.feed(header)
 
 
+def test_code_names() -> None:
+    assert code_name(ContentType, 23) == "APPLICATION_DATA"
+    assert code_name(ContentType, 0x1A) == "UNKNOWN(0x1a)"
+
+
 def test_limits_that_are_legal() -> None:
     big = rec(23, bytes(MAX_CIPHERTEXT_LENGTH))
     record, _ = parse_record(big)
@@ -117,9 +129,13 @@ def test_streaming_keeps_the_tail_and_uses_stream_offsets() -> None:
     assert parser.feed(data[:6]) == []
     assert parser.buffered == 6
     first = parser.feed(data[6:10])
-    assert first == [TlsRecord(offset=1000, length=8, content_type=22, version=0x0303, fragment=b"abc")]
+    assert first == [
+        TlsRecord(offset=1000, length=8, content_type=22, version=0x0303, fragment=b"abc")
+    ]
     second = parser.feed(data[10:])
-    assert second == [TlsRecord(offset=1008, length=10, content_type=23, version=0x0303, fragment=b"defgh")]
+    assert second == [
+        TlsRecord(offset=1008, length=10, content_type=23, version=0x0303, fragment=b"defgh")
+    ]
     assert parser.position == 1018 and parser.close() == []
 
 
@@ -140,7 +156,9 @@ def test_malformed_header_hands_over_earlier_records_and_stops() -> None:
 def test_close_reports_a_cut_record_and_a_cut_header() -> None:
     parser = RecordParser()
     parser.feed(rec(23, b"0123456789")[:8])
-    assert parser.close() == [IncompleteRecord(offset=0, length=15, content_type=23, version=0x0303, missing=7)]
+    assert parser.close() == [
+        IncompleteRecord(offset=0, length=15, content_type=23, version=0x0303, missing=7)
+    ]
     parser = RecordParser(start_offset=5)
     parser.feed(b"\x17\x03")
     assert parser.close() == [StreamGap(offset=5, length=2, reason="truncated_header", missing=0)]
@@ -167,7 +185,9 @@ def test_gap_ending_exactly_at_the_record_end() -> None:
     a, b = rec(23, b"A" * 20), rec(22, b"hi")
     items, _ = run([a[:10], len(a) - 10, b])
     assert [type(i) for i in items] == [IncompleteRecord, TlsRecord]
-    assert items[1] == TlsRecord(offset=25, length=7, content_type=22, version=0x0303, fragment=b"hi")
+    assert items[1] == TlsRecord(
+        offset=25, length=7, content_type=22, version=0x0303, fragment=b"hi"
+    )
 
 
 @pytest.mark.parametrize(
@@ -178,7 +198,9 @@ def test_gap_ending_exactly_at_the_record_end() -> None:
         (15, 20, 25),  # hole runs 10 bytes past the end of the record in progress
     ],
 )
-def test_gap_that_hides_a_boundary_is_reported_not_guessed(before: int, gap: int, lost_at: int) -> None:
+def test_gap_that_hides_a_boundary_is_reported_not_guessed(
+    before: int, gap: int, lost_at: int
+) -> None:
     stream = b"".join(rec(23, bytes([i]) * 20) for i in range(6))
     items, err = run([stream[:before], gap, stream[before + gap :]])
     assert err is None
@@ -195,7 +217,9 @@ def test_scan_after_gap_resynchronises_on_chained_headers() -> None:
     stream = b"".join(records)
     starts = [sum(len(r) for r in records[:i]) for i in range(len(records))]
     hole_start, hole_len = starts[2], 30  # boundary of record 2 lost
-    items, err = run([stream[:hole_start], hole_len, stream[hole_start + hole_len :]], scan_after_gap=True)
+    items, err = run(
+        [stream[:hole_start], hole_len, stream[hole_start + hole_len :]], scan_after_gap=True
+    )
     assert err is None
     gap = next(i for i in items if isinstance(i, StreamGap))
     assert gap.reason == "resynchronised" and gap.offset == starts[2] and gap.end == starts[3]
@@ -255,8 +279,12 @@ def split(data: bytes, cuts: list[int]) -> list[Chunk]:
     return [data[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
-@given(stream_st, st.lists(st.integers(min_value=0), max_size=20), st.integers(min_value=0, max_value=10**9))
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    stream_st,
+    st.lists(st.integers(min_value=0), max_size=20),
+    st.integers(min_value=0, max_value=10**9),
+)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_chunking_invariance_on_valid_streams(data: bytes, cuts: list[int], start: int) -> None:
     whole = run([data], start_offset=start)
     assert whole[1] is None
@@ -271,8 +299,10 @@ def test_chunking_invariance_on_valid_streams(data: bytes, cuts: list[int], star
 
 
 @given(st.binary(max_size=600), st.lists(st.integers(min_value=0), max_size=20), st.booleans())
-@settings(max_examples=300)
-def test_garbage_only_raises_dissect_errors_and_is_chunking_invariant(data: bytes, cuts: list[int], scan: bool) -> None:
+@settings(max_examples=300, deadline=None)
+def test_garbage_only_raises_dissect_errors_and_is_chunking_invariant(
+    data: bytes, cuts: list[int], scan: bool
+) -> None:
     try:
         whole = run([data], scan_after_gap=scan)
         pieces = run(split(data, cuts), scan_after_gap=scan)
@@ -288,11 +318,13 @@ def test_garbage_only_raises_dissect_errors_and_is_chunking_invariant(data: byte
 
 @given(
     stream_st,
-    st.lists(st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=80)), max_size=3),
+    st.lists(
+        st.tuples(st.integers(min_value=0), st.integers(min_value=1, max_value=80)), max_size=3
+    ),
     st.lists(st.integers(min_value=0), max_size=10),
     st.booleans(),
 )
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_items_tile_the_stream_whatever_the_holes(
     data: bytes, holes: list[tuple[int, int]], cuts: list[int], scan: bool
 ) -> None:
@@ -318,14 +350,20 @@ def test_items_tile_the_stream_whatever_the_holes(
         cursor = item.end
     assert cursor == len(data)
     hole_bytes = sum(e for e in events if isinstance(e, int))
-    assert sum(i.missing for i in items if isinstance(i, IncompleteRecord | StreamGap)) == hole_bytes
+    assert (
+        sum(i.missing for i in items if isinstance(i, IncompleteRecord | StreamGap)) == hole_bytes
+    )
     originals = {r.offset: r for r in run([data])[0] if isinstance(r, TlsRecord)}
     for item in items:
         if isinstance(item, TlsRecord):
             assert originals[item.offset] == item  # never an invented record
         elif isinstance(item, IncompleteRecord):
             o = originals[item.offset]
-            assert (o.length, o.content_type, o.version) == (item.length, item.content_type, item.version)
+            assert (o.length, o.content_type, o.version) == (
+                item.length,
+                item.content_type,
+                item.version,
+            )
     # Whole-stream and byte-at-a-time feeding agree even with holes.
     bytewise: list[Chunk] = []
     for e in events:

@@ -46,15 +46,25 @@ def h(text: str) -> bytes:
 SUITE = CIPHER_SUITES[0x1301]  # TLS_AES_128_GCM_SHA256, the suite of RFC 8448 §3
 
 # {server}  extract secret "early": secret
-EARLY_SECRET = h("33 ad 0a 1c 60 7e c0 3b 09 e6 cd 98 93 68 0c e2 10 ad f3 00 aa 1f 26 60 e1 b2 2e 10 f1 70 f9 2a")
+EARLY_SECRET = h(
+    "33 ad 0a 1c 60 7e c0 3b 09 e6 cd 98 93 68 0c e2 10 ad f3 00 aa 1f 26 60 e1 b2 2e 10 f1 70 f9 2a"
+)
 # {server}  derive secret for handshake "tls13 derived": expanded
-DERIVED_FOR_HANDSHAKE = h("6f 26 15 a1 08 c7 02 c5 67 8f 54 fc 9d ba b6 97 16 c0 76 18 9c 48 25 0c eb ea c3 57 6c 36 11 ba")
+DERIVED_FOR_HANDSHAKE = h(
+    "6f 26 15 a1 08 c7 02 c5 67 8f 54 fc 9d ba b6 97 16 c0 76 18 9c 48 25 0c eb ea c3 57 6c 36 11 ba"
+)
 # {server}  extract secret "handshake": IKM (the x25519 shared secret)
-ECDHE_SHARED_SECRET = h("8b d4 05 4f b5 5b 9d 63 fd fb ac f9 f0 4b 9f 0d 35 e6 d6 3f 53 75 63 ef d4 62 72 90 0f 89 49 2d")
+ECDHE_SHARED_SECRET = h(
+    "8b d4 05 4f b5 5b 9d 63 fd fb ac f9 f0 4b 9f 0d 35 e6 d6 3f 53 75 63 ef d4 62 72 90 0f 89 49 2d"
+)
 # {server}  extract secret "handshake": secret
-HANDSHAKE_SECRET = h("1d c8 26 e9 36 06 aa 6f dc 0a ad c1 2f 74 1b 01 04 6a a6 b9 9f 69 1e d2 21 a9 f0 ca 04 3f be ac")
+HANDSHAKE_SECRET = h(
+    "1d c8 26 e9 36 06 aa 6f dc 0a ad c1 2f 74 1b 01 04 6a a6 b9 9f 69 1e d2 21 a9 f0 ca 04 3f be ac"
+)
 # {server}  derive secret "tls13 c hs traffic": hash (ClientHello..ServerHello)
-HELLO_HASH = h("86 0c 06 ed c0 78 58 ee 8e 78 f0 e7 42 8c 58 ed d6 b4 3f 2c a3 e6 e9 5f 02 ed 06 3c f0 e1 ca d8")
+HELLO_HASH = h(
+    "86 0c 06 ed c0 78 58 ee 8e 78 f0 e7 42 8c 58 ed d6 b4 3f 2c a3 e6 e9 5f 02 ed 06 3c f0 e1 ca d8"
+)
 # {server}  derive secret "tls13 c hs traffic": expanded
 CLIENT_HANDSHAKE_TRAFFIC_SECRET = h(
     "b3 ed db 12 6e 06 7f 35 a7 80 b3 ab f4 5e 2d 8f 3b 1a 95 07 38 f5 2e 96 00 74 6a 0e 27 a5 5a 21"
@@ -64,9 +74,13 @@ SERVER_HANDSHAKE_TRAFFIC_SECRET = h(
     "b6 7b 7d 69 0c c1 6c 4e 75 e5 42 13 cb 2d 37 b4 e9 c9 12 bc de d9 10 5d 42 be fd 59 d3 91 ad 38"
 )
 # {server}  extract secret "master": secret
-MASTER_SECRET = h("18 df 06 84 3d 13 a0 8b f2 a4 49 84 4c 5f 8a 47 80 01 bc 4d 4c 62 79 84 d5 a4 1d a8 d0 40 29 19")
+MASTER_SECRET = h(
+    "18 df 06 84 3d 13 a0 8b f2 a4 49 84 4c 5f 8a 47 80 01 bc 4d 4c 62 79 84 d5 a4 1d a8 d0 40 29 19"
+)
 # {server}  derive secret "tls13 c ap traffic": hash (ClientHello..server Finished)
-SERVER_FINISHED_HASH = h("96 08 10 2a 0f 1c cc 6d b6 25 0b 7b 7e 41 7b 1a 00 0e aa da 3d aa e4 77 7a 76 86 c9 ff 83 df 13")
+SERVER_FINISHED_HASH = h(
+    "96 08 10 2a 0f 1c cc 6d b6 25 0b 7b 7e 41 7b 1a 00 0e aa da 3d aa e4 77 7a 76 86 c9 ff 83 df 13"
+)
 # {server}  derive secret "tls13 c ap traffic": expanded
 CLIENT_APPLICATION_TRAFFIC_SECRET = h(
     "9e 40 64 6c e7 9a 7f 9d c0 5a f8 88 9b ce 65 52 87 5a fa 0b 06 df 00 87 f7 92 eb b7 c1 75 04 a5"
@@ -76,7 +90,9 @@ SERVER_APPLICATION_TRAFFIC_SECRET = h(
     "a1 1a f9 f0 55 31 f8 56 ad 47 11 6b 45 a9 50 32 82 04 b4 f4 4b fb 6b 3a 4b 4f 1f 3f cb 63 16 43"
 )
 # {server}  derive secret "tls13 exp master": expanded
-EXPORTER_MASTER_SECRET = h("fe 22 f8 81 17 6e da 18 eb 8f 44 52 9e 67 92 c5 0c 9a 3f 89 45 2f 68 d8 ae 31 1b 43 09 d3 cf 50")
+EXPORTER_MASTER_SECRET = h(
+    "fe 22 f8 81 17 6e da 18 eb 8f 44 52 9e 67 92 c5 0c 9a 3f 89 45 2f 68 d8 ae 31 1b 43 09 d3 cf 50"
+)
 # {server}  derive write traffic keys for handshake data: key expanded / iv expanded
 SERVER_HANDSHAKE_KEY = h("3f ce 51 60 09 c2 17 27 d0 f2 e4 e8 6e e4 03 bc")
 SERVER_HANDSHAKE_IV = h("5d 31 3e b2 67 12 76 ee 13 00 0b 30")
@@ -191,16 +207,31 @@ def test_handshake_traffic_secrets_from_transcript() -> None:
     # The transcript hash is recomputed from the RFC's ClientHello and ServerHello bytes.
     transcript = CLIENT_HELLO_RECORD[5:] + SERVER_HELLO_RECORD[5:]
     assert hashlib.sha256(transcript).digest() == HELLO_HASH
-    assert derive_secret("sha256", HANDSHAKE_SECRET, "c hs traffic", HELLO_HASH) == CLIENT_HANDSHAKE_TRAFFIC_SECRET
-    assert derive_secret("sha256", HANDSHAKE_SECRET, "s hs traffic", HELLO_HASH) == SERVER_HANDSHAKE_TRAFFIC_SECRET
+    assert (
+        derive_secret("sha256", HANDSHAKE_SECRET, "c hs traffic", HELLO_HASH)
+        == CLIENT_HANDSHAKE_TRAFFIC_SECRET
+    )
+    assert (
+        derive_secret("sha256", HANDSHAKE_SECRET, "s hs traffic", HELLO_HASH)
+        == SERVER_HANDSHAKE_TRAFFIC_SECRET
+    )
 
 
 def test_master_and_application_secrets() -> None:
     master = tls13_master_secret("sha256", HANDSHAKE_SECRET)
     assert master == MASTER_SECRET
-    assert derive_secret("sha256", master, "c ap traffic", SERVER_FINISHED_HASH) == CLIENT_APPLICATION_TRAFFIC_SECRET
-    assert derive_secret("sha256", master, "s ap traffic", SERVER_FINISHED_HASH) == SERVER_APPLICATION_TRAFFIC_SECRET
-    assert derive_secret("sha256", master, "exp master", SERVER_FINISHED_HASH) == EXPORTER_MASTER_SECRET
+    assert (
+        derive_secret("sha256", master, "c ap traffic", SERVER_FINISHED_HASH)
+        == CLIENT_APPLICATION_TRAFFIC_SECRET
+    )
+    assert (
+        derive_secret("sha256", master, "s ap traffic", SERVER_FINISHED_HASH)
+        == SERVER_APPLICATION_TRAFFIC_SECRET
+    )
+    assert (
+        derive_secret("sha256", master, "exp master", SERVER_FINISHED_HASH)
+        == EXPORTER_MASTER_SECRET
+    )
 
 
 @pytest.mark.parametrize(
@@ -222,7 +253,11 @@ def test_hkdf_label_encoding() -> None:
     import hmac
 
     t1 = hmac.new(SERVER_HANDSHAKE_TRAFFIC_SECRET, KEY_INFO + b"\x01", "sha256").digest()
-    assert hkdf_expand_label("sha256", SERVER_HANDSHAKE_TRAFFIC_SECRET, "key", b"", 16) == t1[:16] == SERVER_HANDSHAKE_KEY
+    assert (
+        hkdf_expand_label("sha256", SERVER_HANDSHAKE_TRAFFIC_SECRET, "key", b"", 16)
+        == t1[:16]
+        == SERVER_HANDSHAKE_KEY
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -231,7 +266,9 @@ def test_hkdf_label_encoding() -> None:
 def _open(record_bytes: bytes, secret: bytes, seq: int) -> tuple[int, bytes]:
     rec, end = parse_record(record_bytes)
     assert end == len(record_bytes)
-    return Tls13Protection(SUITE, secret).decrypt(rec.content_type, rec.version, bytes(rec.fragment), seq)
+    return Tls13Protection(SUITE, secret).decrypt(
+        rec.content_type, rec.version, bytes(rec.fragment), seq
+    )
 
 
 def test_server_handshake_record_decrypts_to_the_rfc_messages() -> None:
@@ -247,9 +284,15 @@ def test_server_handshake_record_decrypts_to_the_rfc_messages() -> None:
 
 
 def test_application_records_decrypt_to_the_rfc_payload() -> None:
-    assert _open(CLIENT_APPLICATION_RECORD, CLIENT_APPLICATION_TRAFFIC_SECRET, 0) == (23, APPLICATION_PAYLOAD)
+    assert _open(CLIENT_APPLICATION_RECORD, CLIENT_APPLICATION_TRAFFIC_SECRET, 0) == (
+        23,
+        APPLICATION_PAYLOAD,
+    )
     # The server's application record follows its NewSessionTicket: sequence number 1.
-    assert _open(SERVER_APPLICATION_RECORD, SERVER_APPLICATION_TRAFFIC_SECRET, 1) == (23, APPLICATION_PAYLOAD)
+    assert _open(SERVER_APPLICATION_RECORD, SERVER_APPLICATION_TRAFFIC_SECRET, 1) == (
+        23,
+        APPLICATION_PAYLOAD,
+    )
 
 
 def test_wrong_sequence_number_or_key_does_not_authenticate() -> None:
@@ -280,7 +323,17 @@ def test_client_hello_fields() -> None:
     assert ch.random == CLIENT_HELLO_RECORD[11:43]
     assert ch.cipher_suites == (0x1301, 0x1303, 0x1302)
     assert ch.server_name == "server"
-    assert ch.supported_groups == (0x001D, 0x0017, 0x0018, 0x0019, 0x0100, 0x0101, 0x0102, 0x0103, 0x0104)
+    assert ch.supported_groups == (
+        0x001D,
+        0x0017,
+        0x0018,
+        0x0019,
+        0x0100,
+        0x0101,
+        0x0102,
+        0x0103,
+        0x0104,
+    )
     assert ch.key_share_groups == (0x001D,)
     assert ch.supported_versions == (0x0304,)
     assert ch.psk_key_exchange_modes == (1,)
@@ -330,9 +383,16 @@ def test_session_decrypts_the_whole_trace() -> None:
     for direction, data in wire:
         results.extend(session.feed_data(direction, data))
     assert session.close() == []
-    assert [r.status for r in results] == [DecryptStatus.NOT_ENCRYPTED] * 2 + [DecryptStatus.DECRYPTED] * 7
+    assert [r.status for r in results] == [DecryptStatus.NOT_ENCRYPTED] * 2 + [
+        DecryptStatus.DECRYPTED
+    ] * 7
     assert [r.epoch for r in results[2:]] == [Epoch.HANDSHAKE] * 2 + [Epoch.APPLICATION] * 5
-    assert [type(m) for m in results[2].handshake] == [EncryptedExtensions, Certificate, CertificateVerify, Finished]
+    assert [type(m) for m in results[2].handshake] == [
+        EncryptedExtensions,
+        Certificate,
+        CertificateVerify,
+        Finished,
+    ]
     ee = results[2].handshake[0]
     assert isinstance(ee, EncryptedExtensions) and ee.record_size_limit == 0x4001
     cert = results[2].handshake[1]
@@ -340,7 +400,9 @@ def test_session_decrypts_the_whole_trace() -> None:
     assert isinstance(results[3].handshake[0], Finished)
     nst = results[4].handshake[0]
     assert isinstance(nst, NewSessionTicket) and nst.tls13 and nst.max_early_data_size == 1024
-    assert results[5].plaintext == APPLICATION_PAYLOAD and results[6].plaintext == APPLICATION_PAYLOAD
+    assert (
+        results[5].plaintext == APPLICATION_PAYLOAD and results[6].plaintext == APPLICATION_PAYLOAD
+    )
     # Sequence numbers restart at 0 in every epoch of each direction (RFC 8446 §5.3).
     assert [r.seq for r in results[2:]] == [0, 0, 0, 0, 1, 1, 2]
     assert [a.description for r in results[7:] for a in r.alerts] == [0, 0]

@@ -23,6 +23,8 @@ from dissectors.tls.crypto import (
 )
 from dissectors.tls.handshake import (
     HRR_RANDOM,
+    Certificate,
+    CertificateVerify,
     EncryptedExtensions,
     Finished,
     KeyUpdate,
@@ -72,9 +74,15 @@ def client_hello(
     ticket: bytes | None = None,
     etm: bool = False,
 ) -> bytes:
-    exts = [ext(0, vec(b"\x00" + vec(b"example.org", 2), 2)), ext(16, vec(vec(b"h2", 1) + vec(b"http/1.1", 1), 2))]
+    exts = [
+        ext(0, vec(b"\x00" + vec(b"example.org", 2), 2)),
+        ext(16, vec(vec(b"h2", 1) + vec(b"http/1.1", 1), 2)),
+    ]
     if tls13:
-        exts += [ext(43, vec(u16(0x0304) + u16(0x0303), 1)), ext(51, vec(u16(0x001D) + vec(bytes(32), 2), 2))]
+        exts += [
+            ext(43, vec(u16(0x0304) + u16(0x0303), 1)),
+            ext(51, vec(u16(0x001D) + vec(bytes(32), 2), 2)),
+        ]
         exts += [ext(45, vec(b"\x01", 1))]
     if early:
         exts.append(ext(42, b""))
@@ -84,7 +92,13 @@ def client_hello(
         exts.append(ext(22, b""))
     if psk:
         exts.append(ext(41, vec(vec(b"ticket-id", 2) + bytes(4), 2) + vec(vec(bytes(32), 1), 2)))
-    body = u16(0x0303) + cr + vec(session_id, 1) + vec(b"".join(u16(s) for s in suites), 2) + b"\x01\x00"
+    body = (
+        u16(0x0303)
+        + cr
+        + vec(session_id, 1)
+        + vec(b"".join(u16(s) for s in suites), 2)
+        + b"\x01\x00"
+    )
     return record(22, hs(1, body + vec(b"".join(exts), 2)), 0x0301)
 
 
@@ -102,7 +116,9 @@ def server_hello(
     if tls13:
         exts.append(ext(43, u16(0x0304)))
         if key_share:
-            exts.append(ext(51, u16(0x001D) if random == HRR_RANDOM else u16(0x001D) + vec(bytes(32), 2)))
+            exts.append(
+                ext(51, u16(0x001D) if random == HRR_RANDOM else u16(0x001D) + vec(bytes(32), 2))
+            )
         if psk:
             exts.append(ext(41, u16(0)))
     elif etm:
@@ -181,11 +197,20 @@ NST13 = hs(4, struct.pack("!II", 7200, 1) + vec(b"\x00", 1) + vec(b"T" * 40, 2) 
 
 def tls13_connection(suite_id: int = 0x1301) -> list[tuple[str, bytes]]:
     """A full TLS 1.3 handshake, application data both ways and a KeyUpdate each way."""
-    s_hs, c_hs = Seal13(suite_id, S["SERVER_HANDSHAKE_TRAFFIC_SECRET"]), Seal13(suite_id, S["CLIENT_HANDSHAKE_TRAFFIC_SECRET"])
-    s_ap, c_ap = Seal13(suite_id, S["SERVER_TRAFFIC_SECRET_0"]), Seal13(suite_id, S["CLIENT_TRAFFIC_SECRET_0"])
+    s_hs, c_hs = (
+        Seal13(suite_id, S["SERVER_HANDSHAKE_TRAFFIC_SECRET"]),
+        Seal13(suite_id, S["CLIENT_HANDSHAKE_TRAFFIC_SECRET"]),
+    )
+    s_ap, c_ap = (
+        Seal13(suite_id, S["SERVER_TRAFFIC_SECRET_0"]),
+        Seal13(suite_id, S["CLIENT_TRAFFIC_SECRET_0"]),
+    )
     wire = [
         ("c2s", client_hello()),
-        ("s2c", server_hello(suite_id) + CCS + s_hs(22, EE) + s_hs(22, CERT13 + CV) + s_hs(22, FIN)),
+        (
+            "s2c",
+            server_hello(suite_id) + CCS + s_hs(22, EE) + s_hs(22, CERT13 + CV) + s_hs(22, FIN),
+        ),
         ("c2s", CCS + c_hs(22, FIN)),
         ("c2s", c_ap(23, b"GET / HTTP/1.1\r\n\r\n")),
         ("s2c", s_ap(22, NST13) + s_ap(23, b"HTTP/1.1 200 OK\r\n\r\n", pad=30)),
@@ -202,7 +227,11 @@ def tls13_connection(suite_id: int = 0x1301) -> list[tuple[str, bytes]]:
 def drive(session: TlsSession, wire: Iterable[tuple[str, bytes | int]]) -> list[RecordResult]:
     out: list[RecordResult] = []
     for direction, data in wire:
-        out += session.feed_gap(direction, data) if isinstance(data, int) else session.feed_data(direction, data)
+        out += (
+            session.feed_gap(direction, data)
+            if isinstance(data, int)
+            else session.feed_data(direction, data)
+        )
     return out + session.close()
 
 
@@ -227,17 +256,39 @@ def test_tls13_full_connection_with_key_updates(suite_id: int) -> None:
         ("c2s", "application", 1, 0), ("c2s", "application", 1, 1),
     ]  # fmt: skip
     plaintexts = [r.plaintext for r in protected if r.inner_content_type == 23]
-    assert plaintexts == [b"GET / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\n\r\n", b"after server update", b"after client update"]
-    assert [type(m) for m in protected[1].handshake] == [type(protected[1].handshake[0]), type(protected[1].handshake[1])]
-    assert isinstance(protected[0].handshake[0], EncryptedExtensions) and isinstance(protected[2].handshake[0], Finished)
+    assert plaintexts == [
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n\r\n",
+        b"after server update",
+        b"after client update",
+    ]
+    assert [type(m) for m in protected[1].handshake] == [Certificate, CertificateVerify]
+    assert isinstance(protected[0].handshake[0], EncryptedExtensions) and isinstance(
+        protected[2].handshake[0], Finished
+    )
     assert isinstance(protected[5].handshake[0], NewSessionTicket)
     ku = protected[7].handshake[0]
     assert isinstance(ku, KeyUpdate) and ku.request_update == 1
     assert [a.description for a in protected[-1].alerts] == [0]
     s = session.summary()
-    assert (s.version, s.cipher_suite, s.alpn, s.sni, s.key_updates) == (0x0304, suite_id, "h2", "example.org", 2)
-    assert s.alpn_offered == ("h2", "http/1.1") and s.key_exchange == "ECDHE" and s.key_share_group == 0x001D
-    assert s.handshake_complete and s.decrypted and s.why_not is None and s.server_certificate_lengths == (300,)
+    assert (s.version, s.cipher_suite, s.alpn, s.sni, s.key_updates) == (
+        0x0304,
+        suite_id,
+        "h2",
+        "example.org",
+        2,
+    )
+    assert (
+        s.alpn_offered == ("h2", "http/1.1")
+        and s.key_exchange == "ECDHE"
+        and s.key_share_group == 0x001D
+    )
+    assert (
+        s.handshake_complete
+        and s.decrypted
+        and s.why_not is None
+        and s.server_certificate_lengths == (300,)
+    )
     assert s.records_by_status == {"not_encrypted": 4, "decrypted": 12}
     assert session.anomalies == []
 
@@ -251,7 +302,11 @@ def test_wrong_handshake_key_is_reported_and_the_application_epoch_still_found()
     assert [r.status for r in s2c[3:]] == [D.DECRYPTED] * 4  # found by trial at sequence 0
     assert s2c[3].epoch is Epoch.APPLICATION and s2c[3].seq == 0
     summary = session.summary()
-    assert not summary.decrypted and summary.why_not == "wrong_key" and summary.undecrypted_records == 3
+    assert (
+        not summary.decrypted
+        and summary.why_not == "wrong_key"
+        and summary.undecrypted_records == 3
+    )
 
 
 def test_missing_keys() -> None:
@@ -261,16 +316,26 @@ def test_missing_keys() -> None:
     assert all(r.plaintext is None for r in results if r.content_type == 23)
     assert session.summary().why_not == "missing_key"
     no_keylog = TlsSession(None)
-    assert {r.status for r in drive(no_keylog, tls13_connection()) if r.content_type == 23} == {D.MISSING_KEY}
+    assert {r.status for r in drive(no_keylog, tls13_connection()) if r.content_type == 23} == {
+        D.MISSING_KEY
+    }
 
 
 def test_psk_only_tls13() -> None:
-    wire = [("c2s", client_hello(psk=True)), ("s2c", server_hello(0x1301, psk=True, key_share=False) + record(23, bytes(40)))]
+    wire = [
+        ("c2s", client_hello(psk=True)),
+        ("s2c", server_hello(0x1301, psk=True, key_share=False) + record(23, bytes(40))),
+    ]
     session = TlsSession(KeyLog())
     results = drive(session, wire)
     assert results[-1].status is D.PSK_ONLY
     s = session.summary()
-    assert s.key_exchange == "PSK" and s.resumption_offered and s.resumption_accepted and s.resumption_kind == "psk"
+    assert (
+        s.key_exchange == "PSK"
+        and s.resumption_offered
+        and s.resumption_accepted
+        and s.resumption_kind == "psk"
+    )
 
 
 def test_unknown_tls13_suite_is_unsupported() -> None:
@@ -293,11 +358,22 @@ def test_record_overflow_in_tls13() -> None:
 # ---------------------------------------------------------------------------------------
 def early_connection(accept: bool) -> list[tuple[str, bytes]]:
     e = Seal13(0x1301, S["CLIENT_EARLY_TRAFFIC_SECRET"])
-    s_hs, c_hs = Seal13(0x1301, S["SERVER_HANDSHAKE_TRAFFIC_SECRET"]), Seal13(0x1301, S["CLIENT_HANDSHAKE_TRAFFIC_SECRET"])
+    s_hs, c_hs = (
+        Seal13(0x1301, S["SERVER_HANDSHAKE_TRAFFIC_SECRET"]),
+        Seal13(0x1301, S["CLIENT_HANDSHAKE_TRAFFIC_SECRET"]),
+    )
     c_ap = Seal13(0x1301, S["CLIENT_TRAFFIC_SECRET_0"])
     wire = [
-        ("c2s", client_hello(early=True, psk=True, suites=(0x1302, 0x1301)) + CCS + e(23, b"GET /early")),
-        ("s2c", server_hello(0x1301, psk=True) + s_hs(22, EE_EARLY if accept else EE) + s_hs(22, FIN)),
+        (
+            "c2s",
+            client_hello(early=True, psk=True, suites=(0x1302, 0x1301))
+            + CCS
+            + e(23, b"GET /early"),
+        ),
+        (
+            "s2c",
+            server_hello(0x1301, psk=True) + s_hs(22, EE_EARLY if accept else EE) + s_hs(22, FIN),
+        ),
         ("c2s", e(23, b"more early data")),
     ]
     if accept:
@@ -358,7 +434,10 @@ def app_records(n: int) -> list[bytes]:
 
 
 def handshake_prefix() -> list[tuple[str, bytes | int]]:
-    s_hs, c_hs = Seal13(0x1301, S["SERVER_HANDSHAKE_TRAFFIC_SECRET"]), Seal13(0x1301, S["CLIENT_HANDSHAKE_TRAFFIC_SECRET"])
+    s_hs, c_hs = (
+        Seal13(0x1301, S["SERVER_HANDSHAKE_TRAFFIC_SECRET"]),
+        Seal13(0x1301, S["CLIENT_HANDSHAKE_TRAFFIC_SECRET"]),
+    )
     return [
         ("c2s", client_hello()),
         ("s2c", server_hello(0x1301) + s_hs(22, EE) + s_hs(22, FIN)),
@@ -392,9 +471,9 @@ def test_lost_boundary(scan: bool) -> None:
         return
     # Resynchronised at record 3; the sequence number is recovered by trial decryption.
     assert [(r.status, r.seq) for r in app] == [(D.DECRYPTED, i) for i in (0, 1, 3, 4, 5, 6, 7)]
-    assert app[2].plaintext == b"message 3" * 3 and app[2].offset == stream.index(recs[3]) + len(client_hello()) + len(
-        handshake_prefix()[2][1]  # type: ignore[arg-type]
-    )
+    c2s_prefix = sum(len(data) for d, data in handshake_prefix() if d == "c2s")  # type: ignore[arg-type]
+    assert app[2].plaintext == b"message 3" * 3
+    assert app[2].offset == c2s_prefix + cut + len(recs[2])
 
 
 def test_record_level_feed_with_gaps_and_incomplete_items() -> None:
@@ -403,13 +482,30 @@ def test_record_level_feed_with_gaps_and_incomplete_items() -> None:
         assert isinstance(data, bytes)
         session.feed_data(direction, data)
     recs = app_records(3)
-    inc = IncompleteRecord(offset=1000, length=len(recs[0]), content_type=23, version=0x0303, missing=5)
+    inc = IncompleteRecord(
+        offset=1000, length=len(recs[0]), content_type=23, version=0x0303, missing=5
+    )
     r0 = session.feed("c2s", inc)
     assert r0 is not None and r0.status is D.INCOMPLETE and r0.seq == 0
-    r1 = session.feed("c2s", TlsRecord(offset=2000, length=len(recs[1]), content_type=23, version=0x0303, fragment=recs[1][5:]))
+    r1 = session.feed(
+        "c2s",
+        TlsRecord(
+            offset=2000, length=len(recs[1]), content_type=23, version=0x0303, fragment=recs[1][5:]
+        ),
+    )
     assert r1 is not None and r1.status is D.DECRYPTED and r1.seq == 1
-    assert session.feed("c2s", StreamGap(offset=3000, length=500, reason="resynchronised", missing=500)) is None
-    r2 = session.feed("c2s", TlsRecord(offset=3500, length=len(recs[2]), content_type=23, version=0x0303, fragment=recs[2][5:]))
+    assert (
+        session.feed(
+            "c2s", StreamGap(offset=3000, length=500, reason="resynchronised", missing=500)
+        )
+        is None
+    )
+    r2 = session.feed(
+        "c2s",
+        TlsRecord(
+            offset=3500, length=len(recs[2]), content_type=23, version=0x0303, fragment=recs[2][5:]
+        ),
+    )
     assert r2 is not None and r2.status is D.DECRYPTED and r2.seq == 2
 
 
@@ -420,25 +516,47 @@ CERT12 = hs(11, vec(vec(b"C" * 500, 3), 3))
 SHD = hs(14, b"")
 
 
-def tls12_full(cr: bytes, session_id: bytes, *, ticket_ext: bytes | None = None) -> list[tuple[str, bytes]]:
+def tls12_full(
+    cr: bytes, session_id: bytes, *, ticket_ext: bytes | None = None
+) -> list[tuple[str, bytes]]:
     c = Seal12Gcm(0xC02F, MASTER, cr, SR, client=True)
     s = Seal12Gcm(0xC02F, MASTER, cr, SR, client=False)
     return [
         ("c2s", client_hello(cr=cr, tls13=False, ticket=ticket_ext, suites=(0xC02F,))),
-        ("s2c", server_hello(0xC02F, tls13=False, session_id=session_id) + record(22, CERT12 + SHD)),
+        (
+            "s2c",
+            server_hello(0xC02F, tls13=False, session_id=session_id) + record(22, CERT12 + SHD),
+        ),
         ("c2s", record(22, hs(16, vec(bytes(32), 1))) + CCS + c(22, hs(20, b"v" * 12))),
-        ("s2c", record(22, hs(4, struct.pack("!I", 300) + vec(b"TICKET", 2))) + CCS + s(22, hs(20, b"w" * 12))),
+        (
+            "s2c",
+            record(22, hs(4, struct.pack("!I", 300) + vec(b"TICKET", 2)))
+            + CCS
+            + s(22, hs(20, b"w" * 12)),
+        ),
         ("c2s", c(23, b"GET / HTTP/1.1\r\n\r\n")),
         ("s2c", s(23, b"HTTP/1.1 200 OK\r\n\r\n") + s(21, b"\x01\x00")),
     ]
 
 
-def tls12_abbreviated(cr: bytes, session_id: bytes, ticket: bytes | None) -> list[tuple[str, bytes]]:
+def tls12_abbreviated(
+    cr: bytes, session_id: bytes, ticket: bytes | None
+) -> list[tuple[str, bytes]]:
     c = Seal12Gcm(0xC02F, MASTER, cr, SR, client=True)
     s = Seal12Gcm(0xC02F, MASTER, cr, SR, client=False)
     return [
-        ("c2s", client_hello(cr=cr, tls13=False, session_id=session_id, ticket=ticket, suites=(0xC02F,))),
-        ("s2c", server_hello(0xC02F, tls13=False, session_id=session_id) + CCS + s(22, hs(20, b"w" * 12))),
+        (
+            "c2s",
+            client_hello(
+                cr=cr, tls13=False, session_id=session_id, ticket=ticket, suites=(0xC02F,)
+            ),
+        ),
+        (
+            "s2c",
+            server_hello(0xC02F, tls13=False, session_id=session_id)
+            + CCS
+            + s(22, hs(20, b"w" * 12)),
+        ),
         ("c2s", CCS + c(22, hs(20, b"v" * 12)) + c(23, b"resumed request")),
     ]
 
@@ -448,7 +566,10 @@ def test_tls12_full_handshake() -> None:
     results = drive(session, tls12_full(CR, b"S" * 32))
     protected = [r for r in results if r.status is not D.NOT_ENCRYPTED]
     assert all(r.status is D.DECRYPTED for r in protected) and len(protected) == 5
-    assert [r.plaintext for r in protected if r.inner_content_type == 23] == [b"GET / HTTP/1.1\r\n\r\n", b"HTTP/1.1 200 OK\r\n\r\n"]
+    assert [r.plaintext for r in protected if r.inner_content_type == 23] == [
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n\r\n",
+    ]
     assert [r.seq for r in protected] == [0, 0, 1, 1, 2]  # interleaved: c2s 0, 1 / s2c 0, 1, 2
     s = session.summary()
     assert s.version == 0x0303 and s.cipher_suite_name == "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
@@ -471,7 +592,9 @@ def test_tls12_resumption_by_session_id_and_ticket() -> None:
     by_ticket = TlsSession(KeyLog(), resumption_cache=cache)
     results = drive(by_ticket, tls12_abbreviated(cr3, b"R" * 32, b"TICKET"))
     assert results[-1].status is D.DECRYPTED
-    assert by_ticket.summary().resumption_kind == "ticket" and by_ticket.summary().resumption_accepted
+    assert (
+        by_ticket.summary().resumption_kind == "ticket" and by_ticket.summary().resumption_accepted
+    )
     # Without the cache (and without a key log line) the same connection cannot be decrypted.
     alone = TlsSession(KeyLog())
     assert drive(alone, tls12_abbreviated(cr3, b"R" * 32, b"TICKET"))[-1].status is D.MISSING_KEY
@@ -520,13 +643,25 @@ def test_malformed_record_stops_only_its_direction() -> None:
     assert [r.status for r in s2c if r.content_type == 23] == [D.DECRYPTED] * 3
 
 
+def test_swapped_roles_are_detected_from_the_first_hello() -> None:
+    flip = {"c2s": "s2c", "s2c": "c2s"}
+    reference = drive(TlsSession(keylog(S)), tls13_connection())
+    session = TlsSession(keylog(S))
+    results = drive(session, [(flip[d], data) for d, data in tls13_connection()])
+    assert [(flip[r.direction], r.status, r.plaintext) for r in results] == [
+        (r.direction, r.status, r.plaintext) for r in reference
+    ]
+    assert session.roles_swapped and session.summary().roles_swapped and session.summary().decrypted
+    assert [a.name for a in session.anomalies] == ["tls_roles_swapped"]
+
+
 def test_session_rejects_unknown_directions() -> None:
     with pytest.raises(ValueError):
         TlsSession().feed_data("up", b"")
 
 
 @given(st.lists(st.tuples(st.sampled_from(["c2s", "s2c"]), st.binary(max_size=300)), max_size=8))
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 def test_garbage_never_raises(chunks: list[tuple[str, bytes]]) -> None:
     session = TlsSession(keylog(S))
     for direction, data in chunks:
@@ -543,7 +678,11 @@ def test_session_results_do_not_depend_on_chunking(data: st.DataObject) -> None:
     reference = drive(TlsSession(keylog(S)), wire)
     split: list[tuple[str, bytes | int]] = []
     for direction, chunk in wire:
-        cuts = sorted(data.draw(st.lists(st.integers(min_value=0, max_value=len(chunk)), max_size=4)))
+        cuts = sorted(
+            data.draw(st.lists(st.integers(min_value=0, max_value=len(chunk)), max_size=4))
+        )
         bounds = [0, *cuts, len(chunk)]
-        split += [(direction, chunk[a:b]) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+        split += [
+            (direction, chunk[a:b]) for a, b in zip(bounds, bounds[1:], strict=False) if b > a
+        ]
     assert drive(TlsSession(keylog(S)), split) == reference
