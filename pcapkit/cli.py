@@ -158,6 +158,48 @@ def analyze(path: str, keylog: str | None, fmt: str, show_all: bool) -> None:
         fail(str(exc))
 
 
+@cli.command(epilog=EXIT_HELP)
+@trace_options
+@click.option("--flow", type=int, default=None, help="Only this flow id.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "csv", "json"]),
+    default="text",
+    show_default=True,
+    help="text table, or every column of Trace.records as CSV / JSON.",
+)
+def records(path: str, keylog: str | None, flow: int | None, fmt: str) -> None:
+    """TLS records aligned with the TCP frames and PSH flags that carried them.
+
+    One line per record: frames (first carried its first byte – became readable),
+    stream offset, wire length, type (inner type when decrypted), plaintext length,
+    segments spanned, whether it ends a PSH segment, its push unit and how many
+    records share that unit, decryption status.
+
+    \b
+    Examples:
+      pcapkit records fixtures/tls_sse_nagle/server.pcapng
+      pcapkit records trace.pcap --keylog keys.log --flow 0 --format csv
+    """
+    from .report import records_text
+    from .report.json import records as df_records
+
+    trace, prog = open_trace(path, keylog)
+    with trace:
+        r = trace.records
+        if flow is not None:
+            r = r[r.flow == flow]
+        if prog:
+            prog.done()
+        if fmt == "json":
+            click.echo(json.dumps(df_records(r), indent=2))
+        elif fmt == "csv":
+            click.echo(r.to_csv(index=False), nl=False)
+        else:
+            click.echo(records_text(trace, flow), nl=False)
+
+
 def _register_optional_groups() -> None:
     try:
         from .lab.cli import lab

@@ -8,9 +8,13 @@ columns declared in :mod:`pcapkit.schema` (``pcapkit.schema.describe(name)``):
 * ``segments``  — one row per TCP segment with payload (plus keep-alives and
   zero-window probes), classified.
 * ``anomalies`` — what could not be parsed, with a stable name.
+* ``records``   — one row per TLS record, aligned with its frames and PSH.
+* ``tls``       — one row per TLS session (versions, cipher, SNI, ALPN, resumption,
+  0-RTT, handshake time, decrypted or why not, alignment KPIs).
 * ``findings``  — pathologies (empty until the detectors exist).
 
-``Trace.stream(flow, "c2s"|"s2c")`` returns one direction's reassembled bytes.
+``Trace.stream(flow, "c2s"|"s2c")`` returns one direction's reassembled bytes;
+``Trace.plaintext(flow, dir)`` the decrypted application data of one direction.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ from .io.reader import LINKTYPE_NONE, RawCapture, read_capture
 from .net.decode import LINKTYPE_NAMES, PROTO_TCP, PROTO_UDP, SUPPORTED_LINKTYPES, Decoded, decode
 from .net.flows import FlowTable, build_flows
 from .net.tcp import KINDS, DirectionIndex, TcpAnalysis, analyze_tcp
+
+TLS_VERSIONS = {
+    0x0300: "SSL 3.0",
+    0x0301: "TLS 1.0",
+    0x0302: "TLS 1.1",
+    0x0303: "TLS 1.2",
+    0x0304: "TLS 1.3",
+}
 
 Progress = Callable[[str, float], None]
 DIR_CODES = {"c2s": 0, "s2c": 1}
@@ -94,6 +106,7 @@ class Trace:
         self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
         self._report("read", 1.0)
         self.keylog = keylog
+        self.key_sources: list[str] = []  # filled when TLS is analysed (never the keys)
         lts = {i.linktype for i in self.raw.interfaces}
         used = set(np.unique(self.raw.linktype).tolist()) if self.raw.frames else set()
         if used and not (used & (SUPPORTED_LINKTYPES | {LINKTYPE_NONE})):
@@ -335,6 +348,153 @@ class Trace:
             n,
         )
 
+    # -- TLS -----------------------------------------------------------------------
+    @cached_property
+    def _tls(self) -> list[Any]:
+        from .sessions.tls import load_keys, run_tls
+
+        net = self._net
+        self._report("tls", 0.0)
+        keys = load_keys(self.keylog, self.raw.secrets)
+        self.key_sources = keys.sources
+        tcp_flows = np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist()
+        out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys)
+        self._report("tls", 1.0)
+        return out
+
+    @cached_property
+    def records(self) -> pd.DataFrame:
+        """One row per TLS record, aligned with TCP frames and PSH; see ``schema.describe("records")``."""
+        from .align import align_direction
+
+        net = self._net
+        seg = net.tcp.segments
+        cols: dict[str, list[Any]] = {c: [] for c in schema.columns("records")}
+        for tf in self._tls:
+            for d, name in enumerate(schema.DIRS):
+                res = [r for r in tf.results if r.direction == name]
+                if not res:
+                    continue
+                off = np.array([r.offset for r in res], np.int64)
+                ln = np.array([r.length for r in res], np.int64)
+                sel = (seg["flow"] == tf.flow) & (seg["dir"] == d)
+                al = align_direction(
+                    off, ln, self.stream_index(tf.flow, name), {k: v[sel] for k, v in seg.items()}
+                )
+                cols["flow"].append(np.full(len(res), tf.flow, np.int64))
+                cols["dir"].append(np.full(len(res), d, np.int64))
+                cols["offset"].append(off)
+                cols["length"].append(ln)
+                inner = [
+                    r.inner_content_type if r.inner_content_type is not None else r.content_type
+                    for r in res
+                ]
+                cols["content_type"].append(np.array(inner, np.int64))
+                pl = [r.plaintext_len for r in res]
+                cols["plaintext_len"].append(
+                    np.array([-1 if x is None else x for x in pl], np.int64)
+                )
+                cols["outer_content_type"].append(np.array([r.content_type for r in res], np.int64))
+                cols["version"].append(np.array([r.version for r in res], np.int64))
+                cols["status"].append([r.status.value for r in res])
+                cols["epoch"].append([r.epoch.value for r in res])
+                cols["key_generation"].append(np.array([r.key_generation for r in res], np.int64))
+                cols["early_data"].append(np.array([r.early_data for r in res], bool))
+                cols["handshake"].append(
+                    [",".join(type(m).__name__ for m in r.handshake) for r in res]
+                )
+                for k, v in al.items():
+                    cols[k].append(v)
+        n = sum(len(x) for x in cols["flow"])
+        if n == 0:
+            return schema.frame("records", n=0)
+        data: dict[str, Any] = {}
+        for k, parts in cols.items():
+            if isinstance(parts[0], list):
+                data[k] = [x for p in parts for x in p]
+            else:
+                data[k] = np.concatenate(parts)
+        flow, off = data["flow"], data["offset"]
+        order = np.lexsort((off, data["dir"], flow))
+        data = {
+            k: (np.asarray(v)[order] if not isinstance(v, list) else [v[i] for i in order])
+            for k, v in data.items()
+        }
+        data["dir"] = schema.categorical(data["dir"], schema.DIRS)
+        data["plaintext_len"] = schema.masked(
+            data["plaintext_len"], data["plaintext_len"] < 0, "Int64"
+        )
+        data["status"] = pd.Categorical(data["status"])
+        data["epoch"] = pd.Categorical(data["epoch"])
+        return schema.frame("records", data, n)
+
+    @cached_property
+    def tls(self) -> pd.DataFrame:
+        """One row per TLS session; see ``schema.describe("tls")``."""
+        from .align import alignment_kpis
+
+        recs = self.records
+        rows: dict[str, list[Any]] = {c: [] for c in schema.columns("tls")}
+        for tf in self._tls:
+            sm = tf.summary
+            r = recs[recs.flow == tf.flow]
+            kpi = alignment_kpis(r[r.content_type == 23] if (r.content_type == 23).any() else r)
+            rows["flow"].append(tf.flow)
+            rows["version"].append(
+                TLS_VERSIONS.get(sm.version, f"0x{sm.version:04x}") if sm.version else None
+            )
+            rows["cipher"].append(sm.cipher_suite_name)
+            rows["sni"].append(sm.sni)
+            rows["alpn"].append(sm.alpn)
+            rows["alpn_offered"].append(",".join(sm.alpn_offered) if sm.alpn_offered else None)
+            rows["resumption_offered"].append(sm.resumption_offered)
+            rows["resumption_accepted"].append(sm.resumption_accepted)
+            rows["resumption_kind"].append(sm.resumption_kind)
+            rows["early_data_offered"].append(sm.early_data_offered)
+            rows["early_data_accepted"].append(sm.early_data_accepted)
+            rows["hello_retry_request"].append(sm.hello_retry_request)
+            rows["handshake_complete"].append(sm.handshake_complete)
+            rows["handshake_ms"].append(_handshake_ms(r, sm.version))
+            rows["decrypted"].append(sm.decrypted)
+            rows["why_not"].append(sm.why_not)
+            rows["records"].append(sm.records)
+            rows["decrypted_records"].append(sm.decrypted_records)
+            rows["key_updates"].append(sm.key_updates)
+            rows["cert_chain_len"].append(len(sm.server_certificate_lengths) or None)
+            rows["pct_psh_end"].append(kpi["pct_psh_end"])
+            rows["pct_single_record_units"].append(kpi["pct_single_record_units"])
+            rows["records_per_unit"].append(kpi["records_per_unit_hist"])
+            rows["roles_swapped"].append(sm.roles_swapped)
+        n = len(rows["flow"])
+        if n == 0:
+            return schema.frame("tls", n=0)
+        data: dict[str, Any] = dict(rows)
+        data["early_data_accepted"] = pd.array(rows["early_data_accepted"], dtype="boolean")
+        for k in ("handshake_ms", "pct_psh_end", "pct_single_record_units"):
+            data[k] = pd.array(rows[k], dtype="Float64")
+        data["cert_chain_len"] = pd.array(rows["cert_chain_len"], dtype="Int64")
+        return schema.frame("tls", data, n)
+
+    def plaintext(self, flow: int, direction: str) -> bytes:
+        """Decrypted application data of one direction, in order (b"" without keys).
+
+        Records that could not be decrypted contribute nothing; ``Trace.records``
+        says which and why (``status``).
+        """
+        self._flow_dir(flow, direction)
+        parts = []
+        for tf in self._tls:
+            if tf.flow != flow:
+                continue
+            for r in tf.results:
+                if (
+                    r.direction == direction
+                    and r.plaintext is not None
+                    and r.inner_content_type == 23
+                ):
+                    parts.append(r.plaintext)
+        return b"".join(parts)
+
     @cached_property
     def findings(self) -> pd.DataFrame:
         """Pathologies found (the detectors arrive with their issue; empty for now)."""
@@ -431,6 +591,7 @@ class Trace:
     # -- summary -------------------------------------------------------------------
     def capture_summary(self) -> dict[str, Any]:
         """The ``capture`` object of the JSON report."""
+        _ = self._tls  # key sources are known once TLS ran
         raw = self.raw
         ts = raw.ts_ns
         c = self._net.dec.cols
@@ -458,6 +619,22 @@ class Trace:
             "secrets_blocks": len(raw.secrets),
             "anomalies": int(len(self.anomalies)),
         }
+
+
+def _handshake_ms(r: pd.DataFrame, version: int | None) -> float | None:
+    """ClientHello (first byte seen) → the client's Finished record (readable), in ms."""
+    if r.empty:
+        return None
+    c2s = r[r.dir == "c2s"]
+    ch = c2s[c2s.handshake.str.contains("ClientHello", regex=False)]
+    if ch.empty:
+        return None
+    t0 = int(ch.first_ts_ns.iloc[0])
+    fin_epoch = "handshake" if version == 0x0304 else "application"
+    fin = c2s[(c2s.epoch == fin_epoch) & ~c2s.early_data & (c2s.offset > ch.offset.iloc[0])]
+    if fin.empty:
+        return None
+    return (int(fin.last_ts_ns.iloc[0]) - t0) / 1e6
 
 
 def open(  # noqa: A001 - the public name users type: pcapkit.open(path)

@@ -97,3 +97,18 @@ def tcp_stream_count(path: Path | str, extra: list[str] | None = None) -> int:
     rows = fields(path, "tcp.stream", display_filter="tcp", extra=extra)
     vals = {int(r[0]) for r in rows if r and r[0]}
     return max(vals) + 1 if vals else 0
+
+
+def follow_tls(path: Path | str, stream: int, extra: list[str] | None = None) -> list[bytes]:
+    """Decrypted application data of ``tshark -z follow,tls,raw,N``: [node 0, node 1]."""
+    text = run(["-r", str(path), "-q", "-z", f"follow,tls,raw,{stream}", *(extra or [])])
+    out = [b"", b""]
+    body = False
+    for line in text.splitlines():
+        if line.startswith("Node 1:"):
+            body = True
+        elif body and line.startswith("====="):
+            break
+        elif body and line:
+            out[1 if line.startswith("\t") else 0] += bytes.fromhex(line.strip())
+    return out

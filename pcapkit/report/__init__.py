@@ -1,6 +1,6 @@
 """Report rendering: terminal text and stable JSON."""
 
 from .json import analysis_json, to_jsonable
-from .text import analysis_text
+from .text import analysis_text, records_text
 
-__all__ = ["analysis_json", "analysis_text", "to_jsonable"]
+__all__ = ["analysis_json", "analysis_text", "records_text", "to_jsonable"]

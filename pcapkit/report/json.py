@@ -7,6 +7,7 @@ Top-level keys (stable contract, documented in the README):
   ``tcp_packets``, ``udp_packets``, ``flows``, ``secrets_blocks``, ``anomalies``.
 * ``flows``     — one object per flow with the columns of ``Trace.flows``
   (``pcapkit.schema.describe("flows")``); missing values are ``null``.
+* ``tls``       — one object per TLS session with the columns of ``Trace.tls``.
 * ``findings``  — one object per finding with the columns of ``Trace.findings``.
 * ``anomalies`` — one object per anomaly row (``name``, ``frame``, ``flow``,
   ``offset``, ``detail``).
@@ -55,8 +56,9 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
 def analysis_json(trace: Trace) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
-        "capture": to_jsonable(trace.capture_summary()),
+        "capture": to_jsonable({**trace.capture_summary(), "key_sources": trace.key_sources}),
         "flows": records(trace.flows),
+        "tls": records(trace.tls),
         "findings": records(trace.findings),
         "anomalies": records(trace.anomalies),
     }

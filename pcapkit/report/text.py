@@ -36,7 +36,45 @@ def _na(v: Any) -> bool:
     return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
-def flow_lines(r: Any, t0: int) -> list[str]:
+CONTENT_TYPES = {
+    20: "change_cipher_spec",
+    21: "alert",
+    22: "handshake",
+    23: "application_data",
+    24: "heartbeat",
+}
+
+
+def tls_line(s: Any) -> str:
+    parts = [str(s.version) if not _na(s.version) else "TLS (version not seen)"]
+    if not _na(s.cipher):
+        parts.append(str(s.cipher))
+    if not _na(s.sni):
+        parts.append(f"SNI {s.sni}")
+    if not _na(s.alpn):
+        parts.append(f"ALPN {s.alpn}")
+    if s.resumption_accepted:
+        parts.append(f"resumed ({s.resumption_kind})")
+    if s.early_data_offered:
+        parts.append("0-RTT " + ("accepted" if s.early_data_accepted is True else "offered"))
+    if not _na(s.handshake_ms):
+        parts.append(f"handshake {_ms(s.handshake_ms)}")
+    dec = (
+        f"decrypted ({s.decrypted_records} protected records of {s.records})"
+        if s.decrypted
+        else f"not decrypted: {s.why_not}"
+    )
+    parts.append(dec)
+    line = "    " + ", ".join(parts)
+    if not _na(s.pct_psh_end):
+        line += (
+            f"\n    records: {s.pct_psh_end:.0f}% end at a PSH segment, "
+            f"{s.pct_single_record_units:.0f}% of push units hold one record"
+        )
+    return line
+
+
+def flow_lines(r: Any, t0: int, tls: Any = None) -> list[str]:
     arrow = "→"
     dur = (int(r.last_ts_ns) - int(r.first_ts_ns)) / 1e6
     head = (
@@ -80,6 +118,8 @@ def flow_lines(r: Any, t0: int) -> list[str]:
             extra.append("closed (FIN)")
         if extra:
             lines.append("    " + ", ".join(extra))
+    if tls is not None:
+        lines.append(tls_line(tls))
     return lines
 
 
@@ -93,13 +133,14 @@ def analysis_text(trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS) ->
         f"({int((flows.proto == 'tcp').sum())} TCP, {int((flows.proto == 'udp').sum())} UDP), "
         f"{_n(len(anomalies), 'anomaly', 'anomalies')}"
     ]
-    if cap["secrets_blocks"]:
-        out.append(f"  {cap['secrets_blocks']} decryption secrets block(s) embedded")
+    if trace.key_sources:
+        out.append(f"  keys from: {'; '.join(trace.key_sources)}")
     t0 = cap["first_ts_ns"] or 0
     shown = flows if max_flows is None else flows.head(max_flows)
+    tls = {int(x.flow): x for x in trace.tls.itertuples(index=False)}
     for r in shown.itertuples(index=False):
         out.append("")
-        out.extend(flow_lines(r, t0))
+        out.extend(flow_lines(r, t0, tls.get(int(r.flow))))
     if len(shown) < len(flows):
         out.append("")
         out.append(f"… {len(flows) - len(shown)} more flows (use --all, or --format json)")
@@ -117,4 +158,35 @@ def analysis_text(trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS) ->
             out.append(f"  {a.name:<26} {where:<12} {a.detail}")
         if len(anomalies) > MAX_ANOMALIES_SHOWN:
             out.append(f"  … {len(anomalies) - MAX_ANOMALIES_SHOWN} more (use --format json)")
+    return "\n".join(out) + "\n"
+
+
+def records_text(trace: Trace, flow: int | None = None) -> str:
+    """The alignment table of ``pcapkit records``: one line per TLS record."""
+    r = trace.records
+    if flow is not None:
+        r = r[r.flow == flow]
+    if r.empty:
+        return "no TLS records\n"
+    head = (
+        f"{'flow':>4} {'dir':<3} {'frames':>11} {'offset':>9} {'len':>6} {'type':<17} "
+        f"{'plain':>6} {'segs':>4} {'psh':>3} {'unit':>5} {'n/u':>3}  status"
+    )
+    out = [head]
+    for x in r.itertuples(index=False):
+        frames = (
+            f"{x.first_frame}"
+            if x.first_frame == x.last_frame
+            else f"{x.first_frame}-{x.last_frame}"
+        )
+        ct = CONTENT_TYPES.get(int(x.content_type), str(x.content_type))
+        if x.handshake:
+            ct = str(x.handshake)[:17]
+        plain = "" if _na(x.plaintext_len) else str(x.plaintext_len)
+        flags = "R" if x.retransmitted else ""
+        out.append(
+            f"{x.flow:>4} {x.dir:<3} {frames:>11} {x.offset:>9} {x.length:>6} {ct:<17} {plain:>6} "
+            f"{x.segments:>4} {'yes' if x.psh_end else 'no':>3} {x.push_unit:>5} {x.records_in_unit:>3}  "
+            f"{x.status}{' (retransmitted)' if flags else ''}{f' ({x.missing_bytes} B missing)' if x.missing_bytes else ''}"
+        )
     return "\n".join(out) + "\n"

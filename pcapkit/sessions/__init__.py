@@ -1,0 +1,1 @@
+"""Drive the sans-I/O dissectors over reassembled streams and datagrams (decryption included)."""
