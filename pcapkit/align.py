@@ -7,7 +7,10 @@ is stamped through the direction's index (DESIGN.md §2):
   record's first byte;
 * ``last_frame`` / ``last_ts_ns`` — the frame at which the record's last byte
   became readable in order (all earlier bytes had arrived): where Wireshark
-  shows the reassembled record, and when the receiver could decrypt it;
+  (with out-of-order reassembly) shows the record, and when the receiver could
+  decrypt it;
+* ``last_byte_frame`` / ``last_byte_ts_ns`` — the frame that first carried the
+  last byte; the difference to ``last_frame`` is head-of-line blocking;
 * ``segments`` — how many first-seen segment pieces carried its bytes;
 * ``psh_end`` — its last byte is the last byte of a segment with PSH set
   (DETECTION.md §1.5–§1.6: on an unconstrained Linux sender every record ends a
@@ -124,6 +127,8 @@ def align_direction(
         "last_frame": last_frame,
         "first_ts_ns": first_ts,
         "last_ts_ns": last_ts,
+        "last_byte_frame": lf2,
+        "last_byte_ts_ns": lt2,
         "segments": spanned,
         "psh_end": psh_end,
         "push_unit": unit,

@@ -59,13 +59,29 @@ FIN, SYN, RST, PSH, ACK, URG, ECE, CWR, NS = 1, 2, 4, 8, 16, 32, 64, 128, 256
 
 @dataclass
 class Decoded:
-    """Per-packet columns (all arrays of length n) plus side tables."""
+    """Per-packet columns (all arrays of length n) plus sparse side tables.
+
+    Addresses: ``cols["src4"]``/``cols["dst4"]`` hold IPv4 addresses as uint32;
+    IPv6 packets are listed in ``v6_idx`` with their addresses in ``src6``/``dst6``
+    (k × 16 bytes) — no 16-byte array per packet.  SACK blocks likewise live only
+    for the packets that carry them (``sack_idx``, ``sack_blocks`` k × 4 × 2).
+    """
 
     cols: dict[str, np.ndarray]
-    src16: np.ndarray  # (n, 16) uint8, IPv4 as ::ffff:a.b.c.d, zeros when no IP
-    dst16: np.ndarray
-    sack: np.ndarray  # (n, 4, 2) uint32 raw SACK edges; sack_n says how many are valid
+    v6_idx: np.ndarray
+    src6: np.ndarray
+    dst6: np.ndarray
+    sack_idx: np.ndarray
+    sack_blocks: np.ndarray
     anomalies: list[dict[str, Any]] = field(default_factory=list)
+
+    def sack(self, i: int) -> list[tuple[int, int]]:
+        """Raw SACK blocks of packet index ``i`` (0-based)."""
+        k = int(np.searchsorted(self.sack_idx, i))
+        if k >= self.sack_idx.shape[0] or self.sack_idx[k] != i:
+            return []
+        n = int(self.cols["sack_n"][i])
+        return [(int(a), int(b)) for a, b in self.sack_blocks[k][:n]]
 
 
 class _Bytes:
@@ -118,8 +134,9 @@ class _Bytes:
 
 
 class _Anoms:
-    def __init__(self) -> None:
+    def __init__(self, base: int = 0) -> None:
         self.rows: list[dict[str, Any]] = []
+        self.base = base  # index of the chunk's first packet
 
     def add(self, name: str, frames_idx: np.ndarray, detail: str | list[str]) -> None:
         idx = np.asarray(frames_idx)
@@ -143,15 +160,46 @@ class _Anoms:
             )
 
 
+# Packets decoded per chunk: bounds the temporaries of the vectorised decode
+# (a few dozen int64 arrays per chunk: ~100 MB at 2^18 packets) whatever the file size.
+DECODE_CHUNK = 1 << 18
+
+
 def decode(cap: RawCapture) -> Decoded:
-    """Decode every frame of ``cap`` into packet-table columns."""
+    """Decode every frame of ``cap`` into packet-table columns (chunk by chunk)."""
     n = cap.frames
-    g = _Bytes(cap.buf)
-    an = _Anoms()
-    start = cap.data_off
-    end = cap.data_off + cap.caplen  # end of captured bytes
-    rep_end = cap.data_off + np.maximum(cap.origlen, cap.caplen)  # end of reported (wire) bytes
     linktype = cap.linktype
+    parts = [
+        _decode_chunk(cap, linktype, lo, min(lo + DECODE_CHUNK, n))
+        for lo in range(0, n, DECODE_CHUNK)
+    ]
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return _decode_chunk(cap, linktype, 0, 0)
+    cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols}
+    offs = np.cumsum([0] + [p.cols["l4"].shape[0] for p in parts[:-1]])
+    return Decoded(
+        cols=cols,
+        v6_idx=np.concatenate([p.v6_idx + o for p, o in zip(parts, offs, strict=True)]),
+        src6=np.concatenate([p.src6 for p in parts]),
+        dst6=np.concatenate([p.dst6 for p in parts]),
+        sack_idx=np.concatenate([p.sack_idx + o for p, o in zip(parts, offs, strict=True)]),
+        sack_blocks=np.concatenate([p.sack_blocks for p in parts]),
+        anomalies=[a for p in parts for a in p.anomalies],
+    )
+
+
+def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -> Decoded:
+    n = hi - lo
+    g = _Bytes(cap.buf)
+    an = _Anoms(lo)
+    start = cap.data_off[lo:hi]
+    end = start + cap.caplen[lo:hi]  # end of captured bytes
+    rep_end = start + np.maximum(
+        cap.origlen[lo:hi], cap.caplen[lo:hi]
+    )  # end of reported (wire) bytes
+    linktype = linktype_all[lo:hi]
 
     l3 = np.full(n, -1, np.int64)  # offset of the IP header
     l3_kind = np.zeros(n, np.int64)  # 4, 6 or 0
@@ -224,8 +272,8 @@ def decode(cap: RawCapture) -> Decoded:
     l4 = np.full(n, -1, np.int64)
     l4_rep_end = np.zeros(n, np.int64)  # end of the L4 segment as the IP header reports it
     frag = np.zeros(n, bool)
-    src16 = np.zeros((n, 16), np.uint8)
-    dst16 = np.zeros((n, 16), np.uint8)
+    src4 = np.zeros(n, np.uint32)
+    dst4 = np.zeros(n, np.uint32)
 
     v4 = np.nonzero(l3_kind == 4)[0]
     if v4.shape[0]:
@@ -262,12 +310,10 @@ def decode(cap: RawCapture) -> Decoded:
         frag[v4[is_frag]] = True
         l4[sel] = (p + ihl)[good]
         l4_rep_end[sel] = (p + ip_len)[good]
-        sa, _ = g.block(p + 12, 4, e)
-        da, _ = g.block(p + 16, 4, e)
-        src16[sel, 10:12] = 0xFF
-        dst16[sel, 10:12] = 0xFF
-        src16[sel, 12:] = sa[good]
-        dst16[sel, 12:] = da[good]
+        sa, _ = g.u32(p + 12, e)
+        da, _ = g.u32(p + 16, e)
+        src4[sel] = sa[good]
+        dst4[sel] = da[good]
 
     v6 = np.nonzero(l3_kind == 6)[0]
     if v6.shape[0]:
@@ -314,10 +360,13 @@ def decode(cap: RawCapture) -> Decoded:
         frag[v6[is_frag & good]] = True
         l4[sel] = pos[good]
         l4_rep_end[sel] = pay_end[good]
-        sa, _ = g.block(p + 8, 16, e)
-        da, _ = g.block(p + 24, 16, e)
-        src16[sel] = sa[good]
-        dst16[sel] = da[good]
+        src6, _ = g.block((p + 8)[good], 16, e[good])
+        dst6, _ = g.block((p + 24)[good], 16, e[good])
+        v6_idx = sel
+    else:
+        v6_idx = np.zeros(0, np.int64)
+        src6 = np.zeros((0, 16), np.uint8)
+        dst6 = np.zeros((0, 16), np.uint8)
 
     # fragments carry no usable transport header for us
     l4[frag] = -1
@@ -339,7 +388,7 @@ def decode(cap: RawCapture) -> Decoded:
     tsval = np.full(n, -1, np.int64)
     tsecr = np.full(n, -1, np.int64)
     sack_n = np.zeros(n, np.int8)
-    sack = np.zeros((n, 4, 2), np.uint32)
+    sack: dict[str, np.ndarray] = {}
     l4proto = np.zeros(n, np.int8)  # 6 / 17 when the transport header was decoded
 
     t = np.nonzero((l4 >= 0) & (ip_proto == PROTO_TCP))[0]
@@ -413,6 +462,8 @@ def decode(cap: RawCapture) -> Decoded:
         payload_caplen[u] = np.clip(e - (p + 8), 0, payload_len[u])
 
     cols = {
+        "src4": src4,
+        "dst4": dst4,
         "vlan_tags": vlan_n,
         "ip_version": ip_version,
         "ip_proto": ip_proto,
@@ -437,7 +488,17 @@ def decode(cap: RawCapture) -> Decoded:
         "payload_len": payload_len,
         "payload_caplen": payload_caplen,
     }
-    return Decoded(cols=cols, src16=src16, dst16=dst16, sack=sack, anomalies=an.rows)
+    sack_idx = sack.get("idx", np.zeros(0, np.int64))
+    sack_blocks = sack.get("blocks", np.zeros((0, 4, 2), np.uint32))
+    return Decoded(
+        cols=cols,
+        v6_idx=v6_idx,
+        src6=src6,
+        dst6=dst6,
+        sack_idx=sack_idx,
+        sack_blocks=sack_blocks,
+        anomalies=an.rows,
+    )
 
 
 def _set_l3(
@@ -465,7 +526,7 @@ def _tcp_options(
     tsval: np.ndarray,
     tsecr: np.ndarray,
     sack_n: np.ndarray,
-    sack: np.ndarray,
+    sack: dict[str, np.ndarray],
     an: _Anoms,
 ) -> None:
     """Walk TCP options of all packets in lockstep (≤ 40 steps: 40 bytes of option space)."""
@@ -473,6 +534,8 @@ def _tcp_options(
     t, pos, oend = t[active], pos[active], oend[active]
     malformed = np.zeros(t.shape[0], bool)
     live = np.ones(t.shape[0], bool)
+    blocks = np.zeros((t.shape[0], 4, 2), np.uint32)
+    has_sack = np.zeros(t.shape[0], bool)
     for _ in range(40):
         live &= pos < oend
         if not live.any():
@@ -512,8 +575,11 @@ def _tcp_options(
                     break
                 a, _ = g.u32(pos + 2 + 8 * j, oend)
                 b, _ = g.u32(pos + 6 + 8 * j, oend)
-                sack[t[kj], j, 0] = a[kj]
-                sack[t[kj], j, 1] = b[kj]
+                blocks[kj, j, 0] = a[kj]
+                blocks[kj, j, 1] = b[kj]
             sack_n[t[k]] = nb[k]
+            has_sack |= k
         pos = np.where(nop, pos + 1, np.where(other, pos + ln, pos))
     an.add("tcp_bad_option", t[malformed], "TCP option with a bad length")
+    sack["idx"] = t[has_sack]
+    sack["blocks"] = blocks[has_sack]

@@ -61,28 +61,38 @@ class FlowTable:
         return int(self.proto.shape[0])
 
 
-def _addresses(
-    src16: np.ndarray, dst16: np.ndarray, sel: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Map 16-byte addresses of the selected packets to small integer ids."""
-    n = src16.shape[0]
+def _addresses(dec: Decoded, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Small integer ids for the addresses of the selected packets (IPv4 first, then IPv6)."""
+    c = dec.cols
+    n = c["l4"].shape[0]
     src_id = np.full(n, -1, np.int32)
     dst_id = np.full(n, -1, np.int32)
     if sel.shape[0] == 0:
         return src_id, dst_id, []
-    both = np.concatenate([src16[sel], dst16[sel]])
-    view = np.ascontiguousarray(both).view(np.dtype((np.void, 16))).reshape(-1)
-    uniq, inv = np.unique(view, return_inverse=True)
-    inv = inv.reshape(-1)
-    src_id[sel] = inv[: sel.shape[0]]
-    dst_id[sel] = inv[sel.shape[0] :]
-    strings = []
-    for u in uniq:
-        b = bytes(u)
-        if b[:12] == b"\x00" * 10 + b"\xff\xff":
-            strings.append(str(ipaddress.IPv4Address(b[12:])))
-        else:
-            strings.append(str(ipaddress.IPv6Address(b)))
+    is4 = np.zeros(n, bool)
+    is4[sel] = c["ip_version"][sel] == 4
+    s4 = np.nonzero(is4)[0]
+    strings: list[str] = []
+    if s4.shape[0]:
+        both = np.concatenate([c["src4"][s4], c["dst4"][s4]])
+        uniq, inv = np.unique(both, return_inverse=True)
+        inv = inv.reshape(-1)
+        src_id[s4] = inv[: s4.shape[0]]
+        dst_id[s4] = inv[s4.shape[0] :]
+        strings = [str(ipaddress.IPv4Address(int(u))) for u in uniq]
+    # IPv6: only the packets that have it; v6_idx is sorted, select those in sel
+    is6 = np.zeros(n, bool)
+    is6[sel] = c["ip_version"][sel] == 6
+    k = np.nonzero(is6[dec.v6_idx])[0] if dec.v6_idx.shape[0] else np.zeros(0, np.int64)
+    if k.shape[0]:
+        rows = dec.v6_idx[k]
+        both6 = np.concatenate([dec.src6[k], dec.dst6[k]])
+        view = np.ascontiguousarray(both6).view(np.dtype((np.void, 16))).reshape(-1)
+        uniq6, inv6 = np.unique(view, return_inverse=True)
+        inv6 = inv6.reshape(-1) + len(strings)
+        src_id[rows] = inv6[: rows.shape[0]]
+        dst_id[rows] = inv6[rows.shape[0] :]
+        strings += [str(ipaddress.IPv6Address(bytes(u))) for u in uniq6]
     return src_id, dst_id, strings
 
 
@@ -113,7 +123,7 @@ def build_flows(dec: Decoded) -> FlowTable:
     n = c["l4"].shape[0]
     l4 = c["l4"].astype(np.int64)
     sel = np.nonzero((l4 == PROTO_TCP) | (l4 == PROTO_UDP))[0]
-    src_id, dst_id, strings = _addresses(dec.src16, dec.dst16, sel)
+    src_id, dst_id, strings = _addresses(dec, sel)
 
     sp = c["sport"].astype(np.int64)[sel]
     dp = c["dport"].astype(np.int64)[sel]

@@ -149,16 +149,76 @@ def _unwrap(seq: np.ndarray, grp: np.ndarray, base: np.ndarray) -> np.ndarray:
     return cs - offset
 
 
+# TCP packets analysed per batch of whole flows: bounds the per-packet temporaries
+# (~40 int64 arrays) whatever the capture size; flows are independent (DESIGN.md §3).
+TCP_BATCH_PACKETS = 1 << 18
+
+
 def analyze_tcp(dec: Decoded, ft: FlowTable, ts_ns: np.ndarray, buf: np.ndarray) -> TcpAnalysis:
+    """Analyse every TCP flow, in batches of whole flows, and merge the results."""
     c = dec.cols
     n = c["l4"].shape[0]
-    rel_seq_all = np.full(n, -1, np.int64)
-    rel_ack_all = np.full(n, -1, np.int64)
-    win_all = np.full(n, -1, np.int64)
     nflow = ft.count
+    is_tcp = (c["l4"] == PROTO_TCP) & (ft.pkt_flow >= 0)
+    per_flow = np.bincount(ft.pkt_flow[is_tcp], minlength=nflow)
+    # batch boundaries on flow ids: cut when the running packet count passes a multiple
+    cum = np.cumsum(per_flow)
+    cuts = (
+        np.unique(
+            np.searchsorted(
+                cum,
+                np.arange(TCP_BATCH_PACKETS, int(cum[-1]) if nflow else 0, TCP_BATCH_PACKETS),
+                side="left",
+            )
+            + 1
+        )
+        if nflow
+        else np.zeros(0, np.int64)
+    )
+    bounds = [0, *[int(x) for x in cuts if 0 < x < nflow], nflow]
+    out = TcpAnalysis(
+        rel_seq=np.full(n, -1, np.int64),
+        rel_ack=np.full(n, -1, np.int64),
+        window_scaled=np.full(n, -1, np.int64),
+        segments={},
+        index={},
+        flow_info={},
+    )
+    seg_parts: list[dict[str, np.ndarray]] = []
+    pkt_flow = ft.pkt_flow
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        if hi <= lo and nflow:
+            continue
+        sel = (
+            np.nonzero(is_tcp & (pkt_flow >= lo) & (pkt_flow < hi))[0]
+            if (lo, hi) != (0, nflow)
+            else np.nonzero(is_tcp)[0]
+        )
+        part = _analyze_batch(dec, ft, ts_ns, buf, sel, lo, hi - lo, out)
+        seg_parts.append(part)
+    if seg_parts:
+        segs = {k: np.concatenate([p[k] for p in seg_parts]) for k in seg_parts[0]}
+        if len(seg_parts) > 1:
+            o = np.argsort(segs["frame"], kind="stable")
+            segs = {k: v[o] for k, v in segs.items()}
+        out.segments = segs
+    return out
 
-    tcp = np.nonzero((c["l4"] == PROTO_TCP) & (ft.pkt_flow >= 0))[0]
-    flow = ft.pkt_flow[tcp]
+
+def _analyze_batch(
+    dec: Decoded,
+    ft: FlowTable,
+    ts_ns: np.ndarray,
+    buf: np.ndarray,
+    tcp: np.ndarray,
+    f_lo: int,
+    nflow: int,
+    out: TcpAnalysis,
+) -> dict[str, np.ndarray]:
+    """Flows [f_lo, f_lo + nflow) whose TCP packets are ``tcp``; flow ids are local inside."""
+    c = dec.cols
+    rel_seq_all, rel_ack_all, win_all = out.rel_seq, out.rel_ack, out.window_scaled
+    flow = ft.pkt_flow[tcp] - f_lo
     d = ft.pkt_dir[tcp].astype(np.int64)
     order = np.lexsort((tcp, d, flow))  # by flow, dir, frame
     P = tcp[order]  # packet indices in (flow, dir, frame) order
@@ -196,9 +256,9 @@ def analyze_tcp(dec: Decoded, ft: FlowTable, ts_ns: np.ndarray, buf: np.ndarray)
     np.minimum.at(ack_frame, rev_g[has_ack], P[has_ack])
     by_ack = ~has_syn_dir & (ack_frame < own_frame)
     if by_ack.any():
-        pos_of_frame = np.full(n, -1, np.int64)
-        pos_of_frame[P] = np.arange(m)
-        isn[by_ack] = (ackv[pos_of_frame[ack_frame[by_ack]]] - 1) & 0xFFFFFFFF
+        p_order = np.argsort(P)
+        pos = p_order[np.searchsorted(P[p_order], ack_frame[by_ack])]
+        isn[by_ack] = (ackv[pos] - 1) & 0xFFFFFFFF
     isn[has_syn_dir] = seq[syn_pos[has_syn_dir]]
 
     rel = _unwrap(seq, g, isn[g])
@@ -410,7 +470,7 @@ def analyze_tcp(dec: Decoded, ft: FlowTable, ts_ns: np.ndarray, buf: np.ndarray)
         for a, b in zip(bnd.tolist(), bend.tolist(), strict=True):
             gi = int(pieces_g[a])
             pp = pieces_pos[a:b]
-            index[(gi // 2, gi % 2)] = DirectionIndex(
+            index[(gi // 2 + f_lo, gi % 2)] = DirectionIndex(
                 start=pieces_start[a:b],
                 end=pieces_end[a:b],
                 cap_end=pieces_cap_end[a:b],
@@ -432,7 +492,7 @@ def analyze_tcp(dec: Decoded, ft: FlowTable, ts_ns: np.ndarray, buf: np.ndarray)
     lens = plen[si]
     sup = (eff > 0) & (lens > eff)
     segments = {
-        "flow": f[si],
+        "flow": f[si] + f_lo,
         "dir": dd[si].astype(np.int8),
         "frame": P[si] + 1,
         "ts_ns": ts_sorted[si],
@@ -474,14 +534,17 @@ def analyze_tcp(dec: Decoded, ft: FlowTable, ts_ns: np.ndarray, buf: np.ndarray)
     rst_seen[f[(flags & RST) != 0]] = True
     info["fin"] = fin_seen
     info["rst"] = rst_seen
-    return TcpAnalysis(
-        rel_seq=rel_seq_all,
-        rel_ack=rel_ack_all,
-        window_scaled=win_all,
-        segments=segments,
-        index=index,
-        flow_info=info,
-    )
+    # merge into the whole-capture result
+    out.index.update(index)
+    total = ft.count
+    for k, v in info.items():
+        if k not in out.flow_info:
+            fill: object = (
+                -1 if v.dtype.kind in "iu" else (False if v.dtype.kind == "b" else "unknown")
+            )
+            out.flow_info[k] = np.full(total, fill, dtype=v.dtype)
+        out.flow_info[k][f_lo : f_lo + nflow] = v
+    return segments
 
 
 def _differs(

@@ -138,8 +138,7 @@ def test_sack_blocks(tmp_path):
         PcapWriter(f, 228).write(T0, bytes(pkt))
     t = pcapkit.open(p)
     assert t.packets.sack_n.iloc[0] == 3
-    sack = t._net.dec.sack[0]
-    assert sack[:3].tolist() == [[100, 200], [300, 400], [500, 600]]
+    assert t._net.dec.sack(0) == [(100, 200), (300, 400), (500, 600)]
 
 
 def _anoms(tmp_path, linktype: int, frames: list[bytes]) -> pd.DataFrame:

@@ -231,3 +231,36 @@ def test_psh_and_relative_ack(tmp_path):
     assert s.psh.tolist() == [True, False]
     assert s.ack.tolist() == [0, 3]  # next expected offset of the reverse stream
     assert t.packets.rel_ack.iloc[4] == 4
+
+
+def _snapshot(t: pcapkit.Trace) -> tuple:
+    return (
+        t.packets.to_dict("list"),
+        t.flows.to_dict("list"),
+        t.segments.to_dict("list"),
+        t.anomalies.to_dict("list"),
+        [bytes(t.stream(f, d)) for f in range(len(t.flows)) for d in ("c2s", "s2c")],
+    )
+
+
+def test_chunked_decode_and_batched_tcp_give_identical_tables(tmp_path, monkeypatch):
+    """Chunk sizes are a memory bound, never a result: tiny chunks change nothing."""
+    conns = []
+    for k in range(5):
+        c = Conn(cport=41000 + k, cisn=1000 * k, t0=1_700_000_000_000_000_000 + k * 7_000_000)
+        c.handshake()
+        c.c2s(30_000, b"x" * (10 + k))
+        c.s2c(31_000, b"y" * 100)
+        c.s2c(31_100, b"z" * 50, offset=150)  # a hole, then its fill
+        c.s2c(60_000, b"w" * 50, offset=100)
+        c.ack_c(61_000)
+        conns.append(c)
+    whole = _snapshot(trace(tmp_path, *conns, name="a.pcap"))
+    import pcapkit.net.decode as dmod
+    import pcapkit.net.tcp as tmod
+
+    monkeypatch.setattr(dmod, "DECODE_CHUNK", 7)
+    monkeypatch.setattr(tmod, "TCP_BATCH_PACKETS", 9)
+    chunked = _snapshot(trace(tmp_path, *conns, name="b.pcap"))
+    assert chunked == whole
+    assert len(whole[1]["flow"]) == 5
