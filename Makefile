@@ -38,6 +38,7 @@ bench: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap
 
 fixtures: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/pip install -q -e '.[lab]'
 	$(TEST_VENV)/bin/pcapkit lab fixtures -o fixtures
 
 clean:

@@ -21,6 +21,7 @@ import importlib
 import json
 import socket
 import ssl
+import struct
 import sys
 import time
 from collections.abc import Callable
@@ -58,6 +59,35 @@ def tcp_options(s: socket.socket | ssl.SSLSocket) -> dict[str, Any]:
     }
 
 
+# struct tcp_info (include/uapi/linux/tcp.h): 8 one-byte fields, then u32s from offset 8.
+_TCP_INFO_LEN = 104
+_TCP_INFO_U32 = {
+    "rto_us": 8,
+    "ato_us": 12,
+    "snd_mss": 16,
+    "rcv_mss": 20,
+    "unacked": 24,
+    "lost": 32,
+    "retrans": 36,
+    "rtt_us": 68,
+    "rttvar_us": 72,
+    "snd_ssthresh": 76,
+    "snd_cwnd": 80,
+    "advmss": 84,
+    "rcv_space": 96,
+    "total_retrans": 100,
+}
+
+
+def tcp_info(s: socket.socket | ssl.SSLSocket) -> dict[str, int]:
+    """A few ``TCP_INFO`` fields (cwnd in segments, times in µs), read from the kernel."""
+    raw = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
+    out = {k: struct.unpack_from("=I", raw, off)[0] for k, off in _TCP_INFO_U32.items()}
+    out["probes"] = raw[3]
+    out["backoff"] = raw[4]
+    return out
+
+
 def listen(ip: str, port: int, *, cc: str | None, nodelay: bool) -> socket.socket:
     """Listening socket; accepted sockets inherit TCP_NODELAY and TCP_CONGESTION on Linux."""
     s = tcp_socket(cc=cc, nodelay=nodelay)
@@ -78,19 +108,21 @@ def recv_exact(s: socket.socket | ssl.SSLSocket, n: int) -> bytes:
     return bytes(buf)
 
 
-def tls_server_context(cert: str, key: str, keylog: str) -> ssl.SSLContext:
+def tls_server_context(
+    cert: str, key: str, keylog: str, *, alpn: str = "http/1.1"
+) -> ssl.SSLContext:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
     ctx.load_cert_chain(cert, key)
-    ctx.set_alpn_protocols(["http/1.1"])
+    ctx.set_alpn_protocols([alpn])
     ctx.keylog_filename = keylog  # NSS key log: the capture becomes decryptable
     return ctx
 
 
-def tls_client_context(cafile: str, keylog: str) -> ssl.SSLContext:
+def tls_client_context(cafile: str, keylog: str, *, alpn: str = "http/1.1") -> ssl.SSLContext:
     ctx = ssl.create_default_context(cafile=cafile)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.set_alpn_protocols(["http/1.1"])
+    ctx.set_alpn_protocols([alpn])
     ctx.keylog_filename = keylog
     return ctx
 

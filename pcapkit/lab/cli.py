@@ -69,9 +69,10 @@ def list_cmd(as_json: bool) -> None:
         click.echo(json.dumps(items, indent=2))
         return
     width = max(len(s["name"]) for s in items)
-    for s in items:
-        expected = ",".join(s["expected"]) or "-"
-        click.echo(f"{s['name']:<{width}}  {s['variant']:<8}  {expected:<18}  {s['summary']}")
+    cols = [",".join(s["expected"]) or "-" for s in items]
+    ew = max(len(c) for c in cols)
+    for s, expected in zip(items, cols, strict=True):
+        click.echo(f"{s['name']:<{width}}  {s['variant']:<8}  {expected:<{ew}}  {s['summary']}")
 
 
 @lab.command(name="run")
@@ -154,6 +155,7 @@ def run_cmd(
         click.echo(json.dumps(doc, indent=2))
         return
     hs = doc["ground_truth"].get("handshake") or [{}]
+    hs_txt = f" (handshake {hs[0]['rtt_ms']:.2f} ms)" if "rtt_ms" in hs[0] else ""
     drops = [
         f"{e['dir']}#{e['payload_index']} seq={e['rel_seq']} len={e['len']}"
         for e in doc["forwarder"]["events"]
@@ -161,7 +163,7 @@ def run_cmd(
     ]
     click.echo(
         f"{name}: {doc['variant']}, expected {doc['expected'] or 'nothing'}; "
-        f"RTT {doc['path']['rtt_ms']:g} ms (handshake {hs[0].get('rtt_ms', 0):.2f} ms); "
+        f"RTT {doc['path']['rtt_ms']:g} ms{hs_txt}; "
         f"{doc['duration_s']:.1f} s"
     )
     for role, c in doc["captures"].items():
@@ -169,6 +171,60 @@ def run_cmd(
     if drops:
         click.echo(f"  dropped: {', '.join(drops)}")
     click.echo(f"  {outdir}/scenario.json")
+
+
+@lab.command(name="fixtures")
+@click.option(
+    "-o",
+    "--outdir",
+    default="fixtures",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Fixtures folder: one sub-folder per scenario, plus README.md.",
+)
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    metavar="NAME",
+    help="Run only these scenarios (repeatable); the README still covers every fixture.",
+)
+@click.option(
+    "--attempts",
+    type=click.IntRange(1, 10),
+    default=3,
+    show_default=True,
+    help="Runs per scenario before giving up (a run must pass its scenario's own check).",
+)
+@click.option("--readme-only", is_flag=True, help="Only regenerate README.md (no root needed).")
+def fixtures_cmd(outdir: str, only: tuple[str, ...], attempts: int, readme_only: bool) -> None:
+    """Run every scenario (or --only NAME...) into OUTDIR/<name>/ and rewrite OUTDIR/README.md.
+
+    \b
+    Examples:
+      sudo pcapkit lab fixtures -o fixtures
+      sudo pcapkit lab fixtures -o fixtures --only tcp_cork --only tcp_cork_cleared
+      pcapkit lab fixtures -o fixtures --readme-only
+    """
+    from .fixtures import generate, write_readme
+
+    if readme_only:
+        click.echo(str(write_readme(outdir)))
+        return
+    try:
+        require_root()
+        res = generate(outdir, only or None, attempts=attempts, log=click.echo)
+    except KeyError as e:
+        click.echo(f"pcapkit lab: {e.args[0]}", err=True)
+        raise SystemExit(ExitCode.USAGE) from None
+    except (RootRequiredError, LabError) as e:
+        _fail(str(e))
+        return
+    click.echo(f"{len(res['ok'])} fixture(s) written; {res['readme']}")
+    if res["failed"]:
+        for name, problems in res["failed"].items():
+            click.echo(f"  FAILED {name}: {'; '.join(problems)}", err=True)
+        raise SystemExit(ExitCode.ERROR)
 
 
 @lab.command(name="cleanup")

@@ -19,8 +19,9 @@ them:
 
 Everything it does is logged with wall-clock times (``time.time_ns()``, the clock tcpdump
 stamps the captures with): each drop/reorder with direction, TCP seq (absolute and relative
-to the ISN, as Wireshark shows it) and length, and a per-packet trace (bounded) that scenarios
-use as a middle-vantage ground truth, e.g. to measure the receiver's delayed-ACK wait.
+to the ISN, as Wireshark shows it) and length, and a per-packet trace (bounded; with each TCP
+packet's window field and SACK block count) that scenarios use as a middle-vantage ground
+truth, e.g. to measure the receiver's delayed-ACK wait or a zero-window episode.
 
 Structure: :class:`Impairment` is the pure scheduling logic (no I/O, no clock);
 :class:`Forwarder` is the loop that moves packets between two :class:`Port` objects using a
@@ -153,6 +154,8 @@ class PacketInfo:
     ack: int | None
     flags: int  # TCP flags (0 for UDP)
     payload_len: int
+    window: int = 0  # TCP window field as sent (unscaled; 0 for UDP)
+    sack_blocks: int = 0  # SACK blocks in the TCP options (a dupACK reporting a hole has ≥ 1)
 
     @property
     def is_payload(self) -> bool:
@@ -186,7 +189,7 @@ def parse_packet(pkt: bytes | bytearray) -> PacketInfo:
     else:
         return _UNKNOWN
     if proto == IPPROTO_TCP and end >= ihl + 20:
-        sport, dport, seq, ack, off_flags = struct.unpack_from("!HHIIH", pkt, ihl)
+        sport, dport, seq, ack, off_flags, window = struct.unpack_from("!HHIIHH", pkt, ihl)
         doff = (off_flags >> 12) * 4
         return PacketInfo(
             version,
@@ -199,11 +202,34 @@ def parse_packet(pkt: bytes | bytearray) -> PacketInfo:
             ack,
             off_flags & 0x1FF,
             max(0, end - ihl - doff),
+            window,
+            _sack_blocks(pkt, ihl + 20, min(ihl + doff, end)) if doff > 20 else 0,
         )
     if proto == IPPROTO_UDP and end >= ihl + 8:
         sport, dport = struct.unpack_from("!HH", pkt, ihl)
         return PacketInfo(version, proto, src, dst, sport, dport, None, None, 0, end - ihl - 8)
     return PacketInfo(version, proto, src, dst, 0, 0, None, None, 0, max(0, end - ihl))
+
+
+TCPOPT_EOL, TCPOPT_NOP, TCPOPT_SACK = 0, 1, 5
+
+
+def _sack_blocks(pkt: bytes | bytearray, start: int, end: int) -> int:
+    """Number of SACK blocks in the TCP options at ``pkt[start:end]`` (0 if none/malformed)."""
+    i = start
+    while i < end:
+        kind = pkt[i]
+        if kind == TCPOPT_EOL:
+            break
+        if kind == TCPOPT_NOP:
+            i += 1
+            continue
+        if i + 1 >= end or pkt[i + 1] < 2:
+            break
+        if kind == TCPOPT_SACK:
+            return (pkt[i + 1] - 2) // 8
+        i += pkt[i + 1]
+    return 0
 
 
 def decrement_ttl(pkt: bytearray) -> bool:
@@ -259,6 +285,8 @@ TRACE_COLUMNS = (
     "len",
     "idx",
     "action",
+    "win",
+    "sack",
 )
 _T_OUT = 2
 _T_ACTION = 12
@@ -368,6 +396,8 @@ class Impairment:
                 info.payload_len,
                 idx,
                 "fwd",
+                info.window,
+                info.sack_blocks,
             ]
             self.trace.append(entry)
         else:

@@ -12,8 +12,12 @@ and returns the scenario.json content.  ``list_scenarios()`` describes the regis
 scenario.json (``schema: "pcapkit.lab.scenario/1"``; all ``*_ns`` are epoch nanoseconds on
 the captures' clock, ``*_ms`` are float milliseconds)::
 
-    scenario, summary, variant ("positive"|"control"), pair, expected [pathology names],
-    expected_codes [DETECTION.md codes], created_ns, duration_s,
+    scenario, summary, what, variant ("positive"|"control"), pair,
+    expected [pathology names; [] for a control], expected_codes [DETECTION.md codes],
+    controls [what a control controls for; [] for a positive],
+    incidental [present in both variants by construction, e.g. the TCP HoL of any drop:
+                a detector may report it or not],
+    created_ns, duration_s,
     host {kernel, python, openssl},
     topology {kind, client {netns, iface, ip}, server {...}, mtu},
     path {c2s {delay_ms, rate_mbit, drop [idx], reorder [idx], reorder_extra_ms}, s2c {...},
@@ -22,6 +26,7 @@ the captures' clock, ``*_ms`` are float milliseconds)::
     sockets {client {TCP_NODELAY, TCP_CONGESTION}, server {...}}   (read back from the kernel)
     sysctls {cli {key: value}, srv {...}}                         (read back after setting)
     tls null | {version, cipher, alpn, keylog_lines, embedded_in: [files]}
+                (QUIC scenarios: aioquic's secrets log, same NSS format, same place)
     captures {client|server: {file, netns, iface, packets, dropped_by_kernel, bytes}},
     forwarder {stats, events [{event, dir, payload_index, t_ns, proto, src_port, dst_port,
                seq, rel_seq, len}], trace_truncated, tun_tx_dropped {cli, srv}},
@@ -71,6 +76,8 @@ def list_scenarios() -> list[dict[str, Any]]:
                 "variant": sc.variant,
                 "pair": sc.pair,
                 "expected": list(sc.expected),
+                "controls": list(sc.controls),
+                "incidental": list(sc.incidental),
                 "tls": sc.tls,
                 "defaults": sc.defaults(),
             }
@@ -304,10 +311,13 @@ def run(name: str, outdir: str | os.PathLike[str], **overrides: Any) -> dict[str
         "schema": SCHEMA,
         "scenario": sc.name,
         "summary": sc.summary,
+        "what": sc.what,
         "variant": sc.variant,
         "pair": sc.pair,
         "expected": list(sc.expected),
         "expected_codes": [registry.PATHOLOGIES[p][0] for p in sc.expected],
+        "controls": list(sc.controls),
+        "incidental": list(sc.incidental),
         "created_ns": created_ns,
         "duration_s": round(time.monotonic() - t0, 3),
         "host": {

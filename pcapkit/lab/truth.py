@@ -39,6 +39,8 @@ class TracePacket:
     idx: int
     action: str
     rel_ack: int | None = None
+    win: int = 0  # TCP window field as sent (unscaled); absent in old logs
+    sack: int = 0  # SACK blocks in the TCP options; absent in old logs
 
 
 def packets(fwd_log: Mapping[str, Any]) -> list[TracePacket]:
@@ -151,3 +153,104 @@ def handshake(pkts: Sequence[TracePacket]) -> Iterator[dict[str, Any]]:
 
 def ms(ns: int | None) -> float | None:
     return None if ns is None else round(ns / 1e6, 3)
+
+
+def data_packets(pkts: Sequence[TracePacket], direction: str) -> list[TracePacket]:
+    """TCP payload packets of ``direction`` (first transmissions and retransmissions)."""
+    return [
+        p
+        for p in pkts
+        if p.dir == direction and p.proto == IPPROTO_TCP and p.len > 0 and p.rel_seq is not None
+    ]
+
+
+def tcp_drops(pkts: Sequence[TracePacket], fwd_log: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each TCP packet the forwarder dropped, with what the two ends did about it.
+
+    ``rel_seq`` is relative to the ISN (Wireshark shows ``rel_seq + 1``).  Times: ``t_ns`` is
+    when the dropped original left the sender (forwarder ingress);
+    ``retransmit_after_ms`` = first retransmission leaves − original left (the sender's
+    loss detection); ``receiver_hole_ms`` = retransmission reaches the receiver − first later
+    segment reached it (how long bytes behind the hole sat undeliverable); ``dupacks`` = ACKs
+    from the receiver pinned at the hole with SACK blocks, before the ACK that jumps past it.
+    """
+    out = []
+    for ev in fwd_log.get("events", []):
+        if ev["event"] != "drop" or ev["proto"] != "tcp" or ev["rel_seq"] is None:
+            continue
+        d, seq = ev["dir"], ev["rel_seq"]
+        other = "s2c" if d == "c2s" else "c2s"
+        same = [p for p in data_packets(pkts, d) if p.sport == ev["src_port"]]
+        orig = next((p for p in same if p.action == "drop" and p.idx == ev["payload_index"]), None)
+        if orig is None:
+            continue
+        rtx = [p for p in same if p.t_in_ns > orig.t_in_ns and p.rel_seq <= seq < p.rel_seq + p.len]  # type: ignore[operator]
+        later = [
+            p
+            for p in same
+            if p.t_in_ns > orig.t_in_ns and p.rel_seq > seq and p.t_out_ns is not None  # type: ignore[operator]
+        ]
+        delivered = next((p for p in rtx if p.t_out_ns is not None), None)
+        first_later = min((p.t_out_ns for p in later), default=None)  # type: ignore[type-var]
+        acks = [
+            p
+            for p in pkts
+            if p.dir == other
+            and p.sport == ev["dst_port"]
+            and p.rel_ack is not None
+            and p.t_in_ns > orig.t_in_ns
+        ]
+        # dupACKs: ACKs pinned at the hole that report (SACK) bytes behind it
+        stuck = [p for p in acks if p.rel_ack == seq and p.sack > 0]
+        jump = next((p for p in acks if p.rel_ack > seq), None)  # type: ignore[operator]
+        row: dict[str, Any] = {
+            "dir": d,
+            "payload_index": ev["payload_index"],
+            "rel_seq": seq,
+            "wireshark_seq": seq + 1,
+            "len": ev["len"],
+            "t_ns": orig.t_in_ns,
+            "retransmissions": [
+                {"rel_seq": p.rel_seq, "len": p.len, "t_in_ns": p.t_in_ns, "t_out_ns": p.t_out_ns}
+                for p in rtx
+            ],
+            "retransmit_after_ms": ms(rtx[0].t_in_ns - orig.t_in_ns) if rtx else None,
+            "receiver_hole_ms": (
+                ms(delivered.t_out_ns - first_later)  # type: ignore[operator]
+                if delivered is not None and first_later is not None
+                else None
+            ),
+            "dupacks": len([p for p in stuck if jump is None or p.t_in_ns < jump.t_in_ns]),
+            "hole_filled_ack_ns": None if jump is None else jump.t_in_ns,
+        }
+        out.append(row)
+    return out
+
+
+def flights(
+    pkts: Sequence[TracePacket], direction: str, *, start_ns: int, rtt_ns: int
+) -> list[dict[str, Any]]:
+    """Group ``direction``'s data packets sent at or after ``start_ns`` into flights.
+
+    A flight is what the sender emits before the first ACK for any of it can return: a new
+    flight starts with the first packet leaving ≥ ½ RTT after the previous flight's first
+    packet *and* after an ACK from the peer arrived.  Returns ``[{start_ns, segments,
+    bytes}]``; at a sender vantage these are cwnd's steps (DETECTION.md §7.1).
+    """
+    other = "s2c" if direction == "c2s" else "c2s"
+    acks = sorted(
+        p.t_out_ns for p in pkts if p.dir == other and p.t_out_ns is not None and p.rel_ack
+    )
+    out: list[dict[str, Any]] = []
+    for p in data_packets(pkts, direction):
+        if p.t_in_ns < start_ns:
+            continue
+        if out:
+            cur = out[-1]
+            acked_since = any(cur["start_ns"] < t <= p.t_in_ns for t in acks)
+            if not (p.t_in_ns - cur["start_ns"] >= rtt_ns // 2 and acked_since):
+                cur["segments"] += 1
+                cur["bytes"] += p.len
+                continue
+        out.append({"start_ns": p.t_in_ns, "segments": 1, "bytes": p.len})
+    return out

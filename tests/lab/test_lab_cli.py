@@ -33,6 +33,51 @@ def test_registry_has_positive_control_pairs() -> None:
         assert all(p in PATHOLOGIES for p in s["expected"])
     assert items["nagle_wwr"]["defaults"]["delay_ms"] == 15.0  # RTT 30 ms (§8.1a)
     assert items["nagle_wwr"]["defaults"]["exchanges"] >= 5
+    for name, s in items.items():  # a control names what it controls for: its pair's pathology
+        if s["variant"] == "control":
+            assert s["controls"] == items[s["pair"]]["expected"], name
+        else:
+            assert s["controls"] == []
+        assert s["incidental"] == items[s["pair"]]["incidental"], name  # same in both variants
+
+
+def test_registry_covers_issue_4_matrix_with_stable_names() -> None:
+    """Issue 4 item 3: ten pairs; expected names from the stable public list."""
+    items = {s["name"]: s for s in list_scenarios()}
+    positives = {n: s["expected"] for n, s in items.items() if s["variant"] == "positive"}
+    assert positives == {
+        "nagle_wwr": ["nagle_delayed_ack"],
+        "tls_sse_nagle": ["nagle_delayed_ack"],
+        "tls_tiny_records": ["tls_tiny_records"],
+        "tls_large_record_drop": ["tls_record_spanning"],
+        "tcp_cork": ["tcp_cork"],
+        "zero_window": ["zero_window"],
+        "slow_start_restart": ["slow_start_restart"],
+        "h2_hol_drop": ["tcp_hol_blocking"],
+        "h2_flow_control": ["h2_flow_control_stall"],
+        "h3_streams_drop": ["quic_stream_hol"],
+    }
+    assert set(PATHOLOGIES) == {
+        "nagle",
+        "nagle_delayed_ack",
+        "delayed_ack",
+        "tcp_cork",
+        "tcp_hol_blocking",
+        "tls_tiny_records",
+        "tls_record_spanning",
+        "slow_start_restart",
+        "zero_window",
+        "h2_flow_control_stall",
+        "quic_stream_hol",
+    }
+    assert items["h2_flow_control_large"]["defaults"]["client_window"] >= 16 * 1024 * 1024
+    assert items["h2_flow_control"]["defaults"]["client_window"] is None  # RFC default 65 535
+    assert items["slow_start_restart"]["defaults"]["sysctl_srv"] == {
+        "net.ipv4.tcp_slow_start_after_idle": 1
+    }
+    assert items["slow_start_restart_off"]["defaults"]["sysctl_srv"] == {
+        "net.ipv4.tcp_slow_start_after_idle": 0
+    }
 
 
 def test_unknown_parameter_is_an_error() -> None:
@@ -81,6 +126,72 @@ def test_cli_unknown_scenario_or_parameter_is_usage_error(
     assert res.exit_code == 2 and "bogus" in res.output
     res = CliRunner().invoke(lab, ["run", "nagle_wwr", "-o", str(tmp_path), "--set", "oops"])
     assert res.exit_code == 2
+
+
+def test_cli_fixtures_needs_root_and_known_names(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    res = CliRunner().invoke(lab, ["fixtures", "-o", str(tmp_path), "--only", "tcp_cork"])
+    assert res.exit_code == 1 and "needs root" in res.output
+    assert not any(tmp_path.iterdir())
+    monkeypatch.setattr("os.geteuid", lambda: 0)  # fails on the name before anything runs
+    res = CliRunner().invoke(lab, ["fixtures", "-o", str(tmp_path), "--only", "no_such"])
+    assert res.exit_code == 2 and "no scenario" in res.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_cli_fixtures_readme_only_reproduces_the_committed_readme(tmp_path: Path) -> None:
+    import shutil
+
+    src = PKG.parent / "fixtures"
+    for name in ("tcp_cork", "zero_window_control"):
+        shutil.copytree(src / name, tmp_path / name)
+    res = CliRunner().invoke(lab, ["fixtures", "-o", str(tmp_path), "--readme-only"])
+    assert res.exit_code == 0, res.output
+    text = (tmp_path / "README.md").read_text(encoding="utf-8")
+    committed = (src / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if line.startswith("| `")]
+    assert len(rows) == 2 and all(row in committed for row in rows)
+    assert "2 fixtures" in text
+
+
+def test_generate_retries_a_run_that_fails_its_check(tmp_path: Path) -> None:
+    """`lab fixtures` keeps the old fixture when every attempt fails the scenario's check."""
+    import shutil
+
+    from pcapkit.lab.fixtures import generate
+
+    src = PKG.parent / "fixtures" / "tcp_cork"
+    calls: list[str] = []
+
+    def fake_run(name: str, outdir: Path) -> dict[str, object]:
+        calls.append(name)
+        shutil.copytree(src, outdir)
+        doc = json.loads((src / "scenario.json").read_text(encoding="utf-8"))
+        if len(calls) == 1:  # first attempt: pretend the hold was missing
+            doc["ground_truth"]["summary"]["hold_ms_min"] = 1.0
+        return doc
+
+    logs: list[str] = []
+    res = generate(tmp_path, ["tcp_cork"], attempts=2, log=logs.append, runner=fake_run)
+    assert calls == ["tcp_cork", "tcp_cork"] and res["ok"] == ["tcp_cork"]
+    assert "attempt 1: positive hold too short" in logs[0] and "attempt 2: ok" in logs[1]
+    assert (tmp_path / "tcp_cork" / "client.pcapng").exists()
+    assert not list(tmp_path.glob(".*.tmp"))
+    calls.clear()
+    (tmp_path / "tcp_cork" / "marker").write_text("old")
+
+    def always_bad(name: str, outdir: Path) -> dict[str, object]:
+        calls.append(name)
+        shutil.copytree(src, outdir)
+        doc = json.loads((src / "scenario.json").read_text(encoding="utf-8"))
+        doc["ground_truth"]["summary"]["all_psh"] = False
+        return doc
+
+    res = generate(tmp_path, ["tcp_cork"], attempts=2, log=logs.append, runner=always_bad)
+    assert res["ok"] == [] and "tcp_cork" in res["failed"] and len(calls) == 2
+    assert (tmp_path / "tcp_cork" / "marker").exists(), "a failed run must not replace it"
 
 
 def _imports(path: Path) -> set[str]:

@@ -350,3 +350,58 @@ def test_killed_runner_leaves_only_namespaces_which_cleanup_removes(tmp_path: Pa
     assert set(mine) <= set(removed)
     assert set(mine).isdisjoint(_netns_names())
     assert f"pkl{mine[0].split('-')[2]}" not in _root_links()
+
+
+# --------------------------------------------------------------------------- new scenarios
+
+
+def test_rerun_of_a_drop_scenario_gives_the_same_structure(
+    tmp_path: Path, tshark: Callable[..., Rows]
+) -> None:
+    """Issue 4: the same data segments, records and drop position on a second run."""
+
+    def structure(out: Path, doc: Doc) -> dict[str, Any]:
+        gt = doc["ground_truth"]
+        (d,) = gt["drops"]
+        start = gt["response_rel_seq"]
+        seg_counts = {}
+        for role in ("client", "server"):
+            rows = data(tshark(out / f"{role}.pcapng"), SERVER_IP)
+            # (offset in the response, length) of every data segment: the packet structure
+            seg_counts[role] = [(r["seq"] - 1 - start, r["len"]) for r in rows if r["seq"] > start]
+        return {
+            "segments": seg_counts,
+            "records": [(r["record"], r["wire_len"]) for r in gt["records"]],
+            "drop": (d["payload_index"], d["rel_seq"] - start, d["len"], d["in_record"]),
+            "retransmissions": len(d["retransmissions"]),
+        }
+
+    out1, doc1 = lab_run_once("tls_large_record_drop", tmp_path / "a")
+    out2, doc2 = lab_run_once("tls_large_record_drop", tmp_path / "b")
+    s1, s2 = structure(out1, doc1), structure(out2, doc2)
+    assert s1 == s2
+    assert s1["drop"][3] == 1 and len(s1["segments"]["client"]) == len(s1["segments"]["server"]) - 1
+
+
+def lab_run_once(name: str, out: Path) -> tuple[Path, Doc]:
+    from pcapkit.lab import run
+
+    return out, run(name, out)
+
+
+def test_fixtures_command_writes_a_checked_fixture_and_readme(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from pcapkit.lab.cli import lab
+
+    res = CliRunner().invoke(lab, ["fixtures", "-o", str(tmp_path), "--only", "tcp_cork_cleared"])
+    assert res.exit_code == 0, res.output
+    assert "tcp_cork_cleared: attempt 1: ok" in res.output or "attempt 2: ok" in res.output
+    assert sorted(p.name for p in (tmp_path / "tcp_cork_cleared").iterdir()) == [
+        "client.pcapng",
+        "scenario.json",
+        "server.pcapng",
+    ]
+    readme = (tmp_path / "README.md").read_text(encoding="utf-8")
+    assert "| `tcp_cork_cleared` | control for `tcp_cork` |" in readme
+    assert "1 fixtures" in readme

@@ -18,17 +18,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# Pathology names used in ``expected``, with DETECTION.md's code and section.
+# Pathology names used in ``expected`` / ``controls`` / ``incidental`` — stable public names
+# (detectors and CI refer to them) — with DETECTION.md's code and section.
 PATHOLOGIES: dict[str, tuple[str, str]] = {
+    "nagle": ("N1", "DETECTION.md §2"),
     "nagle_delayed_ack": ("N2", "DETECTION.md §2"),
-    "nagle_hold": ("N1", "DETECTION.md §2"),
     "delayed_ack": ("D1", "DETECTION.md §2.7"),
-    "forgotten_cork": ("C1", "DETECTION.md §3"),
+    "tcp_cork": ("C1", "DETECTION.md §3"),
     "tcp_hol_blocking": ("H1", "DETECTION.md §4.1"),
     "h2_flow_control_stall": ("H2", "DETECTION.md §4.2"),
     "quic_stream_hol": ("Q1", "DETECTION.md §4.4"),
-    "tiny_tls_records": ("T1", "DETECTION.md §5.1"),
-    "large_tls_record_spread": ("T2", "DETECTION.md §5.2"),
+    "tls_tiny_records": ("T1", "DETECTION.md §5.1"),
+    "tls_record_spanning": ("T2", "DETECTION.md §5.2"),
     "slow_start_restart": ("R1", "DETECTION.md §7.1"),
     "zero_window": ("R2", "DETECTION.md §7.2"),
 }
@@ -55,6 +56,9 @@ COMMON_PARAMS: dict[str, Any] = {
 }
 
 GroundTruthFn = Callable[["RunData"], dict[str, Any]]
+# Checks a finished run's scenario.json: a list of problems, empty when the run shows what the
+# variant promises (the pathology for a positive, its absence for a control).
+ValidateFn = Callable[[dict[str, Any]], list[str]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +83,13 @@ class Scenario:
     tls: bool = False
     ground_truth: GroundTruthFn | None = None
     help_example: str = ""
+    # a control names the pathologies it controls for (its pair's ``expected``); () otherwise
+    controls: tuple[str, ...] = ()
+    # present in both variants as a side effect of the recipe (e.g. the TCP head-of-line
+    # blocking every drop causes): a detector may report it or not, neither is an error
+    incidental: tuple[str, ...] = ()
+    what: str = ""  # one line for the fixtures README: what the capture shows
+    validate: ValidateFn | None = None
 
     @property
     def variant(self) -> str:
@@ -101,15 +112,28 @@ class Scenario:
 
 
 REGISTRY: dict[str, Scenario] = {}
-_BUILTIN_MODULES = ("pcapkit.lab.scenarios.nagle", "pcapkit.lab.scenarios.tls_sse")
+_BUILTIN_MODULES = (
+    "pcapkit.lab.scenarios.nagle",
+    "pcapkit.lab.scenarios.tls_sse",
+    "pcapkit.lab.scenarios.tls_records",
+    "pcapkit.lab.scenarios.cork",
+    "pcapkit.lab.scenarios.rwnd",
+    "pcapkit.lab.scenarios.ssr",
+    "pcapkit.lab.scenarios.h2",
+    "pcapkit.lab.scenarios.h3",
+)
 
 
 def register(scenario: Scenario) -> Scenario:
     if scenario.name in REGISTRY:
         raise ValueError(f"scenario {scenario.name} registered twice")
-    for p in scenario.expected:
+    for p in (*scenario.expected, *scenario.controls, *scenario.incidental):
         if p not in PATHOLOGIES:
             raise ValueError(f"{scenario.name}: unknown pathology {p!r}")
+    if scenario.expected and scenario.controls:
+        raise ValueError(f"{scenario.name}: a positive does not control for anything")
+    if not scenario.expected and not scenario.controls:
+        raise ValueError(f"{scenario.name}: a control must say what it controls for")
     REGISTRY[scenario.name] = scenario
     return scenario
 

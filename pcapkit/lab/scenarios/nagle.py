@@ -156,6 +156,14 @@ def ground_truth(run: RunData) -> dict[str, Any]:
     }
 
 
+def _validate(doc: dict[str, Any]) -> list[str]:
+    s, n = doc["ground_truth"]["summary"], doc["params"]["exchanges"]
+    if doc["params"]["client_nodelay"]:
+        return [] if s["held_exchanges"] == 0 else [f"control held a body: {s}"]
+    ok = s["held_exchanges"] == n and len(s["delayed_acks_ms"]) == n - 1
+    return [] if ok else [f"not every body waited for the (delayed) ACK: {s}"]
+
+
 _SERVER = f"{__name__}:server"
 _CLIENT = f"{__name__}:client"
 
@@ -163,23 +171,28 @@ register(
     Scenario(
         name="nagle_wwr",
         summary="write-write-read client with Nagle on: body held until the delayed ACK",
+        what="8 write-write-read exchanges: from exchange 2 on, the 100-byte body waits for the server's delayed ACK (≈ 40 ms)",
         expected=("nagle_delayed_ack",),
         pair="nagle_wwr_nodelay",
         server=_SERVER,
         client=_CLIENT,
         params=PARAMS,
         ground_truth=ground_truth,
+        validate=_validate,
     )
 )
 register(
     Scenario(
         name="nagle_wwr_nodelay",
         summary="write-write-read client with TCP_NODELAY: both writes leave at once (control)",
+        what="same exchanges with TCP_NODELAY: header and body leave together",
         expected=(),
+        controls=("nagle_delayed_ack",),
         pair="nagle_wwr",
         server=_SERVER,
         client=_CLIENT,
         params={**PARAMS, "client_nodelay": True},
         ground_truth=ground_truth,
+        validate=_validate,
     )
 )

@@ -217,6 +217,20 @@ def ground_truth(run: RunData) -> dict[str, Any]:
     }
 
 
+def _validate(doc: dict[str, Any]) -> list[str]:
+    gt, p = doc["ground_truth"], doc["params"]
+    s = gt["summary"]
+    one_way = p["delay_s2c_ms"] or p["delay_ms"]
+    first = gt["first_event_latency_ms"]
+    problems = [] if s["events_read"] == p["events"] else [f"events lost: {s}"]
+    if p["server_nodelay"]:
+        if first is None or first >= one_way + 5 or s["late_events"] > 2:
+            problems.append(f"control events were late: first {first} ms, {s}")
+    elif first is None or first < one_way + doc["path"]["rtt_ms"] + 30:
+        problems.append(f"first event not held behind the delayed ACK: {first} ms")
+    return problems
+
+
 _SERVER = f"{__name__}:server"
 _CLIENT = f"{__name__}:client"
 
@@ -224,6 +238,7 @@ register(
     Scenario(
         name="tls_sse_nagle",
         summary="TLS 1.3 SSE token stream, server Nagle on: tokens wait for (delayed) ACKs",
+        what="20 SSE events over TLS 1.3 every 50 ms; event 1 waits behind the client's delayed ACK of the 2nd session ticket",
         expected=("nagle_delayed_ack",),
         pair="tls_sse_nodelay",
         server=_SERVER,
@@ -231,18 +246,22 @@ register(
         params=PARAMS,
         tls=True,
         ground_truth=ground_truth,
+        validate=_validate,
     )
 )
 register(
     Scenario(
         name="tls_sse_nodelay",
         summary="TLS 1.3 SSE token stream, server TCP_NODELAY: each token leaves at once (control)",
+        what="same stream with TCP_NODELAY at the server: each event leaves when written",
         expected=(),
+        controls=("nagle_delayed_ack",),
         pair="tls_sse_nagle",
         server=_SERVER,
         client=_CLIENT,
         params={**PARAMS, "server_nodelay": True},
         tls=True,
         ground_truth=ground_truth,
+        validate=_validate,
     )
 )

@@ -1,0 +1,659 @@
+"""``pcapkit lab fixtures``: run the scenarios into ``fixtures/<name>/`` and write its README.
+
+:func:`generate` runs every registered scenario (or the ones named), each into a scratch
+folder beside its destination; the run must pass its scenario's own ``validate`` check
+(the positive shows its pathology, the control does not) and stay within the fixture
+budget (:data:`CAPTURE_BUDGET_BYTES` per capture), else it is retried (up to ``attempts``
+times: a run on a busy 2-core machine can be disturbed) and finally reported as failed,
+leaving the previous fixture in place.  A good run replaces ``<name>/`` whole.
+
+:func:`render_readme` describes every fixture folder present — scenario, variant, what
+it shows, packets per vantage, size, and its *frames of interest* — from the committed
+files alone (``scenario.json`` + both captures), so the README can be regenerated and
+checked without root.  Frames of interest are computed from the captures (Wireshark frame
+numbers, Wireshark relative sequence numbers) guided by the scenario's ground truth: e.g.
+the held segment and the releasing ACK, the dropped packet's seq and the retransmission
+at each vantage.  Captures are read with :mod:`pcapkit.io.reader` and decoded with the
+forwarder's header parser — nothing from the analysis stack (DESIGN.md §1).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import scenarios as registry
+from .errors import LabError
+from .forwarder import IPPROTO_TCP, IPPROTO_UDP, parse_packet
+from .netns import CLIENT_IP
+
+CAPTURE_BUDGET_BYTES = 200_000  # issue 4: each capture under ~200 KB
+FOLDER_BUDGET_BYTES = 5_000_000  # issue 4: the whole fixtures folder under ~5 MB
+README = "README.md"
+ROLES = ("client", "server")
+TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+MS = 1_000_000
+_CLIENT_IP = bytes(int(x) for x in CLIENT_IP.split("."))
+LINKTYPE_RAW = (101, 228, 12, 14)  # raw IP (DLT 101/12/14), IPv4 (228)
+
+
+# --------------------------------------------------------------------------- capture reading
+
+
+@dataclass(frozen=True, slots=True)
+class Pkt:
+    """One captured packet, as the fixture README needs it."""
+
+    frame: int  # Wireshark frame number
+    ts_ns: int
+    dir: str  # "c2s" | "s2c"
+    proto: int
+    len: int  # TCP payload or UDP payload length
+    flags: int = 0
+    seq: int | None = None  # relative to the ISN, 0 = first byte (Wireshark shows seq + 1)
+    ack: int | None = None  # relative to the peer's ISN (Wireshark ack − 1)
+    win: int = 0
+
+    @property
+    def ws_seq(self) -> int | None:
+        return None if self.seq is None else self.seq + 1
+
+
+def read_packets(path: str | Path) -> list[Pkt]:
+    """Every IPv4/IPv6 TCP/UDP packet of a lab capture, with relative seq/ack per direction."""
+    from pcapkit.io.reader import read_capture
+
+    cap = read_capture(path)
+    out: list[Pkt] = []
+    isn: dict[str, int] = {}
+    try:
+        for i in range(cap.frames):
+            iface = int(cap.iface[i])
+            if iface < 0 or cap.interfaces[iface].linktype not in LINKTYPE_RAW:
+                continue
+            info = parse_packet(cap.frame_bytes(i + 1))
+            if info.proto not in (IPPROTO_TCP, IPPROTO_UDP):
+                continue
+            d = "c2s" if info.src == _CLIENT_IP else "s2c"
+            seq = ack = None
+            if info.proto == IPPROTO_TCP and info.seq is not None:
+                if info.flags & TCP_SYN:
+                    isn.setdefault(d, info.seq)
+                if d in isn:
+                    seq = (info.seq - isn[d] - 1) & 0xFFFFFFFF
+                peer = "s2c" if d == "c2s" else "c2s"
+                if info.flags & TCP_ACK and info.ack is not None and peer in isn:
+                    ack = (info.ack - isn[peer] - 1) & 0xFFFFFFFF
+            out.append(
+                Pkt(
+                    frame=i + 1,
+                    ts_ns=int(cap.ts_ns[i]),
+                    dir=d,
+                    proto=info.proto,
+                    len=info.payload_len,
+                    flags=info.flags,
+                    seq=seq,
+                    ack=ack,
+                    win=info.window,
+                )
+            )
+    finally:
+        cap.close()
+    return out
+
+
+def data(pkts: Sequence[Pkt], direction: str) -> list[Pkt]:
+    return [p for p in pkts if p.dir == direction and p.len > 0]
+
+
+def covering(pkts: Sequence[Pkt], direction: str, rel_seq: int) -> list[Pkt]:
+    """Every TCP segment of ``direction`` carrying stream offset ``rel_seq`` (orig. + rexmits)."""
+    return [
+        p
+        for p in data(pkts, direction)
+        if p.proto == IPPROTO_TCP and p.seq is not None and p.seq <= rel_seq < p.seq + p.len
+    ]
+
+
+def first_after(pkts: Sequence[Pkt], t_ns: int, pred: Callable[[Pkt], bool]) -> Pkt | None:
+    return next((p for p in pkts if p.ts_ns >= t_ns and pred(p)), None)
+
+
+def last_before(pkts: Sequence[Pkt], t_ns: int, pred: Callable[[Pkt], bool]) -> Pkt | None:
+    found = None
+    for p in pkts:
+        if p.ts_ns > t_ns:
+            break
+        if pred(p):
+            found = p
+    return found
+
+
+def _ms(ns: int | float | None) -> str:
+    return "?" if ns is None else f"{ns / MS:.1f} ms"
+
+
+# --------------------------------------------------------------------------- frames of interest
+
+Caps = dict[str, list[Pkt]]
+FoiFn = Callable[[dict[str, Any], Caps], list[str]]
+
+
+def _tcp_drop_lines(doc: dict[str, Any], caps: Caps) -> list[str]:
+    """Dropped segment: original at the sender, the hole at the receiver, each retransmission."""
+    out = []
+    for ev in doc["forwarder"]["events"]:
+        if ev["event"] != "drop" or ev["proto"] != "tcp":
+            continue
+        d, seq = ev["dir"], ev["rel_seq"]
+        snd, rcv = ("client", "server") if d == "c2s" else ("server", "client")
+        at_snd = covering(caps[snd], d, seq)
+        at_rcv = covering(caps[rcv], d, seq)
+        orig = at_snd[0] if at_snd else None
+        line = f"drop {d} #{ev['payload_index']}: seq {seq + 1} len {ev['len']}"
+        if orig is not None:
+            line += f" = {snd} frame {orig.frame}"
+            if len(at_snd) > 1:
+                rx = at_snd[1]
+                line += f", retransmitted in {snd} frame {rx.frame} (+{_ms(rx.ts_ns - orig.ts_ns)})"
+        out.append(line)
+        later = next((p for p in data(caps[rcv], d) if p.seq is not None and p.seq > seq), None)
+        if at_rcv:
+            fill = at_rcv[0]
+            hole = "" if later is None else f"hole from frame {later.frame} "
+            out.append(
+                f"{rcv}: {hole}filled by frame {fill.frame}"
+                + ("" if later is None else f" ({_ms(fill.ts_ns - later.ts_ns)} later)")
+            )
+        dup = [
+            p
+            for p in caps[rcv]
+            if p.dir != d and p.len == 0 and p.ack == seq and later and p.ts_ns >= later.ts_ns
+        ]
+        if dup:
+            out.append(
+                f"{rcv}: {len(dup)} dupACKs/SACKs at ack {seq + 1}, frames {dup[0].frame}–{dup[-1].frame}"
+            )
+    return out
+
+
+def _nagle(doc: dict[str, Any], caps: Caps) -> list[str]:
+    cli = caps["client"]
+    out = []
+    for ex in doc["ground_truth"]["exchanges"][1:3]:
+        if "header_rel_seq" not in ex:
+            continue
+        s1 = covering(cli, "c2s", ex["header_rel_seq"])
+        s2 = covering(cli, "c2s", ex["body_rel_seq"])
+        if not s1 or not s2:
+            continue
+        end = s1[0].seq + s1[0].len  # type: ignore[operator]
+        ack = first_after(
+            cli, s1[0].ts_ns, lambda p, end=end: p.dir == "s2c" and (p.ack or 0) >= end
+        )
+        line = f"client, exchange {ex['exchange']}: header frame {s1[0].frame}, body frame {s2[0].frame}"
+        if s2[0] is not s1[0]:
+            line += f" (+{_ms(s2[0].ts_ns - s1[0].ts_ns)})"
+        if s2[0] is not s1[0] and ack is not None and ack.ts_ns <= s2[0].ts_ns:
+            line += (
+                f", releasing ACK frame {ack.frame}"
+                f" ({'pure' if ack.len == 0 else 'data'}, {_ms(s2[0].ts_ns - ack.ts_ns)} before the body)"
+            )
+        out.append(line)
+    return out
+
+
+def _tls_sse(doc: dict[str, Any], caps: Caps) -> list[str]:
+    srv = caps["server"]
+    gt = doc["ground_truth"]
+    out = []
+    ev = gt["events"][0]
+    seg = first_after(srv, ev["write_ns"], lambda p: p.dir == "s2c" and p.len > 0)
+    if seg is not None:
+        trig = last_before(srv, seg.ts_ns, lambda p: p.dir == "c2s")
+        line = f"server: event 1 written, leaves in frame {seg.frame} (+{_ms(seg.ts_ns - ev['write_ns'])})"
+        held = seg.ts_ns - ev["write_ns"] > MS
+        if held and trig is not None and seg.ts_ns - trig.ts_ns < MS:
+            line += f", released by client ACK frame {trig.frame}"
+        out.append(line)
+    for w in gt["client_ack_waits"]:
+        if w["delayed"]:
+            ack = first_after(
+                caps["client"],
+                w["t_ns"],
+                lambda p, w=w: p.dir == "c2s" and (p.ack or 0) >= w["rel_seq"] + w["len"],
+            )
+            if ack is not None:
+                out.append(
+                    f"client: delayed ACK frame {ack.frame} ({w['wait_ms']:.1f} ms) of server seq {w['rel_seq'] + 1}"
+                )
+    out.append(f"first event latency {gt['first_event_latency_ms']:.1f} ms")
+    return out
+
+
+def _tiny(doc: dict[str, Any], caps: Caps) -> list[str]:
+    gt = doc["ground_truth"]
+    rec = gt["app_records"]
+    start, end = gt["response_rel_seq"], gt["response_rel_seq"] + gt["response_wire_len"]
+    out = []
+    for role in ROLES:
+        segs = [p for p in data(caps[role], "s2c") if p.seq is not None and start <= p.seq < end]
+        if not segs:
+            continue
+        single = sum(1 for p in segs if p.len == rec["wire_len"])
+        out.append(
+            f"{role}: response frames {segs[0].frame}–{segs[-1].frame}: {len(segs)} segments, "
+            f"{single} of them exactly one {rec['wire_len']}-byte record"
+        )
+    out.append(
+        f"{rec['count']} records of {rec['plaintext_len']} B plaintext "
+        f"(tls.record.length {rec['record_length']}), response seq {start + 1}–{end}"
+    )
+    return out
+
+
+def _large(doc: dict[str, Any], caps: Caps) -> list[str]:
+    gt = doc["ground_truth"]
+    s = gt["summary"]
+    out = _tcp_drop_lines(doc, caps)
+    if gt["drops"]:
+        d = gt["drops"][0]
+        out.append(
+            f"lost bytes are in record {d['in_record']} of {s['records']} "
+            f"({s['record_plaintext_max']} B plaintext); app had {d['app_bytes_before_fill']} B before the fill"
+        )
+    return out
+
+
+def _cork(doc: dict[str, Any], caps: Caps) -> list[str]:
+    srv = caps["server"]
+    out = []
+    for m in doc["ground_truth"]["messages"][:2]:
+        seg = covering(srv, "s2c", m["rel_seq"])
+        if not seg:
+            continue
+        p = seg[0]
+        trig = last_before(srv, p.ts_ns, lambda x: x.dir == "c2s")
+        psh = "PSH" if p.flags & TCP_PSH else "no PSH"
+        line = (
+            f"server: message {m['message'] + 1} written {_ms(p.ts_ns - m['write_ns'])} before frame "
+            f"{p.frame} ({p.len} B, {psh})"
+        )
+        if trig is not None:
+            line += f"; last client packet before it: frame {trig.frame}, {_ms(p.ts_ns - trig.ts_ns)} earlier"
+        out.append(line)
+    out.append(f"server RTO {doc['ground_truth']['server_rto_ms']:.0f} ms (TCP_INFO)")
+    return out
+
+
+def _zero_window(doc: dict[str, Any], caps: Caps) -> list[str]:
+    out = []
+    for role in ROLES:
+        pk = caps[role]
+        zero = [
+            p
+            for p in pk
+            if p.dir == "c2s"
+            and p.proto == IPPROTO_TCP
+            and p.win == 0
+            and not p.flags & (TCP_SYN | TCP_FIN | TCP_RST)
+        ]
+        if not zero:
+            out.append(f"{role}: no zero-window ACK")
+            continue
+        reopen = first_after(pk, zero[-1].ts_ns + 1, lambda p: p.dir == "c2s" and p.win > 0)
+        probes = [
+            p
+            for p in pk
+            if p.dir == "s2c"
+            and p.len == 0
+            and zero[0].ts_ns < p.ts_ns
+            and (reopen is None or p.ts_ns < reopen.ts_ns)
+            and p.seq is not None
+            and p.seq + 1 == (zero[-1].ack or 0)
+        ]
+        line = f"{role}: zero-window ACK frames {', '.join(str(p.frame) for p in zero)}"
+        if probes:
+            line += f"; probes {', '.join(str(p.frame) for p in probes)}"
+        if reopen is not None:
+            line += f"; window update frame {reopen.frame} (+{_ms(reopen.ts_ns - zero[0].ts_ns)})"
+            resume = first_after(pk, reopen.ts_ns, lambda p: p.dir == "s2c" and p.len > 0)
+            if resume is not None:
+                line += f"; data resumes frame {resume.frame}"
+        out.append(line)
+    return out
+
+
+def _ssr(doc: dict[str, Any], caps: Caps) -> list[str]:
+    gt = doc["ground_truth"]
+    srv = caps["server"]
+    start = gt.get("burst2_first_flight_start_ns")
+    out = []
+    if start is not None:
+        segs = [p for p in data(srv, "s2c") if p.ts_ns >= start - MS]
+        first = segs[:1]
+        if first:
+            ack = first_after(
+                srv, first[0].ts_ns, lambda p: p.dir == "c2s" and (p.ack or 0) > (first[0].seq or 0)
+            )
+            flight = [p for p in segs if ack is None or p.ts_ns <= ack.ts_ns]
+            out.append(
+                f"server: after {gt['idle_gap_ms']:.0f} ms idle, first flight frames "
+                f"{flight[0].frame}–{flight[-1].frame} ({len(flight)} segments)"
+                + ("" if ack is None else f", first ACK frame {ack.frame}")
+            )
+    out.append(
+        f"flights before idle {gt['burst1_flights']}, after {gt['burst2_flights']}; "
+        f"cwnd {gt['cwnd_after_burst1']} → {gt['cwnd_after_burst2_write']} (TCP_INFO)"
+    )
+    return out
+
+
+def _h2(doc: dict[str, Any], caps: Caps) -> list[str]:
+    gt = doc["ground_truth"]
+    out = _tcp_drop_lines(doc, caps)
+    if gt["drops"]:
+        d = gt["drops"][0]
+        out.append(
+            f"lost segment carries DATA of streams {d['streams_hit']}; the fill releases "
+            f"streams {d['streams_released_by_fill']} (app idle {d['app_idle_ms']} ms)"
+        )
+    srv = caps["server"]
+    for i, s in enumerate(gt["stalls"][:3]):
+        last = last_before(srv, s["last_data_ns"] + MS, lambda p: p.dir == "s2c" and p.len > 0)
+        wu = (
+            None
+            if s["window_update_ns"] is None
+            else last_before(srv, s["window_update_ns"], lambda p: p.dir == "c2s" and p.len > 0)
+        )
+        res = (
+            None
+            if s["resume_ns"] is None
+            else first_after(srv, s["resume_ns"], lambda p: p.dir == "s2c" and p.len > 0)
+        )
+        out.append(
+            f"server, stall {i + 1}: last DATA frame {last.frame if last else '?'}, "
+            f"WINDOW_UPDATE in frame {wu.frame if wu else '?'}, resumes frame "
+            f"{res.frame if res else '?'} (idle {s['idle_ms']} ms)"
+        )
+    if not gt["drops"] and not gt["stalls"]:
+        out.append(
+            f"{gt['summary']['streams']} stream(s), {gt['summary']['bytes']} B, no drop, no stall, "
+            f"{gt['summary']['transfer_ms']} ms; client window {gt['client_window']}"
+        )
+    return out
+
+
+def _udp_datagrams(pkts: Sequence[Pkt], direction: str) -> list[Pkt]:
+    return [p for p in pkts if p.dir == direction and p.proto == IPPROTO_UDP]
+
+
+def _h3(doc: dict[str, Any], caps: Caps) -> list[str]:
+    gt = doc["ground_truth"]
+    out = []
+    srv_dg = _udp_datagrams(caps["server"], "s2c")
+    cli_dg = _udp_datagrams(caps["client"], "s2c")
+    dropped = sorted(
+        e["payload_index"]
+        for e in doc["forwarder"]["events"]
+        if e["event"] == "drop" and e["dir"] == "s2c"
+    )
+
+    def at_client(idx: int) -> Pkt | None:  # the n-th server datagram as the client saw it
+        if idx in dropped:
+            return None
+        k = idx - sum(1 for x in dropped if x < idx)
+        return cli_dg[k - 1] if 0 < k <= len(cli_dg) else None
+
+    for d in gt["drops"]:
+        idx = d["payload_index"]
+        orig = srv_dg[idx - 1] if idx <= len(srv_dg) else None
+        frames = ", ".join(f"stream {f[0]} off {f[1]} len {f[2]}" for f in d["stream_frames"])
+        out.append(
+            f"drop s2c datagram #{idx} = server frame {orig.frame if orig else '?'} "
+            f"(1-RTT pn {', '.join(str(p['pn']) for p in d['packets'])}: {frames})"
+        )
+        for r in d["retransmissions"]:
+            s = (
+                srv_dg[r["datagram"] - 1]
+                if r["datagram"] and r["datagram"] <= len(srv_dg)
+                else None
+            )
+            c = at_client(r["datagram"]) if r["datagram"] else None
+            out.append(
+                f"retransmitted in pn {r['pn']}: server frame {s.frame if s else '?'}, "
+                f"client frame {c.frame if c else '?'}"
+            )
+        out.append(
+            f"client: stream(s) {d['streams_hit']} wait {d['hole_ms']} ms; streams "
+            f"{gt['summary']['streams_progressing_during_hole']} keep receiving"
+        )
+    if not gt["drops"]:
+        out.append(
+            f"{len(srv_dg)} server datagrams, {gt['summary']['lost_packets']} lost; "
+            f"{gt['summary']['streams']} streams × {doc['params']['body_len']} B in "
+            f"{gt['summary']['transfer_ms']} ms"
+        )
+    return out
+
+
+def _generic(doc: dict[str, Any], caps: Caps) -> list[str]:
+    return _tcp_drop_lines(doc, caps)
+
+
+FRAMES_OF_INTEREST: dict[str, FoiFn] = {
+    "nagle_wwr": _nagle,
+    "nagle_wwr_nodelay": _nagle,
+    "tls_sse_nagle": _tls_sse,
+    "tls_sse_nodelay": _tls_sse,
+    "tls_tiny_records": _tiny,
+    "tls_buffered_records": _tiny,
+    "tls_large_record_drop": _large,
+    "tls_small_records_drop": _large,
+    "tcp_cork": _cork,
+    "tcp_cork_cleared": _cork,
+    "zero_window": _zero_window,
+    "zero_window_control": _zero_window,
+    "slow_start_restart": _ssr,
+    "slow_start_restart_off": _ssr,
+    "h2_hol_drop": _h2,
+    "h2_hol_nodrop": _h2,
+    "h2_flow_control": _h2,
+    "h2_flow_control_large": _h2,
+    "h3_streams_drop": _h3,
+    "h3_streams_nodrop": _h3,
+}
+
+
+# --------------------------------------------------------------------------- README
+
+
+def describe(folder: str | Path) -> dict[str, Any]:
+    """One fixture folder: scenario.json essentials, packets per vantage, sizes, frames."""
+    folder = Path(folder)
+    doc = json.loads((folder / "scenario.json").read_text(encoding="utf-8"))
+    caps = {role: read_packets(folder / f"{role}.pcapng") for role in ROLES}
+    sizes = {role: (folder / f"{role}.pcapng").stat().st_size for role in ROLES}
+    fn = FRAMES_OF_INTEREST.get(doc["scenario"], _generic)
+    controls = doc.get("controls")
+    if controls is None:  # scenario.json written before the field existed
+        try:
+            sc = registry.get(doc["scenario"])
+            controls = list(sc.controls) or list(registry.get(sc.pair).expected)
+        except KeyError:
+            controls = []
+    try:
+        frames = fn(doc, caps)
+    except (KeyError, IndexError, TypeError, ValueError) as e:  # an old scenario.json shape
+        frames = [f"(frames of interest unavailable: {type(e).__name__}: {e})"]
+    return {
+        "name": folder.name,
+        "scenario": doc["scenario"],
+        "variant": doc["variant"],
+        "expected": doc["expected"],
+        "controls": controls if doc["variant"] == "control" else [],
+        "incidental": doc.get("incidental", []),
+        "what": doc.get("what") or doc["summary"],
+        "rtt_ms": doc["path"]["rtt_ms"],
+        "tls": doc.get("tls") is not None,
+        "packets": {role: len(caps[role]) for role in ROLES},
+        "bytes": sizes,
+        "frames": frames,
+    }
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_readme(root: str | Path) -> str:
+    """The fixtures README for every ``<root>/*/scenario.json`` (sorted by name)."""
+    root = Path(root)
+    rows = [
+        describe(p.parent)
+        for p in sorted(root.glob("*/scenario.json"))
+        if not p.parent.name.startswith(".")  # scratch folders of a run in progress
+    ]
+    total = sum(sum(r["bytes"].values()) for r in rows)
+    lines = [
+        "# Fixtures: real captures made by the lab",
+        "",
+        "Generated by `pcapkit lab fixtures -o fixtures` (`make fixtures`; needs root) — do not",
+        "edit by hand: the table is recomputed from the files in each folder.  Each folder holds",
+        "`client.pcapng` and `server.pcapng` (both vantages of one run, one clock, raw-IP link",
+        "type, nanosecond timestamps; TLS/QUIC secrets embedded as a Decryption Secrets Block)",
+        "and `scenario.json` (what was done and the ground truth: schema in",
+        "`pcapkit/lab/runner.py`).  Scenarios, parameters and the reasoning behind each are in",
+        "`pcapkit/lab/scenarios/`; the recipes are DETECTION.md §8.2.",
+        "",
+        "Frame numbers are Wireshark's; sequence numbers are Wireshark's relative ones (first",
+        "payload byte = 1).  *expected* lists the pathologies a detector must report; a control",
+        "lists `[]` and names what it controls for; *incidental* pathologies are present in both",
+        "variants by construction (e.g. the TCP head-of-line blocking any drop causes) and may",
+        "be reported or not.  tshark needs `-o tcp.reassemble_out_of_order:TRUE` to decrypt past",
+        "a hole at the receiver vantage.",
+        "",
+        "| fixture | variant | what it shows | packets cli/srv | size cli/srv | frames of interest |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["variant"] == "positive":
+            variant = "positive: " + ", ".join(f"`{p}`" for p in r["expected"])
+        else:
+            variant = "control for " + ", ".join(f"`{p}`" for p in r["controls"])
+        if r["incidental"]:
+            variant += "; incidental " + ", ".join(f"`{p}`" for p in r["incidental"])
+        what = f"{r['what']} (RTT {r['rtt_ms']:g} ms{', TLS keys embedded' if r['tls'] else ''})"
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    f"`{r['name']}`",
+                    variant,
+                    _cell(what),
+                    f"{r['packets']['client']} / {r['packets']['server']}",
+                    f"{r['bytes']['client'] / 1000:.1f} / {r['bytes']['server'] / 1000:.1f} kB",
+                    "<br>".join(_cell(f) for f in r["frames"]),
+                ]
+            )
+            + " |"
+        )
+    lines += ["", f"{len(rows)} fixtures, {total / 1e6:.2f} MB of captures.", ""]
+    return "\n".join(lines)
+
+
+def write_readme(root: str | Path) -> Path:
+    path = Path(root) / README
+    path.write_text(render_readme(root), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- generation
+
+
+HANDSHAKE_RTT_TOLERANCE = 0.05  # a fixture's SYN→SYN/ACK may exceed the path RTT by 5 %
+
+
+def handshake_rtt_ns(pkts: Sequence[Pkt]) -> int | None:
+    """SYN → SYN/ACK at a capture (the RTT at the client vantage), None without a handshake."""
+    syn = next((p for p in pkts if p.flags & TCP_SYN and not p.flags & TCP_ACK), None)
+    synack = next((p for p in pkts if p.flags & TCP_SYN and p.flags & TCP_ACK), None)
+    return None if syn is None or synack is None else synack.ts_ns - syn.ts_ns
+
+
+def check_fixture(doc: dict[str, Any], folder: Path) -> list[str]:
+    """Problems that disqualify a run as a fixture (validation, path fidelity, budget).
+
+    Path fidelity: the forwarder occasionally reads a packet late on a busy host (its own
+    ground truth, taken at that read, cannot see it); the client capture's handshake RTT
+    must be within :data:`HANDSHAKE_RTT_TOLERANCE` of the configured RTT, since readers of
+    the fixtures place the vantage and the RTT legs from it.
+    """
+    sc = registry.get(doc["scenario"])
+    problems = list(sc.validate(doc)) if sc.validate is not None else []
+    rtt = handshake_rtt_ns(read_packets(folder / "client.pcapng"))
+    want = doc["path"]["rtt_ms"] * MS
+    if rtt is not None and not want <= rtt <= want * (1 + HANDSHAKE_RTT_TOLERANCE):
+        problems.append(f"handshake RTT {rtt / MS:.2f} ms at the client, path {want / MS:g} ms")
+    for role in ROLES:
+        size = (folder / f"{role}.pcapng").stat().st_size
+        if size > CAPTURE_BUDGET_BYTES:
+            problems.append(f"{role}.pcapng is {size} bytes (> {CAPTURE_BUDGET_BYTES})")
+    return problems
+
+
+def generate(
+    root: str | Path,
+    only: Iterable[str] | None = None,
+    *,
+    attempts: int = 3,
+    log: Callable[[str], None] = print,
+    runner: Callable[..., dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run scenarios into ``root/<name>/``, then rewrite ``root/README.md``.
+
+    Returns ``{"ok": [names], "failed": {name: [problems]}, "readme": path}``.  Raises
+    :class:`LabError` when the folder would exceed :data:`FOLDER_BUDGET_BYTES`.
+    """
+    if runner is None:
+        from .runner import run as runner
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    names = sorted(registry.load_all()) if only is None else list(only)
+    for n in names:
+        registry.get(n)  # unknown names fail before anything runs
+    ok: list[str] = []
+    failed: dict[str, list[str]] = {}
+    for name in names:
+        scratch = root / f".{name}.tmp"
+        problems: list[str] = []
+        for attempt in range(1, attempts + 1):
+            shutil.rmtree(scratch, ignore_errors=True)
+            t0 = time.monotonic()
+            try:
+                doc = runner(name, scratch)
+                problems = check_fixture(doc, scratch)
+            except LabError as e:
+                problems = [str(e)]
+            status = "ok" if not problems else "; ".join(problems)
+            log(f"{name}: attempt {attempt}: {status} ({time.monotonic() - t0:.1f} s)")
+            if not problems:
+                break
+        if problems:
+            shutil.rmtree(scratch, ignore_errors=True)
+            failed[name] = problems
+            continue
+        dest = root / name
+        shutil.rmtree(dest, ignore_errors=True)
+        scratch.rename(dest)
+        ok.append(name)
+    readme = write_readme(root)
+    total = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    if total > FOLDER_BUDGET_BYTES:
+        raise LabError(f"{root} holds {total} bytes (> {FOLDER_BUDGET_BYTES}): over budget")
+    return {"ok": ok, "failed": failed, "readme": str(readme)}

@@ -1,0 +1,410 @@
+"""HTTP/3 over QUIC (aioquic client and server): stream-level HoL of one lost packet (Q1).
+
+DETECTION.md §4.4: QUIC orders bytes per stream, so a lost packet blocks only the streams
+whose STREAM frames it carried.  The client opens ``streams`` (4) request streams at once;
+the server answers each with ``body_len`` (16 KiB) after all requests arrived, queueing
+every body before sending, and aioquic's scheduler fills each packet from one stream and
+rotates the streams (round-robin per packet).  ``h3_streams_drop``: the forwarder drops one
+server→client datagram in the middle of the response data — a 1-RTT packet carrying
+STREAM data of one stream (checked from the server's qlog, never a handshake packet).
+Only that stream waits for the retransmission; the others keep receiving.
+``h3_streams_nodrop``: the same without the drop.
+
+The forwarder counts every UDP datagram as a payload packet: 1 = the server's Initial +
+Handshake flight, 2 = the rest of its Handshake flight, then 1-RTT packets (HANDSHAKE_DONE,
+control-stream SETTINGS, ACKs); the default ``drop_s2c`` lands ≈ 20 data packets into
+the response.  Both ends use UDP port 443 (tshark decodes QUIC there), aioquic's default
+1200-byte datagrams and Reno, and write ``secrets_log_file`` (NSS key log with QUIC's
+traffic secrets), which the runner embeds in both captures.
+
+Ground truth: the server's and client's qlog (aioquic ``QuicLogger``) reduced to a compact
+per-packet list — packet number, type, size, STREAM frames (stream, offset, length) — and
+the datagram index each packet went out in, which maps the forwarder's dropped datagram to
+the lost packet number and its frames; ``packet_lost`` events; the retransmitted frames'
+packet; and the client application's per-stream DATA arrival times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from .. import truth
+from ..apps import now_ns
+from ..certs import DEFAULT_HOSTNAME
+from . import RunData, Scenario, register
+
+PARAMS: dict[str, Any] = {
+    "delay_ms": 15.0,
+    "port": 443,
+    "streams": 4,
+    "body_len": 16_384,
+    # s2c datagrams: 1-2 handshake flight, then 1-RTT; #24 is a 1-RTT packet carrying
+    # STREAM data ≈ 20 packets into the response (≥ 3 later packets: packet-threshold loss)
+    "drop_s2c": [24],
+    "idle_timeout_s": 10.0,
+}
+
+
+def _compact_qlog(qlog: dict[str, Any]) -> dict[str, Any]:
+    """Packets sent (with the 1-based datagram each went out in), received, lost."""
+    sent: list[dict[str, Any]] = []
+    received: list[dict[str, Any]] = []
+    lost: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    datagram = 0
+    for trace in qlog.get("traces", []):
+        for ev in trace.get("events", []):
+            name, data = ev["name"], ev["data"]
+            if name in ("transport:packet_sent", "transport:packet_received"):
+                frames = data.get("frames", [])
+                row = {
+                    "t_ns": round(ev["time"] * 1e6),
+                    "pn": data["header"]["packet_number"],
+                    "type": data["header"]["packet_type"],
+                    "len": data.get("raw", {}).get("length"),
+                    "stream_frames": [
+                        [f["stream_id"], f["offset"], f["length"], bool(f.get("fin"))]
+                        for f in frames
+                        if f.get("frame_type") == "stream"
+                    ],
+                    "frames": sorted({f.get("frame_type", "?") for f in frames}),
+                }
+                if name == "transport:packet_sent":
+                    sent.append(row)
+                    pending.append(row)
+                else:
+                    received.append(row)
+            elif name == "transport:datagrams_sent":
+                for raw in data.get("raw", []):
+                    datagram += 1
+                    left = raw.get("payload_length", 0)
+                    while pending and left > 0:
+                        pkt = pending.pop(0)
+                        pkt["datagram"] = datagram
+                        left -= pkt["len"] or left
+            elif name == "recovery:packet_lost":
+                lost.append(
+                    {
+                        "t_ns": round(ev["time"] * 1e6),
+                        "pn": data["packet_number"],
+                        "type": data["type"],
+                    }
+                )
+    return {"datagrams_sent": datagram, "sent": sent, "received": received, "lost": lost}
+
+
+def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    return asyncio.run(_server(p, ready))
+
+
+async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    from aioquic.asyncio import QuicConnectionProtocol, serve
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import ConnectionTerminated
+    from aioquic.quic.logger import QuicLogger
+
+    done = asyncio.Event()
+    state: dict[str, Any] = {"requests": [], "responded_ns": None}
+    body = bytes(range(256)) * (p["body_len"] // 256 + 1)
+    body = body[: p["body_len"]]
+
+    class Server(QuicConnectionProtocol):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            self._h3 = H3Connection(self._quic)
+
+        def quic_event_received(self, event: Any) -> None:
+            if isinstance(event, ConnectionTerminated):
+                done.set()
+                return
+            for ev in self._h3.handle_event(event):
+                if isinstance(ev, HeadersReceived):
+                    path = dict(ev.headers).get(b":path", b"").decode()
+                    state["requests"].append(
+                        {"stream": ev.stream_id, "path": path, "t_ns": now_ns()}
+                    )
+                    if len(state["requests"]) == p["streams"]:
+                        self._respond()
+
+        def _respond(self) -> None:
+            state["responded_ns"] = now_ns()
+            for r in state["requests"]:
+                self._h3.send_headers(
+                    r["stream"],
+                    [
+                        (b":status", b"200"),
+                        (b"content-type", b"application/octet-stream"),
+                        (b"content-length", str(p["body_len"]).encode()),
+                    ],
+                )
+            for r in state["requests"]:  # queue every body; aioquic rotates the streams
+                self._h3.send_data(r["stream"], body, end_stream=True)
+            self.transmit()
+
+    logger = QuicLogger()
+    with open(p["keylog_server"], "a", encoding="ascii") as keylog:
+        cfg = QuicConfiguration(
+            is_client=False,
+            alpn_protocols=H3_ALPN,
+            secrets_log_file=keylog,
+            quic_logger=logger,
+            idle_timeout=p["idle_timeout_s"],
+        )
+        cfg.load_cert_chain(p["cert"], p["key"])
+        srv = await serve(p["server_ip"], p["port"], configuration=cfg, create_protocol=Server)
+        ready()
+        try:
+            await asyncio.wait_for(done.wait(), timeout=float(p["timeout_s"]))
+        finally:
+            srv.close()
+    return {
+        "socket": None,
+        "requests": state["requests"],
+        "responded_ns": state["responded_ns"],
+        "qlog": _compact_qlog(logger.to_dict()),
+    }
+
+
+def client(p: dict[str, Any]) -> dict[str, Any]:
+    return asyncio.run(_client(p))
+
+
+async def _client(p: dict[str, Any]) -> dict[str, Any]:
+    from aioquic.asyncio import QuicConnectionProtocol, connect
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import DataReceived, HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import HandshakeCompleted
+    from aioquic.quic.logger import QuicLogger
+
+    all_done = asyncio.Event()
+    data: list[list[int]] = []  # [t_ns, stream, bytes]
+    ended: set[int] = set()
+    meta: dict[str, Any] = {}
+
+    class Client(QuicConnectionProtocol):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            self._h3 = H3Connection(self._quic)
+
+        def quic_event_received(self, event: Any) -> None:
+            if isinstance(event, HandshakeCompleted):
+                meta["handshake_done_ns"] = now_ns()
+                meta["alpn"] = event.alpn_protocol
+            for ev in self._h3.handle_event(event):
+                t = now_ns()
+                if isinstance(ev, HeadersReceived):
+                    meta.setdefault("first_headers_ns", t)
+                elif isinstance(ev, DataReceived):
+                    if ev.data:
+                        data.append([t, ev.stream_id, len(ev.data)])
+                    if ev.stream_ended:
+                        ended.add(ev.stream_id)
+                        if len(ended) == p["streams"]:
+                            all_done.set()
+
+        def request_all(self) -> None:
+            for i in range(p["streams"]):
+                sid = self._quic.get_next_available_stream_id()
+                self._h3.send_headers(
+                    sid,
+                    [
+                        (b":method", b"GET"),
+                        (b":scheme", b"https"),
+                        (b":authority", DEFAULT_HOSTNAME.encode()),
+                        (b":path", f"/blob/{i}".encode()),
+                    ],
+                    end_stream=True,
+                )
+            self.transmit()
+
+    logger = QuicLogger()
+    with open(p["keylog_client"], "a", encoding="ascii") as keylog:
+        cfg = QuicConfiguration(
+            is_client=True,
+            alpn_protocols=H3_ALPN,
+            secrets_log_file=keylog,
+            quic_logger=logger,
+            server_name=DEFAULT_HOSTNAME,
+            idle_timeout=p["idle_timeout_s"],
+        )
+        cfg.load_verify_locations(cafile=p["cert"])
+        meta["connect_ns"] = now_ns()
+        async with connect(
+            p["server_ip"], p["port"], configuration=cfg, create_protocol=Client
+        ) as conn:
+            meta["get_write_ns"] = now_ns()
+            conn.request_all()  # type: ignore[attr-defined]
+            await asyncio.wait_for(all_done.wait(), timeout=float(p["timeout_s"]))
+            meta["done_ns"] = now_ns()
+    return {
+        "socket": None,
+        "tls": {"version": "TLSv1.3", "cipher": None, "alpn": meta.get("alpn")},
+        **meta,
+        "data": data,
+        "qlog": _compact_qlog(logger.to_dict()),
+    }
+
+
+def _overlaps(a: list[Any], b: list[Any]) -> bool:
+    return a[0] == b[0] and a[1] < b[1] + b[2] and b[1] < a[1] + a[2]
+
+
+def ground_truth(run: RunData) -> dict[str, Any]:
+    srv, cli = run.server, run.client
+    sq, cq = srv["qlog"], cli["qlog"]
+    drops = []
+    for ev in run.forwarder.get("events", []):
+        if ev["event"] != "drop" or ev["dir"] != "s2c":
+            continue
+        pkts = [x for x in sq["sent"] if x.get("datagram") == ev["payload_index"]]
+        frames = [f for x in pkts for f in x["stream_frames"]]
+        pns = [x["pn"] for x in pkts]
+        lost = [x for x in sq["lost"] if x["pn"] in pns]
+        rtx = [
+            x
+            for x in sq["sent"]
+            if x["pn"] > max(pns, default=-1)
+            and any(_overlaps(f, g) for f in x["stream_frames"] for g in frames)
+        ]
+        streams = sorted({f[0] for f in frames})
+        # when the last retransmitted piece reached the client (aioquic may split it)
+        rtx_pns = {x["pn"] for x in rtx}
+        rtx_rcv = [x["t_ns"] for x in cq["received"] if x["pn"] in rtx_pns and x["type"] == "1RTT"]
+        fill_ns = max(rtx_rcv) if rtx_rcv else None
+        t_drop = ev["t_ns"]
+        # the receiver-side hole: from the first later packet reaching the client to the fill
+        later = [
+            x["t_ns"]
+            for x in cq["received"]
+            if x["type"] == "1RTT" and x["pn"] > max(pns, default=-1) and x["t_ns"] > t_drop
+        ]
+        gap_start = min(later) if later else None
+        per_stream = {}
+        for sid in sorted({e[1] for e in cli["data"]}):
+            during = [
+                e
+                for e in cli["data"]
+                if e[1] == sid and gap_start and fill_ns and gap_start <= e[0] < fill_ns
+            ]
+            per_stream[str(sid)] = {
+                "bytes_during_hole": sum(e[2] for e in during),
+                "events_during_hole": len(during),
+                "in_lost_packet": sid in streams,
+            }
+        drops.append(
+            {
+                "dir": "s2c",
+                "payload_index": ev["payload_index"],
+                "udp_len": ev["len"],
+                "t_ns": t_drop,
+                "packets": [{"pn": x["pn"], "type": x["type"], "len": x["len"]} for x in pkts],
+                "packet_types": sorted({x["type"] for x in pkts}),
+                "stream_frames": frames,
+                "streams_hit": streams,
+                "lost_detected_ns": lost[0]["t_ns"] if lost else None,
+                "retransmissions": [
+                    {
+                        "pn": x["pn"],
+                        "datagram": x.get("datagram"),
+                        "t_ns": x["t_ns"],
+                        "stream_frames": x["stream_frames"],
+                    }
+                    for x in rtx
+                ],
+                "retransmit_after_ms": truth.ms(rtx[0]["t_ns"] - t_drop) if rtx else None,
+                "gap_start_at_client_ns": gap_start,
+                "fill_at_client_ns": fill_ns,
+                "hole_ms": None
+                if fill_ns is None or gap_start is None
+                else truth.ms(fill_ns - gap_start),
+                "per_stream": per_stream,
+            }
+        )
+    per: dict[str, int] = {}
+    for _, sid, n in cli["data"]:
+        per[str(sid)] = per.get(str(sid), 0) + n
+    d0 = drops[0] if drops else None
+    return {
+        "handshake_ms": truth.ms(cli["handshake_done_ns"] - cli["connect_ns"])
+        if cli.get("handshake_done_ns")
+        else None,
+        "handshake": [],
+        "alpn": cli.get("alpn"),
+        "server_datagrams": sq["datagrams_sent"],
+        "server_lost": sq["lost"],
+        "drops": drops,
+        "stream_bytes": per,
+        "server_packets": sq["sent"],
+        "summary": {
+            "streams": len(per),
+            "bytes": sum(per.values()),
+            "transfer_ms": truth.ms(cli["done_ns"] - cli["get_write_ns"]),
+            "lost_packets": len(sq["lost"]),
+            "drop_streams_hit": None if d0 is None else d0["streams_hit"],
+            "drop_packet_types": None if d0 is None else d0["packet_types"],
+            "streams_progressing_during_hole": None
+            if d0 is None
+            else sorted(int(k) for k, v in d0["per_stream"].items() if v["events_during_hole"]),
+            "hole_ms": None if d0 is None else d0["hole_ms"],
+            "retransmit_after_ms": None if d0 is None else d0["retransmit_after_ms"],
+        },
+    }
+
+
+def _validate(doc: dict[str, Any]) -> list[str]:
+    gt, p = doc["ground_truth"], doc["params"]
+    s = gt["summary"]
+    problems = []
+    if s["bytes"] != p["streams"] * p["body_len"]:
+        problems.append(f"incomplete transfer: {s}")
+    if p["drop_s2c"]:
+        if s["drop_packet_types"] != ["1RTT"] or not s["drop_streams_hit"]:
+            problems.append(f"the drop did not hit a 1-RTT STREAM packet: {s}")
+        elif not gt["drops"][0]["retransmissions"]:
+            problems.append("the lost STREAM data was not retransmitted")
+        elif set(s["streams_progressing_during_hole"]) & set(s["drop_streams_hit"]):
+            problems.append(f"a stream of the lost packet progressed during the hole: {s}")
+        elif not set(s["streams_progressing_during_hole"]) - set(s["drop_streams_hit"]):
+            problems.append(f"no other stream progressed during the hole: {s}")
+    elif s["lost_packets"]:
+        problems.append(f"control lost packets: {gt['server_lost']}")
+    return problems
+
+
+_M = __name__
+register(
+    Scenario(
+        name="h3_streams_drop",
+        summary="HTTP/3 (aioquic), 4 streams, one s2c 1-RTT packet dropped: only its stream waits",
+        what="4 h3 streams × 16 KiB; one lost packet stalls only the stream it carried",
+        expected=("quic_stream_hol",),
+        pair="h3_streams_nodrop",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params=PARAMS,
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="h3_streams_nodrop",
+        summary="HTTP/3 (aioquic), 4 streams, no drop (control for QUIC stream HoL)",
+        what="the same 4 streams without a drop: no gap on any stream",
+        expected=(),
+        controls=("quic_stream_hol",),
+        pair="h3_streams_drop",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**PARAMS, "drop_s2c": []},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
