@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gzip
 import mmap
+from array import array
 import os
 import shutil
 import struct
@@ -247,7 +248,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
 
     # The only per-record loop: follow caplen from header to header.
     caplen_at = struct.Struct(order + "I").unpack_from
-    offs: list[int] = []
+    offs = array("q")  # 8 bytes per record, not a Python int object
     append = offs.append
     off = 24
     tick = PROGRESS_EVERY if progress else -1
@@ -294,7 +295,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
             )
 
     buf = np.frombuffer(mm, dtype=np.uint8)
-    rec = np.array(offs, dtype=np.int64)
+    rec = np.frombuffer(offs, dtype=np.int64).copy() if len(offs) else np.zeros(0, np.int64)
     dt = np.dtype(order + "u4")
     sec = _gather_u32(buf, rec, dt).astype(np.int64)
     sub = _gather_u32(buf, rec + 4, dt).astype(np.int64)
