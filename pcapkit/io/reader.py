@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import gzip
 import mmap
-from array import array
 import os
 import shutil
 import struct
 import tempfile
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, BinaryIO
 
 import numpy as np
@@ -246,62 +247,54 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
     anomalies: list[dict[str, Any]] = []
     limit = max(MAX_CAPLEN, snaplen if snaplen < (1 << 30) else 0)
 
-    # The only per-record loop: follow caplen from header to header.
+    # The only per-record loop: follow caplen from header to header.  It checks
+    # nothing (a garbage caplen only makes it jump ahead, and it always ends);
+    # validation is vectorised below and cuts the walk at the first bad record.
     caplen_at = struct.Struct(order + "I").unpack_from
     offs = array("q")  # 8 bytes per record, not a Python int object
     append = offs.append
     off = 24
-    tick = PROGRESS_EVERY if progress else -1
-    while off + rec_hdr <= n:
-        tick -= 1
-        if tick == 0:
-            progress(off / n)  # type: ignore[misc]
-            tick = PROGRESS_EVERY
-        cl = caplen_at(mm, off + 8)[0]
-        if cl > limit:
-            anomalies.append(
-                _anomaly(
-                    "absurd_caplen",
-                    f"record at byte {off} claims {cl} captured bytes (limit {limit}); "
-                    "the rest of the file is ignored",
-                    frame=len(offs) + 1,
-                    offset=off,
-                )
-            )
-            break
-        end = off + rec_hdr + cl
-        if end > n:
-            anomalies.append(
-                _anomaly(
-                    "truncated_record",
-                    f"last record at byte {off} needs {cl} bytes, only {n - off - rec_hdr} remain",
-                    frame=len(offs) + 1,
-                    offset=off,
-                )
-            )
-            off = n
-            break
-        append(off)
-        off = end
-    else:
-        if off < n:
-            anomalies.append(
-                _anomaly(
-                    "truncated_record",
-                    f"{n - off} trailing bytes do not hold a whole record header",
-                    frame=len(offs) + 1,
-                    offset=off,
-                )
-            )
+    last = n - rec_hdr
+    step = PROGRESS_EVERY if progress else 1 << 62
+    while off <= last:
+        for _ in repeat(None, step):  # a progress checkpoint every `step` records
+            if off > last:
+                break
+            append(off)
+            off += rec_hdr + caplen_at(mm, off + 8)[0]
+        if progress:
+            progress(min(off, n) / n)
 
     buf = np.frombuffer(mm, dtype=np.uint8)
     rec = np.frombuffer(offs, dtype=np.int64).copy() if len(offs) else np.zeros(0, np.int64)
-    dt = np.dtype(order + "u4")
-    sec = _gather_u32(buf, rec, dt).astype(np.int64)
-    sub = _gather_u32(buf, rec + 4, dt).astype(np.int64)
-    caplen = _gather_u32(buf, rec + 8, dt).astype(np.int64)
-    origlen = _gather_u32(buf, rec + 12, dt).astype(np.int64)
-    ts_ns = sec * 1_000_000_000 + sub * tick_ns
+    hdr = _gather_words(buf, rec, order, 4)  # ts_sec, ts_frac, caplen, origlen
+    caplen = hdr[:, 2]
+    bad = (caplen > limit) | (rec + rec_hdr + caplen > n)
+    if bad.any():
+        i = int(np.argmax(bad))
+        o, cl = int(rec[i]), int(caplen[i])
+        if cl > limit:
+            detail = (
+                f"record at byte {o} claims {cl} captured bytes (limit {limit}); "
+                "the rest of the file is ignored"
+            )
+            anomalies.append(_anomaly("absurd_caplen", detail, frame=i + 1, offset=o))
+        else:
+            detail = f"last record at byte {o} needs {cl} bytes, only {n - o - rec_hdr} remain"
+            anomalies.append(_anomaly("truncated_record", detail, frame=i + 1, offset=o))
+        rec, hdr = rec[:i], hdr[:i]
+    elif off < n:
+        anomalies.append(
+            _anomaly(
+                "truncated_record",
+                f"{n - off} trailing bytes do not hold a whole record header",
+                frame=rec.shape[0] + 1,
+                offset=off,
+            )
+        )
+    caplen = hdr[:, 2]
+    origlen = hdr[:, 3]
+    ts_ns = hdr[:, 0] * 1_000_000_000 + hdr[:, 1] * tick_ns
     iface = np.zeros(rec.shape[0], dtype=np.int32)
     intf = Interface(
         index=0,
@@ -325,12 +318,34 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
     )
 
 
+def _gather_words(buf: np.ndarray, idx: np.ndarray, order: str, words: int) -> np.ndarray:
+    """``words`` consecutive u32 at each byte offset in ``idx``, as an (n, words) int64 array.
+
+    Unaligned reads without an (n, 4·words) index matrix: the buffer is viewed as
+    u32 at each of the four byte shifts, and each record reads from the view that
+    matches its offset modulo 4 (all offsets must leave 4·words bytes in bounds).
+    """
+    m = idx.shape[0]
+    out = np.empty((m, words), dtype=np.int64)
+    if m == 0:
+        return out
+    r = idx & 3
+    q = idx >> 2
+    for k in range(4):
+        sel = np.nonzero(r == k)[0]
+        if sel.shape[0] == 0:
+            continue
+        usable = (buf.shape[0] - k) // 4 * 4
+        view = buf[k : k + usable].view(np.dtype(order + "u4"))
+        base = q[sel]
+        for w in range(words):
+            out[sel, w] = view[base + w]
+    return out
+
+
 def _gather_u32(buf: np.ndarray, idx: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
-    """Gather unaligned u32 values at byte offsets ``idx`` (all in bounds)."""
-    if idx.shape[0] == 0:
-        return np.zeros(0, dtype=np.uint32)
-    b = buf[idx[:, None] + np.arange(4)]
-    return np.ascontiguousarray(b).view(dt).reshape(-1).astype(np.uint32)
+    """One u32 at each byte offset in ``idx`` (see :func:`_gather_words`)."""
+    return _gather_words(buf, idx, dt.str[0], 1)[:, 0]
 
 
 # ---------------------------------------------------------------------------
