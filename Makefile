@@ -8,7 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-.PHONY: demo test lint bench fixtures clean
+.PHONY: demo test lint bench fixtures golden clean
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -31,6 +31,10 @@ test: $(TEST_VENV)/.stamp
 lint: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks
 	$(TEST_VENV)/bin/mypy --strict dissectors
+
+golden: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python -m pcapkit.detect.golden fixtures
+	git diff --stat -- fixtures/*/expected.json
 
 bench: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/pip install -q -e '.[bench]'

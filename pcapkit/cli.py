@@ -35,7 +35,7 @@ class Exit(enum.IntEnum):
 
 EXIT_HELP = (
     "Exit codes: 0 ok; 1 the input could not be analysed (one line on stderr); "
-    "2 usage error; 3 reserved for findings that match --fail-on (arrives with the detectors)."
+    "2 usage error; 3 a finding matched --fail-on."
 )
 
 
@@ -125,37 +125,85 @@ def cli() -> None:
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="text for people, json for programs (stable keys: capture, flows, findings, anomalies).",
+    help="text for people, json for programs (stable keys: capture, flows, tls, findings, anomalies).",
 )
 @click.option(
     "--all", "show_all", is_flag=True, help="List every flow in text output (default: first 50)."
 )
-def analyze(path: str, keylog: str | None, fmt: str, show_all: bool) -> None:
+@click.option(
+    "--fail-on",
+    "fail_on",
+    default=None,
+    metavar="KIND[,KIND…]|SEVERITY",
+    help="Exit 3 when a finding of one of these kinds (e.g. nagle_delayed_ack,zero_window), "
+    "or of at least this severity (info, low, medium, high), is found. The CI gate.",
+)
+@click.option(
+    "--min-cost-ms",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Hide findings that cost less than this (they do not count for --fail-on either).",
+)
+def analyze(
+    path: str, keylog: str | None, fmt: str, show_all: bool, fail_on: str | None, min_cost_ms: float
+) -> None:
     """Summarise every connection of a capture: bytes, handshake, RTT legs, vantage,
     retransmissions, findings and anomalies.
 
     \b
     Examples:
       pcapkit analyze fixtures/nagle_wwr/client.pcapng
-      pcapkit analyze trace.pcap.gz --format json | jq '.flows[0]'
+      pcapkit analyze trace.pcap.gz --format json | jq '.findings[0]'
+      pcapkit analyze trace.pcapng --fail-on nagle_delayed_ack,zero_window --min-cost-ms 5
     """
     from .report import analysis_json, analysis_text
 
+    gate = parse_fail_on(fail_on)
     trace, prog = open_trace(path, keylog)
     try:
         with trace:
+            findings = trace.findings
+            if min_cost_ms > 0:
+                keep = findings.cost_ms.isna() | (findings.cost_ms >= min_cost_ms)
+                findings = findings[keep.to_numpy(bool)]
             if fmt == "json":
-                doc = analysis_json(trace)
+                doc = analysis_json(trace, findings=findings)
                 if prog:
                     prog.done()
                 click.echo(json.dumps(doc, indent=2))
             else:
-                text = analysis_text(trace, max_flows=None if show_all else 50)
+                text = analysis_text(trace, max_flows=None if show_all else 50, findings=findings)
                 if prog:
                     prog.done()
                 click.echo(text, nl=False)
     except PcapkitError as exc:
         fail(str(exc))
+    if gate is not None and gate(findings):
+        sys.exit(Exit.FINDINGS)
+
+
+def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
+    """``--fail-on``: a severity name (that or worse) or a comma-separated list of kinds."""
+    from .detect import KINDS, SEVERITIES
+
+    if not spec:
+        return None
+    spec = spec.strip()
+    if spec in SEVERITIES:
+        rank = SEVERITIES.index(spec)
+        return lambda df: (
+            bool(df.severity.map(SEVERITIES.index).ge(rank).any()) if len(df) else False
+        )
+    kinds = {k.strip() for k in spec.split(",") if k.strip()}
+    unknown = kinds - set(KINDS)
+    if unknown:
+        raise click.BadParameter(
+            f"unknown kind(s) {', '.join(sorted(unknown))}; kinds: {', '.join(KINDS)}; "
+            f"or a severity: {', '.join(SEVERITIES)}",
+            param_hint="--fail-on",
+        )
+    return lambda df: bool(df.kind.isin(kinds).any())
 
 
 @cli.command(epilog=EXIT_HELP)

@@ -496,9 +496,54 @@ class Trace:
         return b"".join(parts)
 
     @cached_property
+    def detect_context(self) -> Any:
+        """The tables, indexed per flow for the detectors (:mod:`pcapkit.detect`)."""
+        from .detect import DetectContext
+
+        return DetectContext(self.packets, self.flows, self.segments, self.records, self.tls)
+
+    @cached_property
+    def finding_objects(self) -> list[Any]:
+        """Findings as :class:`pcapkit.detect.Finding` objects, worst first."""
+        from .detect import run_detectors
+
+        self._report("detect", 0.0)
+        out = run_detectors(self.detect_context)
+        self._report("detect", 1.0)
+        return out
+
+    @cached_property
     def findings(self) -> pd.DataFrame:
-        """Pathologies found (the detectors arrive with their issue; empty for now)."""
-        return schema.frame("findings", n=0)
+        """Pathologies found, worst first; see ``schema.describe("findings")``."""
+        fs = self.finding_objects
+        if not fs:
+            return schema.frame("findings", n=0)
+        data = {
+            "kind": [f.kind for f in fs],
+            "severity": [f.severity for f in fs],
+            "flow": pd.array([f.flow for f in fs], dtype="Int64"),
+            "dir": [f.dir for f in fs],
+            "cost_ms": pd.array(
+                [None if f.cost_ms is None else round(f.cost_ms, 3) for f in fs], dtype="Float64"
+            ),
+            "frames": [f.frames for f in fs],
+            "explanation": [f.explanation for f in fs],
+            "remedy": [f.remedy for f in fs],
+            "cost_method": [f.cost_method for f in fs],
+            "t_start_ns": np.array([f.t_start_ns for f in fs], np.int64),
+            "t_end_ns": np.array([f.t_end_ns for f in fs], np.int64),
+            "stream": pd.array([f.stream for f in fs], dtype="Int64"),
+            "vantage": [f.vantage for f in fs],
+            "confidence": np.array([f.confidence for f in fs], np.float64),
+            "evidence": [
+                [{"frame": e.frame, "role": e.role, "ts_ns": e.ts_ns} for e in f.evidence]
+                for f in fs
+            ],
+            "checks": [list(f.checks) for f in fs],
+            "display_filter": [f.display_filter for f in fs],
+            "details": [dict(f.details) for f in fs],
+        }
+        return schema.frame("findings", data, len(fs))
 
     # -- streams -----------------------------------------------------------------
     def _flow_dir(self, flow: int, direction: str) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -114,3 +115,38 @@ def test_progress_callback_reports_stages(capture):
     assert seen[-1] == ("reassembly", 1.0)
     fracs = [f for _, f in seen]
     assert all(0.0 <= f <= 1.0 for f in fracs)
+
+
+ZW = Path(__file__).resolve().parents[1] / "fixtures" / "zero_window" / "server.pcapng"
+
+
+def test_fail_on_kind_exits_3_and_lists_the_finding():
+    r = run("analyze", str(ZW), "--fail-on", "nagle,zero_window")
+    assert r.exit_code == Exit.FINDINGS
+    assert "▶ zero_window [high" in r.output and "remedy:" in r.output
+    assert (
+        r.output.strip()
+        .splitlines()[-1]
+        .startswith("verdict: 1 finding(s) cost time — zero_window")
+    )
+
+
+def test_fail_on_severity_and_min_cost():
+    assert run("analyze", str(ZW), "--fail-on", "medium").exit_code == Exit.FINDINGS
+    r = run("analyze", str(ZW), "--fail-on", "medium", "--min-cost-ms", "5000")
+    assert r.exit_code == Exit.OK
+    assert "verdict: no latency pathology found" in r.output
+
+
+def test_fail_on_unknown_kind_is_usage_error():
+    r = run("analyze", str(ZW), "--fail-on", "bogus")
+    assert r.exit_code == Exit.USAGE and "unknown kind(s) bogus" in r.output
+
+
+def test_json_findings_carry_the_stable_keys():
+    doc = json.loads(run("analyze", str(ZW), "--format", "json").output)
+    (f,) = doc["findings"]
+    assert {"kind", "severity", "flow", "dir", "cost_ms", "frames", "explanation", "remedy"} <= set(
+        f
+    )
+    assert f["kind"] == "zero_window" and isinstance(f["frames"], list) and f["cost_ms"] > 1000

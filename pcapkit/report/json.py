@@ -53,12 +53,12 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def analysis_json(trace: Trace) -> dict[str, Any]:
+def analysis_json(trace: Trace, findings: pd.DataFrame | None = None) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "capture": to_jsonable({**trace.capture_summary(), "key_sources": trace.key_sources}),
         "flows": records(trace.flows),
         "tls": records(trace.tls),
-        "findings": records(trace.findings),
+        "findings": records(trace.findings if findings is None else findings),
         "anomalies": records(trace.anomalies),
     }

@@ -74,6 +74,56 @@ def tls_line(s: Any) -> str:
     return line
 
 
+def finding_lines(f: Any) -> list[str]:
+    """One finding: headline with cost and severity, explanation, evidence frames, remedy."""
+    cost = "" if _na(f.cost_ms) else f", {_ms(f.cost_ms)}"
+    how = {
+        "lower_bound": " (at least)",
+        "upper_bound": " (at most)",
+        "estimate": " (estimated)",
+    }.get(f.cost_method, "")
+    stream = "" if _na(f.stream) else f" stream {f.stream}"
+    lines = [f"    ▶ {f.kind} [{f.severity}{cost}{how}] {f.dir or ''}{stream}"]
+    lines += _wrap(str(f.explanation), "      ")
+    roles: dict[str, list[str]] = {}
+    for e in f.evidence:
+        roles.setdefault(e["role"].replace("_", " "), []).append(str(e["frame"]))
+    ev = "; ".join(
+        f"{role} {', '.join(fr[:6])}{' …' if len(fr) > 6 else ''}" for role, fr in roles.items()
+    )
+    lines += _wrap(f"frames: {ev}", "      ")
+    lines += _wrap(f"remedy: {f.remedy}", "      ")
+    if f.display_filter:
+        lines.append(f"      wireshark: {f.display_filter}")
+    return lines
+
+
+def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(
+        text, width=width, initial_indent=indent, subsequent_indent=indent + "  "
+    ) or [indent]
+
+
+def verdict(findings: Any) -> str:
+    """One line for the whole capture."""
+    if len(findings) == 0:
+        return "verdict: no latency pathology found"
+    costly = findings[findings.severity != "info"]
+    if costly.empty:
+        return f"verdict: {len(findings)} informational finding(s), nothing that cost time"
+    by_kind = costly.groupby("kind", sort=False).agg(n=("kind", "size"), cost=("cost_ms", "sum"))
+    by_kind = by_kind.sort_values("cost", ascending=False)
+    parts = [f"{k} ({int(r.n)}×, {_ms(r.cost)})" for k, r in by_kind.iterrows()]
+    worst = costly.iloc[0]
+    return (
+        f"verdict: {len(costly)} finding(s) cost time — "
+        + ", ".join(parts)
+        + f"; worst: {worst.kind} on flow {worst.flow}, {_ms(worst.cost_ms)}"
+    )
+
+
 def flow_lines(r: Any, t0: int, tls: Any = None) -> list[str]:
     arrow = "→"
     dur = (int(r.last_ts_ns) - int(r.first_ts_ns)) / 1e6
@@ -123,7 +173,9 @@ def flow_lines(r: Any, t0: int, tls: Any = None) -> list[str]:
     return lines
 
 
-def analysis_text(trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS) -> str:
+def analysis_text(
+    trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS, findings: Any = None
+) -> str:
     cap = trace.capture_summary()
     flows = trace.flows
     anomalies = trace.anomalies
@@ -138,18 +190,23 @@ def analysis_text(trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS) ->
     t0 = cap["first_ts_ns"] or 0
     shown = flows if max_flows is None else flows.head(max_flows)
     tls = {int(x.flow): x for x in trace.tls.itertuples(index=False)}
+    findings = trace.findings if findings is None else findings
+    per_flow: dict[int, list[Any]] = {}
+    for fnd in findings.itertuples(index=False):
+        per_flow.setdefault(-1 if _na(fnd.flow) else int(fnd.flow), []).append(fnd)
     for r in shown.itertuples(index=False):
         out.append("")
         out.extend(flow_lines(r, t0, tls.get(int(r.flow))))
+        for fnd in per_flow.get(int(r.flow), []):
+            out.extend(finding_lines(fnd))
+    for fnd in per_flow.get(-1, []):
+        out.append("")
+        out.extend(finding_lines(fnd))
     if len(shown) < len(flows):
         out.append("")
         out.append(f"… {len(flows) - len(shown)} more flows (use --all, or --format json)")
     out.append("")
-    findings = trace.findings
-    if len(findings):
-        out.append(f"findings: {len(findings)}")
-    else:
-        out.append("findings: none")
+    out.append(verdict(findings))
     if len(anomalies):
         out.append("")
         out.append(f"anomalies ({len(anomalies)}):")

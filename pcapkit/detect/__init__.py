@@ -1,0 +1,51 @@
+"""Detectors: name the pathology, prove it with frames, price it in milliseconds.
+
+One module per pathology, each a pure function ``detect(ctx, **thresholds) ->
+list[Finding]`` of the trace's tables (DESIGN.md §5); thresholds are keyword
+arguments whose defaults cite the kernel constant or RFC they come from.  They
+are registered in :data:`DETECTORS`, in the order DETECTION.md §9 recommends
+(cheap → expensive).  Detection never parses bytes.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import zero_window
+from .base import KINDS, SEVERITIES, Evidence, Finding, severity_for
+from .context import DetectContext
+
+# The one explicit list.  Each module has ``KINDS`` (the kinds it can emit) and
+# ``detect(ctx, **thresholds) -> list[Finding]``.
+DETECTORS: list[ModuleType] = [
+    zero_window,
+]
+
+IMPLEMENTED_KINDS: frozenset[str] = frozenset(k for m in DETECTORS for k in m.KINDS)
+
+
+def run_detectors(ctx: DetectContext, only: set[str] | None = None) -> list[Finding]:
+    """Run every registered detector (or those emitting one of ``only``), worst first."""
+    out: list[Finding] = []
+    for mod in DETECTORS:
+        if only is not None and not (set(mod.KINDS) & only):
+            continue
+        found = mod.detect(ctx)
+        out.extend(f for f in found if only is None or f.kind in only)
+    out.sort(
+        key=lambda f: (-(f.cost_ms or 0.0), f.flow if f.flow is not None else -1, f.t_start_ns)
+    )
+    return out
+
+
+__all__ = [
+    "DETECTORS",
+    "IMPLEMENTED_KINDS",
+    "KINDS",
+    "SEVERITIES",
+    "DetectContext",
+    "Evidence",
+    "Finding",
+    "run_detectors",
+    "severity_for",
+]

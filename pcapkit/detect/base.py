@@ -1,0 +1,106 @@
+"""Findings: the evidence schema every detector emits (DETECTION.md §1.8).
+
+A finding names a pathology (``kind``, a stable public name users gate CI on),
+where it happened (flow, direction, stream), when (``t_start_ns``/``t_end_ns``),
+what it cost (``cost_ms`` and how that was measured), the frames that prove it
+with their roles, the vantage the detector assumed, a confidence, the
+counter-hypotheses it ruled out, an explanation in plain words, a remedy and a
+Wireshark display filter that shows the evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Stable public kinds (issue 5).  HTTP/2, SSE and QUIC kinds arrive with their issues.
+KINDS = (
+    "nagle",
+    "nagle_delayed_ack",
+    "delayed_ack",
+    "tcp_cork",
+    "write_coalescing",
+    "tcp_hol_blocking",
+    "tls_tiny_records",
+    "tls_record_spanning",
+    "tls_record_split_write",
+    "tls_records_coalesced",
+    "slow_start_restart",
+    "zero_window",
+    "connection_not_reused",
+    "tls_resumption_missing",
+)
+
+SEVERITIES = ("info", "low", "medium", "high")
+COST_METHODS = ("measured_interval", "lower_bound", "upper_bound", "estimate")
+
+# Severity from cost (per finding): a delay a user feels is ≥ 100 ms (one "blink";
+# the classic Nagle × delayed-ACK stall on Linux is 40 ms + RTT); 20 ms is above
+# LAN jitter and one human-perceptible frame at 50 Hz.
+HIGH_COST_MS = 100.0
+MEDIUM_COST_MS = 20.0
+
+
+def severity_for(cost_ms: float | None, *, informational: bool = False) -> str:
+    if informational or cost_ms is None:
+        return "info"
+    if cost_ms >= HIGH_COST_MS:
+        return "high"
+    if cost_ms >= MEDIUM_COST_MS:
+        return "medium"
+    return "low"
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One frame that proves a finding, with its role ("held segment", "releasing ACK", …)."""
+
+    frame: int
+    role: str
+    ts_ns: int | None = None
+
+
+@dataclass(kw_only=True)
+class Finding:
+    kind: str
+    flow: int | None
+    dir: str | None
+    t_start_ns: int
+    t_end_ns: int
+    cost_ms: float | None
+    cost_method: str
+    evidence: list[Evidence]
+    explanation: str
+    remedy: str
+    display_filter: str
+    vantage: str = "unknown"
+    confidence: float = 0.5
+    checks: list[str] = field(default_factory=list)
+    stream: int | None = None
+    severity: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown finding kind {self.kind!r}")
+        if self.cost_method not in COST_METHODS:
+            raise ValueError(f"unknown cost method {self.cost_method!r}")
+        if self.severity is None:
+            self.severity = severity_for(
+                self.cost_ms, informational=self.kind == "write_coalescing"
+            )
+
+    @property
+    def frames(self) -> list[int]:
+        seen: list[int] = []
+        for e in self.evidence:
+            if e.frame not in seen:
+                seen.append(e.frame)
+        return seen
+
+
+def frame_filter(frames: list[int]) -> str:
+    """A display filter selecting exactly these frames (Wireshark ``frame.number in {…}``)."""
+    if not frames:
+        return ""
+    return "frame.number in {" + " ".join(str(f) for f in sorted(set(frames))) + "}"

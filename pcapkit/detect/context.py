@@ -1,0 +1,174 @@
+"""What every detector reads: the trace's tables, indexed per flow and direction.
+
+Detectors are pure functions of the tables (DESIGN.md §5); this module only
+re-slices those tables into per-flow numpy arrays once, so each detector loops
+over flows, never over packets, and finds a flow's packets by binary search.
+
+Vantage (DETECTION.md §1.1): for a data sender X and receiver Y, ``d_x`` is the
+leg between the capture point and X, ``d_y`` the leg toward Y.  At a client-side
+capture d_C ≈ 0 and d_S ≈ RTT; at a server-side capture the reverse.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..net.decode import ACK, FIN, PSH, RST, SYN
+
+DIRS = ("c2s", "s2c")
+
+
+@dataclass(frozen=True)
+class FlowPackets:
+    """One TCP flow's packets in frame order (all arrays the same length)."""
+
+    frame: np.ndarray
+    ts: np.ndarray
+    dir: np.ndarray  # 0 c2s, 1 s2c
+    flags: np.ndarray
+    start: np.ndarray  # stream offset of the first payload byte (sender's stream)
+    length: np.ndarray  # payload bytes on the wire
+    ack: np.ndarray  # next expected offset of the reverse stream; -1 without ACK
+    win_raw: np.ndarray
+    win: np.ndarray  # scaled window in bytes; -1 when the scale is unknown
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.start + self.length
+
+    def mask(self, direction: int) -> np.ndarray:
+        return self.dir == direction
+
+    def pure_ack(self) -> np.ndarray:
+        return (
+            (self.length == 0) & ((self.flags & (SYN | FIN | RST)) == 0) & ((self.flags & ACK) != 0)
+        )
+
+    def psh(self) -> np.ndarray:
+        return (self.flags & PSH) != 0
+
+
+class DetectContext:
+    """Tables of one trace, plus per-flow arrays for the detectors."""
+
+    def __init__(
+        self,
+        packets: pd.DataFrame,
+        flows: pd.DataFrame,
+        segments: pd.DataFrame,
+        records: pd.DataFrame,
+        tls: pd.DataFrame,
+    ) -> None:
+        self.packets = packets
+        self.flows = flows
+        self.segments = segments
+        self.records = records
+        self.tls = tls
+        tcp = packets[(packets["proto"] == "tcp") & packets["flow"].notna()]
+        flow = tcp["flow"].to_numpy(np.int64)
+        order = np.lexsort((tcp["frame"].to_numpy(np.int64), flow))
+        self._pflow = flow[order]
+        flags = tcp["tcp_flags"].to_numpy(np.int64)[order]
+        rel_seq = tcp["rel_seq"].to_numpy(np.int64, na_value=0)[order]
+        rel_ack = tcp["rel_ack"].to_numpy(np.int64, na_value=-1)[order]
+        self._p = {
+            "frame": tcp["frame"].to_numpy(np.int64)[order],
+            "ts": tcp["ts_ns"].to_numpy(np.int64)[order],
+            "dir": tcp["dir"].cat.codes.to_numpy(np.int64)[order],
+            "flags": flags,
+            "start": rel_seq - 1 + ((flags & SYN) != 0),
+            "length": tcp["payload_len"].to_numpy(np.int64, na_value=0)[order],
+            "ack": np.where(rel_ack >= 0, rel_ack - 1, -1),
+            "win_raw": tcp["tcp_window"].to_numpy(np.int64, na_value=0)[order],
+            "win": tcp["window"].to_numpy(np.int64, na_value=-1)[order],
+        }
+        # rst payload is not stream data
+        self._p["length"] = np.where((flags & RST) != 0, 0, self._p["length"])
+        sf = segments["flow"].to_numpy(np.int64)
+        sd = segments["dir"].cat.codes.to_numpy(np.int64)
+        so = np.lexsort((segments["frame"].to_numpy(np.int64), sd, sf))
+        self._seg = segments.iloc[so].reset_index(drop=True)
+        self._seg_key = (sf * 2 + sd)[so]
+        if len(records):
+            rf = records["flow"].to_numpy(np.int64)
+            rd = records["dir"].cat.codes.to_numpy(np.int64)
+            ro = np.lexsort((records["offset"].to_numpy(np.int64), rd, rf))
+            self._rec = records.iloc[ro].reset_index(drop=True)
+            self._rec_key = (rf * 2 + rd)[ro]
+        else:
+            self._rec = records
+            self._rec_key = np.zeros(0, np.int64)
+        self._flow_rows = {int(r.flow): r for r in flows.itertuples(index=False)}
+        self._tls_rows = {int(r.flow): r for r in tls.itertuples(index=False)} if len(tls) else {}
+
+    # -- flows -------------------------------------------------------------------
+    def tcp_flows(self) -> list[int]:
+        return [f for f, r in self._flow_rows.items() if r.proto == "tcp"]
+
+    def flow(self, f: int) -> Any:
+        return self._flow_rows[f]
+
+    def tls_row(self, f: int) -> Any | None:
+        return self._tls_rows.get(f)
+
+    def packets_of(self, f: int) -> FlowPackets:
+        a = np.searchsorted(self._pflow, f, side="left")
+        b = np.searchsorted(self._pflow, f, side="right")
+        return FlowPackets(**{k: v[a:b] for k, v in self._p.items()})
+
+    def segments_of(self, f: int, d: int) -> pd.DataFrame:
+        k = f * 2 + d
+        a = np.searchsorted(self._seg_key, k, side="left")
+        b = np.searchsorted(self._seg_key, k, side="right")
+        return self._seg.iloc[a:b]
+
+    def records_of(self, f: int, d: int) -> pd.DataFrame:
+        k = f * 2 + d
+        a = np.searchsorted(self._rec_key, k, side="left")
+        b = np.searchsorted(self._rec_key, k, side="right")
+        return self._rec.iloc[a:b]
+
+    # -- vantage -------------------------------------------------------------------
+    def legs_ns(self, f: int) -> tuple[int | None, int | None]:
+        """(d_C, d_S) in ns at the capture point, None when the handshake is missing."""
+        r = self.flow(f)
+
+        def ns(v: Any) -> int | None:
+            if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+                return None
+            return int(round(float(v) * 1e6))
+
+        return ns(r.client_leg_ms), ns(r.server_leg_ms)
+
+    def sender_receiver_legs(self, f: int, d: int) -> tuple[int | None, int | None]:
+        """(d_X, d_Y) for data sent in direction ``d`` (X = sender, Y = receiver)."""
+        dc, ds = self.legs_ns(f)
+        return (dc, ds) if d == 0 else (ds, dc)
+
+    def rtt_ns(self, f: int) -> int | None:
+        dc, ds = self.legs_ns(f)
+        return None if dc is None or ds is None else dc + ds
+
+    def vantage(self, f: int) -> str:
+        return str(self.flow(f).vantage)
+
+    def eff_mss(self, f: int) -> int | None:
+        v = self.flow(f).eff_mss
+        return None if v is None or v is pd.NA else int(v)
+
+    def endpoint(self, f: int, d: int) -> str:
+        """'client 10.0.0.1:4000' / 'server 10.0.0.2:443' for the sender of direction d."""
+        r = self.flow(f)
+        return (
+            f"client {r.client_ip}:{r.client_port}"
+            if d == 0
+            else f"server {r.server_ip}:{r.server_port}"
+        )
+
+    def peer(self, f: int, d: int) -> str:
+        return self.endpoint(f, 1 - d)
