@@ -365,55 +365,96 @@ class Trace:
     @cached_property
     def records(self) -> pd.DataFrame:
         """One row per TLS record, aligned with TCP frames and PSH; see ``schema.describe("records")``."""
+        from dissectors.tls.session import DecryptStatus, Epoch
+
         from .align import align_direction
 
+        statuses = [x.value for x in DecryptStatus]
+        epochs = [x.value for x in Epoch]
         net = self._net
         seg = net.tcp.segments
+        # segments sliced per (flow, dir) by binary search, not by a mask per flow
+        skey = seg["flow"] * 2 + seg["dir"]
+        sorder = np.argsort(skey, kind="stable")
+        skey_sorted = skey[sorder]
         cols: dict[str, list[Any]] = {c: [] for c in schema.columns("records")}
         for tf in self._tls:
             for d, name in enumerate(schema.DIRS):
                 res = [r for r in tf.results if r.direction == name]
-                if not res:
+                bulk = tf.bulk.get(name)
+                nb = 0 if bulk is None else bulk.offset.shape[0]
+                if not res and not nb:
                     continue
-                off = np.array([r.offset for r in res], np.int64)
-                ln = np.array([r.length for r in res], np.int64)
-                sel = (seg["flow"] == tf.flow) & (seg["dir"] == d)
-                al = align_direction(
-                    off, ln, self.stream_index(tf.flow, name), {k: v[sel] for k, v in seg.items()}
+                n_all = len(res) + nb
+
+                def cat(slow: list[Any], fast: Any, dtype: Any = np.int64) -> np.ndarray:
+                    a = np.array(slow, dtype=dtype) if slow else np.zeros(0, dtype)
+                    return a if fast is None else np.concatenate([a, np.asarray(fast, dtype=dtype)])
+
+                off = cat([r.offset for r in res], bulk.offset if nb else None)
+                ln = cat([r.length for r in res], bulk.length if nb else None)
+                outer = cat([r.content_type for r in res], bulk.content_type if nb else None)
+                inner = cat(
+                    [
+                        r.inner_content_type if r.inner_content_type is not None else r.content_type
+                        for r in res
+                    ],
+                    bulk.content_type if nb else None,
                 )
-                cols["flow"].append(np.full(len(res), tf.flow, np.int64))
-                cols["dir"].append(np.full(len(res), d, np.int64))
+                lo, hi = np.searchsorted(skey_sorted, [tf.flow * 2 + d, tf.flow * 2 + d + 1])
+                rows = sorder[lo:hi]
+                al = align_direction(
+                    off, ln, self.stream_index(tf.flow, name), {k: v[rows] for k, v in seg.items()}
+                )
+                st_codes = cat(
+                    [statuses.index(r.status.value) for r in res],
+                    np.full(nb, statuses.index(bulk.status)) if nb else None,
+                )
+                if nb:  # header-walked records with bytes never captured are incomplete
+                    st_codes[len(res) :] = np.where(
+                        al["missing_bytes"][len(res) :] > 0,
+                        statuses.index("incomplete"),
+                        st_codes[len(res) :],
+                    )
+                cols["flow"].append(np.full(n_all, tf.flow, np.int64))
+                cols["dir"].append(np.full(n_all, d, np.int64))
                 cols["offset"].append(off)
                 cols["length"].append(ln)
-                inner = [
-                    r.inner_content_type if r.inner_content_type is not None else r.content_type
-                    for r in res
-                ]
-                cols["content_type"].append(np.array(inner, np.int64))
-                pl = [r.plaintext_len for r in res]
+                cols["content_type"].append(inner)
                 cols["plaintext_len"].append(
-                    np.array([-1 if x is None else x for x in pl], np.int64)
+                    cat(
+                        [-1 if r.plaintext_len is None else r.plaintext_len for r in res],
+                        np.full(nb, -1) if nb else None,
+                    )
                 )
-                cols["outer_content_type"].append(np.array([r.content_type for r in res], np.int64))
-                cols["version"].append(np.array([r.version for r in res], np.int64))
-                cols["status"].append([r.status.value for r in res])
-                cols["epoch"].append([r.epoch.value for r in res])
-                cols["key_generation"].append(np.array([r.key_generation for r in res], np.int64))
-                cols["early_data"].append(np.array([r.early_data for r in res], bool))
-                cols["handshake"].append(
-                    [",".join(type(m).__name__ for m in r.handshake) for r in res]
+                cols["outer_content_type"].append(outer)
+                cols["version"].append(cat([r.version for r in res], bulk.version if nb else None))
+                cols["status"].append(st_codes)
+                cols["epoch"].append(
+                    cat(
+                        [epochs.index(r.epoch.value) for r in res],
+                        np.full(nb, epochs.index(bulk.epoch)) if nb else None,
+                    )
                 )
+                cols["key_generation"].append(
+                    cat(
+                        [r.key_generation for r in res],
+                        np.full(nb, bulk.key_generation) if nb else None,
+                    )
+                )
+                cols["early_data"].append(
+                    cat([r.early_data for r in res], np.zeros(nb, bool) if nb else None, bool)
+                )
+                hs = np.empty(n_all, dtype=object)
+                hs[: len(res)] = [",".join(type(m).__name__ for m in r.handshake) for r in res]
+                hs[len(res) :] = ""
+                cols["handshake"].append(hs)
                 for k, v in al.items():
                     cols[k].append(v)
         n = sum(len(x) for x in cols["flow"])
         if n == 0:
             return schema.frame("records", n=0)
-        data: dict[str, Any] = {}
-        for k, parts in cols.items():
-            if isinstance(parts[0], list):
-                data[k] = [x for p in parts for x in p]
-            else:
-                data[k] = np.concatenate(parts)
+        data: dict[str, Any] = {k: np.concatenate(parts) for k, parts in cols.items()}
         flow, off = data["flow"], data["offset"]
         order = np.lexsort((off, data["dir"], flow))
         data = {
@@ -424,8 +465,9 @@ class Trace:
         data["plaintext_len"] = schema.masked(
             data["plaintext_len"], data["plaintext_len"] < 0, "Int64"
         )
-        data["status"] = pd.Categorical(data["status"])
-        data["epoch"] = pd.Categorical(data["epoch"])
+        data["status"] = schema.categorical(data["status"], statuses)
+        data["epoch"] = schema.categorical(data["epoch"], epochs)
+        data["handshake"] = data["handshake"].tolist()
         return schema.frame("records", data, n)
 
     @cached_property
@@ -434,10 +476,12 @@ class Trace:
         from .align import alignment_kpis
 
         recs = self.records
+        rflow = recs["flow"].to_numpy(np.int64)  # records are sorted by flow
         rows: dict[str, list[Any]] = {c: [] for c in schema.columns("tls")}
         for tf in self._tls:
             sm = tf.summary
-            r = recs[recs.flow == tf.flow]
+            lo, hi = np.searchsorted(rflow, [tf.flow, tf.flow + 1])
+            r = recs.iloc[lo:hi]
             kpi = alignment_kpis(r[r.content_type == 23] if (r.content_type == 23).any() else r)
             rows["flow"].append(tf.flow)
             rows["version"].append(
@@ -457,8 +501,8 @@ class Trace:
             rows["handshake_ms"].append(_handshake_ms(r, sm.version))
             rows["decrypted"].append(sm.decrypted)
             rows["why_not"].append(sm.why_not)
-            rows["records"].append(sm.records)
-            rows["decrypted_records"].append(sm.decrypted_records)
+            rows["records"].append(int(len(r)))  # incl. header-walked records (bulk path)
+            rows["decrypted_records"].append(int((r.status == "decrypted").sum()))
             rows["key_updates"].append(sm.key_updates)
             rows["cert_chain_len"].append(len(sm.server_certificate_lengths) or None)
             rows["pct_psh_end"].append(kpi["pct_psh_end"])

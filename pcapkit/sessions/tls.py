@@ -72,6 +72,38 @@ def load_keys(
     return KeySources(kl, sources)
 
 
+# Key-availability failures: once a protected record of a session fails for one of
+# these reasons, no later record of that direction can decrypt either (the key log
+# is fixed), so the rest of the direction is walked header by header (bulk path).
+_HOPELESS = frozenset(
+    {
+        "missing_key",
+        "unsupported_suite",
+        "unsupported_version",
+        "psk_only",
+        "rsa_key_exchange_no_keylog",
+        "no_handshake",
+    }
+)
+# RFC 8446 §5.1 / RFC 5246 §6.2.3: the largest ciphertext a record may carry.
+MAX_CIPHERTEXT_LENGTH = (1 << 14) + 2048
+_VALID_TYPES = np.array([20, 21, 22, 23, 24])
+
+
+@dataclass
+class BulkRecords:
+    """Records of one direction found by the header walk (no per-record objects)."""
+
+    offset: np.ndarray
+    length: np.ndarray
+    content_type: np.ndarray
+    version: np.ndarray
+    status: str  # the failure that made decryption hopeless for this direction
+    epoch: str
+    key_generation: int
+    anomaly: dict[str, Any] | None = None  # a header that is not TLS ended the walk
+
+
 @dataclass
 class TlsFlow:
     flow: int
@@ -79,6 +111,7 @@ class TlsFlow:
     summary: TlsSummary
     anomalies: list[dict[str, Any]]
     swapped: bool  # the TLS client is the TCP server (rare; recorded by the session)
+    bulk: dict[str, BulkRecords] = field(default_factory=dict)
 
 
 def looks_like_tls(buf: np.ndarray, idx: DirectionIndex) -> bool:
@@ -131,20 +164,40 @@ def run_tls(
         sess = TlsSession(keys.keylog, resumption_cache=cache)
         results: list[RecordResult] = []
         expect = [0, 0]
+        bulk_from: dict[int, RecordResult] = {}  # direction → the record that made it hopeless
         for _, d, i in _feed_order(idx):
+            if d in bulk_from:
+                if len(bulk_from) == 2:
+                    break
+                continue
             ix = idx[d]
             s, ce, e = int(ix.start[i]), int(ix.cap_end[i]), int(ix.end[i])
             name = DIRS[d]
+            new: list[RecordResult] = []
             if s > expect[d]:
-                results += sess.feed_gap(name, s - expect[d])
+                new += sess.feed_gap(name, s - expect[d])
             if ce > s:
                 o = int(ix.buf_off[i])
-                results += sess.feed_data(name, buf[o : o + ce - s].tobytes())
+                new += sess.feed_data(name, buf[o : o + ce - s].tobytes())
             if e > ce:
-                results += sess.feed_gap(name, e - ce)
+                new += sess.feed_gap(name, e - ce)
             expect[d] = e
-        results += sess.close()
+            results += new
+            for r in new:
+                dd = DIRS.index(r.direction)
+                if dd not in bulk_from and r.status.value in _HOPELESS and _no_keys(sess, keys):
+                    bulk_from[dd] = r
+        if bulk_from:
+            # results of a bulk direction past its trigger come from the header walk
+            results = [r for r in results if not _past(r, bulk_from)]
+            tail = [r for r in sess.close() if not _past(r, bulk_from)]
+        else:
+            tail = sess.close()
+        results += tail
         summary = sess.summary()
+        bulk: dict[str, BulkRecords] = {}
+        for dd, trig in bulk_from.items():
+            bulk[DIRS[dd]] = walk_headers(buf, idx[dd], trig.offset + trig.length, trig)
         anomalies = [
             {
                 "name": a.name,
@@ -156,5 +209,122 @@ def run_tls(
             }
             for a in sess.anomalies
         ]
-        out.append(TlsFlow(f, results, summary, anomalies, summary.roles_swapped))
+        anomalies += [b.anomaly for b in bulk.values() if b.anomaly is not None]
+        out.append(TlsFlow(f, results, summary, anomalies, summary.roles_swapped, bulk))
     return out
+
+
+def _no_keys(sess: TlsSession, keys: KeySources) -> bool:
+    """True when the key log holds nothing for this session (or the suite/version is unsupported)."""
+    cr = sess.client_random
+    return cr is None or not keys.keylog.labels_for(cr)
+
+
+def _past(r: RecordResult, bulk_from: dict[int, RecordResult]) -> bool:
+    trig = bulk_from.get(DIRS.index(r.direction))
+    return trig is not None and r.offset > trig.offset
+
+
+def walk_headers(
+    buf: np.ndarray, idx: DirectionIndex, start: int, trig: RecordResult
+) -> BulkRecords:
+    """Walk record headers of one direction from stream offset ``start``.
+
+    The only per-record loop: follow the length field from header to header,
+    reading each 5-byte header where the capture holds it.  A header that falls
+    in a hole or past the captured end stops the walk (the boundary is lost);
+    invalid headers are found afterwards, vectorised, and cut the walk there.
+    """
+    st_l, ce_l, en_l, bo_l = (
+        idx.start.tolist(),
+        idx.cap_end.tolist(),
+        idx.end.tolist(),
+        idx.buf_off.tolist(),
+    )
+    k_max = len(st_l)
+    mv = memoryview(buf)
+    offs: list[int] = []
+    pos: list[int] = []  # buffer position of each header, -1 when it straddles segments
+    split: dict[int, bytes] = {}  # record index → header bytes gathered across segments
+    o = start
+    k = 0
+    while k < k_max:
+        while k < k_max and en_l[k] <= o:
+            k += 1
+        if k >= k_max or o < st_l[k]:
+            break  # header inside a hole (or past the end): boundary lost
+        p = bo_l[k] + (o - st_l[k])
+        if o + 5 <= ce_l[k]:
+            ln = (mv[p + 3] << 8) | mv[p + 4]
+            pos.append(p)
+        else:
+            hdr = _gather(mv, st_l, ce_l, en_l, bo_l, k, o, 5)
+            if hdr is None:
+                break
+            ln = (hdr[3] << 8) | hdr[4]
+            split[len(offs)] = hdr
+            pos.append(-1)
+        offs.append(o)
+        o += 5 + ln
+    off = np.array(offs, np.int64)
+    hp = np.array(pos, np.int64)
+    ok = hp >= 0
+    q = np.where(ok, hp, 0)
+    b = [buf[q + j].astype(np.int64) for j in range(5)]
+    for r, h in split.items():
+        for j in range(5):
+            b[j][r] = h[j]
+    ct, ver, ln_a = b[0], (b[1] << 8) | b[2], (b[3] << 8) | b[4]
+    bad = (
+        ~np.isin(ct, _VALID_TYPES)
+        | ((ver >> 8) != 3)
+        | (ln_a > MAX_CIPHERTEXT_LENGTH)
+        | ((ln_a == 0) & np.isin(ct, (20, 21, 22)))
+    )
+    anomaly = None
+    if bad.any():
+        i = int(np.argmax(bad))
+        anomaly = {
+            "name": "tls_record_malformed",
+            "frame": None,
+            "flow": None,
+            "offset": int(off[i]),
+            "detail": f"{trig.direction} record header {int(ct[i])}/0x{int(ver[i]):04x}/{int(ln_a[i])} "
+            f"at offset {int(off[i])} is not TLS; the rest of the direction is not parsed",
+            "_dir": trig.direction,
+        }
+        off, ct, ver, ln_a = off[:i], ct[:i], ver[:i], ln_a[:i]
+    return BulkRecords(
+        offset=off,
+        length=ln_a + 5,
+        content_type=ct,
+        version=ver,
+        status=trig.status.value,
+        epoch=trig.epoch.value,
+        key_generation=trig.key_generation,
+        anomaly=anomaly,
+    )
+
+
+def _gather(
+    mv: memoryview,
+    st: list[int],
+    ce: list[int],
+    en: list[int],
+    bo: list[int],
+    k: int,
+    o: int,
+    n: int,
+) -> bytes | None:
+    """``n`` captured bytes at stream offset ``o`` that may straddle pieces (None if not captured)."""
+    out = bytearray()
+    while len(out) < n:
+        while k < len(st) and en[k] <= o:
+            k += 1
+        if k >= len(st) or o < st[k] or o >= ce[k]:
+            return None
+        take = min(n - len(out), ce[k] - o)
+        p = bo[k] + (o - st[k])
+        out += mv[p : p + take]
+        o += take
+    return bytes(out)
