@@ -235,3 +235,25 @@ def test_records_table_is_empty_without_tls(tmp_path):
         "psh_end",
     ]
     assert t.plaintext(0, "c2s") == b""
+
+
+@pytest.mark.parametrize("path", tls_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_bulk_header_walk_equals_full_session(path, monkeypatch):
+    """Without keys the header walk takes over after the handshake; it must give the
+    same records as feeding every record through the TLS session."""
+    import pcapkit.sessions.tls as st
+
+    cols = ["flow", "dir", "offset", "length", "content_type", "status", "first_frame", "last_frame", "psh_end"]
+    fast = pcapkit.open(path, keylog=b"").records[cols]
+    monkeypatch.setattr(st, "_HOPELESS", frozenset())
+    slow = pcapkit.open(path, keylog=b"").records[cols]
+    # the session marks a cut-off last record "incomplete"; so does the walk
+    assert fast.astype(str).values.tolist() == slow.astype(str).values.tolist()
+
+
+@needs_corpus
+def test_bulk_path_is_taken_without_keys():
+    t = pcapkit.open(WS / "http2-data-reassembly.pcap")
+    assert any(tf.bulk for tf in t._tls)
+    r = t.records
+    assert (r.status == "missing_key").sum() >= 20  # the DATA records, header-walked
