@@ -144,9 +144,34 @@ class RawCapture:
         o = int(self.data_off[i])
         return self.buf[o : o + int(self.caplen[i])].tobytes()
 
+    def release(self, start: int = 0, end: int | None = None) -> None:
+        """Drop the mapped pages of ``[start, end)`` from this process.
+
+        The file stays in the page cache and pages fault back in on the next read,
+        so this only bounds the resident memory of a long pass over a big file
+        (``madvise(MADV_DONTNEED)`` on a read-only file mapping).
+        """
+        mm = self._keepalive[0] if self._keepalive else None
+        if isinstance(mm, mmap.mmap):
+            _dontneed(mm, start, len(mm) if end is None else end)
+
     def close(self) -> None:
         _close_all(self._keepalive)
         self._keepalive.clear()
+
+
+def _dontneed(mm: mmap.mmap, start: int, end: int) -> None:
+    """madvise(MADV_DONTNEED) on whole pages of [start, end); advisory, never fails."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    page = mmap.PAGESIZE
+    lo = (max(start, 0) // page) * page
+    hi = min(end, len(mm))
+    if hi > lo:
+        try:
+            mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+        except (OSError, ValueError):
+            pass
 
 
 def _close_all(objs: list[Any]) -> None:
@@ -230,6 +255,7 @@ def read_capture(path: str | os.PathLike[str], progress: ProgressFn | None = Non
         raise
     cap.compressed = compressed
     cap._keepalive = keep
+    cap.release()  # the walk touched every page; later passes fault in only what they read
     return cap
 
 
@@ -250,24 +276,31 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
     # The only per-record loop: follow caplen from header to header.  It checks
     # nothing (a garbage caplen only makes it jump ahead, and it always ends);
     # validation is vectorised below and cuts the walk at the first bad record.
+    # Every PROGRESS_EVERY records the headers walked so far are gathered and
+    # their pages dropped (madvise), so the mapping never needs to be resident
+    # as a whole.
     caplen_at = struct.Struct(order + "I").unpack_from
     offs = array("q")  # 8 bytes per record, not a Python int object
     append = offs.append
     off = 24
     last = n - rec_hdr
-    step = PROGRESS_EVERY if progress else 1 << 62
+    buf = np.frombuffer(mm, dtype=np.uint8)
+    hdr_parts: list[np.ndarray] = []
+    done = 0  # records whose headers are gathered
     while off <= last:
-        for _ in repeat(None, step):  # a progress checkpoint every `step` records
+        for _ in repeat(None, PROGRESS_EVERY):
             if off > last:
                 break
             append(off)
             off += rec_hdr + caplen_at(mm, off + 8)[0]
+        chunk = np.array(offs[done:], dtype=np.int64)
+        hdr_parts.append(_gather_words(buf, chunk, order, 4))  # ts_sec, ts_frac, caplen, origlen
+        _dontneed(mm, int(offs[done]), min(off, n))
+        done = len(offs)
         if progress:
             progress(min(off, n) / n)
-
-    buf = np.frombuffer(mm, dtype=np.uint8)
     rec = np.frombuffer(offs, dtype=np.int64).copy() if len(offs) else np.zeros(0, np.int64)
-    hdr = _gather_words(buf, rec, order, 4)  # ts_sec, ts_frac, caplen, origlen
+    hdr = np.concatenate(hdr_parts) if hdr_parts else np.zeros((0, 4), np.int64)
     caplen = hdr[:, 2]
     bad = (caplen > limit) | (rec + rec_hdr + caplen > n)
     if bad.any():

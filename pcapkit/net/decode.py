@@ -94,6 +94,29 @@ class _Bytes:
     def __init__(self, buf: np.ndarray) -> None:
         self.buf = buf
         self.last = max(buf.shape[0] - 1, 0)
+        self._rows: dict[int, np.ndarray] = {}
+
+    def header(self, idx: np.ndarray, end: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+        """``width`` bytes at each offset as an (n, width) matrix — one gather per header.
+
+        The buffer is viewed (no copy) as overlapping rows of ``width`` bytes, one
+        starting at every offset; fancy-indexing that view copies each packet's
+        header in one step instead of one gather per field.  Rows not fully
+        captured are zero, with False in the mask.
+        """
+        ok = idx + width <= end
+        n = self.buf.shape[0]
+        if n < width:
+            return np.zeros((idx.shape[0], width), np.uint8), np.zeros(idx.shape[0], bool)
+        rows = self._rows.get(width)
+        if rows is None:
+            rows = np.lib.stride_tricks.as_strided(
+                self.buf, (n - width + 1, width), (1, 1), writeable=False
+            )
+            self._rows[width] = rows
+        h = rows[np.where(ok, idx, 0)]
+        h[~ok] = 0
+        return h, ok
 
     def u8(self, idx: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         ok = idx + 1 <= end
@@ -133,6 +156,14 @@ class _Bytes:
         return out, ok
 
 
+def _be16(h: np.ndarray, o: int) -> np.ndarray:
+    return (h[:, o].astype(np.int64) << 8) | h[:, o + 1]
+
+
+def _be32(h: np.ndarray, o: int) -> np.ndarray:
+    return np.ascontiguousarray(h[:, o : o + 4]).view(">u4").reshape(-1).astype(np.int64)
+
+
 class _Anoms:
     def __init__(self, base: int = 0) -> None:
         self.rows: list[dict[str, Any]] = []
@@ -169,24 +200,33 @@ def decode(cap: RawCapture) -> Decoded:
     """Decode every frame of ``cap`` into packet-table columns (chunk by chunk)."""
     n = cap.frames
     linktype = cap.linktype
-    parts = [
-        _decode_chunk(cap, linktype, lo, min(lo + DECODE_CHUNK, n))
-        for lo in range(0, n, DECODE_CHUNK)
-    ]
-    if len(parts) == 1:
-        return parts[0]
-    if not parts:
-        return _decode_chunk(cap, linktype, 0, 0)
-    cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in parts[0].cols}
-    offs = np.cumsum([0] + [p.cols["l4"].shape[0] for p in parts[:-1]])
+    if n <= DECODE_CHUNK:
+        return _decode_chunk(cap, linktype, 0, n)
+    cols: dict[str, np.ndarray] = {}
+    side: list[Decoded] = []  # per chunk: only the sparse tables are kept
+    for lo in range(0, n, DECODE_CHUNK):
+        hi = min(lo + DECODE_CHUNK, n)
+        part = _decode_chunk(cap, linktype, lo, hi)
+        if not cols:
+            cols = {k: np.empty(n, v.dtype) for k, v in part.cols.items()}
+        for k, v in part.cols.items():
+            cols[k][lo:hi] = v
+        part.cols = {}
+        part.v6_idx = part.v6_idx + lo
+        part.sack_idx = part.sack_idx + lo
+        side.append(part)
+        # this chunk's headers are decoded: let its pages go (bounded RSS)
+        cap.release(
+            int(cap.data_off[lo:hi].min()), int((cap.data_off[lo:hi] + cap.caplen[lo:hi]).max())
+        )
     return Decoded(
         cols=cols,
-        v6_idx=np.concatenate([p.v6_idx + o for p, o in zip(parts, offs, strict=True)]),
-        src6=np.concatenate([p.src6 for p in parts]),
-        dst6=np.concatenate([p.dst6 for p in parts]),
-        sack_idx=np.concatenate([p.sack_idx + o for p, o in zip(parts, offs, strict=True)]),
-        sack_blocks=np.concatenate([p.sack_blocks for p in parts]),
-        anomalies=[a for p in parts for a in p.anomalies],
+        v6_idx=np.concatenate([p.v6_idx for p in side]),
+        src6=np.concatenate([p.src6 for p in side]),
+        dst6=np.concatenate([p.dst6 for p in side]),
+        sack_idx=np.concatenate([p.sack_idx for p in side]),
+        sack_blocks=np.concatenate([p.sack_blocks for p in side]),
+        anomalies=[a for p in side for a in p.anomalies],
     )
 
 
@@ -278,15 +318,16 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
     v4 = np.nonzero(l3_kind == 4)[0]
     if v4.shape[0]:
         p, e, re = l3[v4], end[v4], rep_end[v4]
-        vihl, ok = g.u8(p, e)
+        h, ok = g.header(p, e, 20)
+        vihl = h[:, 0].astype(np.int64)
         ihl = (vihl & 0x0F) * 4
         good = ok & ((vihl >> 4) == 4) & (ihl >= 20) & (p + ihl <= e)
         an.add("ip_bad_header", v4[~good], "IPv4 header is cut short, has version != 4 or IHL < 5")
-        tot, _ = g.u16(p + 2, e)
-        ident, _ = g.u16(p + 4, e)
-        ff, _ = g.u16(p + 6, e)
-        t8, _ = g.u8(p + 8, e)
-        pr, _ = g.u8(p + 9, e)
+        tot = _be16(h, 2)
+        ident = _be16(h, 4)
+        ff = _be16(h, 6)
+        t8 = h[:, 8]
+        pr = h[:, 9]
         reported = re - p
         # ip.len == 0 happens in captures of TSO-offloaded packets: use the frame length
         ip_len = np.where(tot == 0, reported, tot)
@@ -310,10 +351,8 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
         frag[v4[is_frag]] = True
         l4[sel] = (p + ihl)[good]
         l4_rep_end[sel] = (p + ip_len)[good]
-        sa, _ = g.u32(p + 12, e)
-        da, _ = g.u32(p + 16, e)
-        src4[sel] = sa[good]
-        dst4[sel] = da[good]
+        src4[sel] = _be32(h, 12)[good]
+        dst4[sel] = _be32(h, 16)[good]
 
     v6 = np.nonzero(l3_kind == 6)[0]
     if v6.shape[0]:
@@ -397,13 +436,15 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
         ok = p + 20 <= e
         an.add("tcp_truncated_header", t[~ok], "TCP header is cut short in the capture")
         t, p, e, rend = t[ok], p[ok], e[ok], rend[ok]
-        sp, _ = g.u16(p, e)
-        dp, _ = g.u16(p + 2, e)
-        sq, _ = g.u32(p + 4, e)
-        ak, _ = g.u32(p + 8, e)
-        b12, _ = g.u8(p + 12, e)
-        b13, _ = g.u8(p + 13, e)
-        win, _ = g.u16(p + 14, e)
+        h, _ = g.header(p, e, 20)
+        sp = _be16(h, 0)
+        dp = _be16(h, 2)
+        sq = _be32(h, 4)
+        ak = _be32(h, 8)
+        b12 = h[:, 12].astype(np.int64)
+        b13 = h[:, 13].astype(np.int64)
+        win = _be16(h, 14)
+        del h
         doff = (b12 >> 4) * 4
         bad = (doff < 20) | (p + doff > rend)
         an.add("tcp_bad_header_len", t[bad], "TCP data offset < 5 words or beyond the IP payload")
@@ -529,9 +570,28 @@ def _tcp_options(
     sack: dict[str, np.ndarray],
     an: _Anoms,
 ) -> None:
-    """Walk TCP options of all packets in lockstep (≤ 40 steps: 40 bytes of option space)."""
+    """Walk TCP options of all packets in lockstep (≤ 40 steps: 40 bytes of option space).
+
+    Fast path first: the layout Linux puts on almost every non-SYN segment —
+    NOP, NOP, Timestamps (``01 01 08 0a``) and nothing else (a 32-byte header) —
+    is read at fixed offsets; only the other packets take the walk.
+    """
     active = pos < oend
     t, pos, oend = t[active], pos[active], oend[active]
+    if t.shape[0]:
+        h, ok = g.header(pos, oend, 12)
+        fast = (
+            ok
+            & (oend - pos == 12)
+            & (h[:, 0] == 1)
+            & (h[:, 1] == 1)
+            & (h[:, 2] == 8)
+            & (h[:, 3] == 10)
+        )
+        if fast.any():
+            tsval[t[fast]] = _be32(h[fast], 4)
+            tsecr[t[fast]] = _be32(h[fast], 8)
+            t, pos, oend = t[~fast], pos[~fast], oend[~fast]
     malformed = np.zeros(t.shape[0], bool)
     live = np.ones(t.shape[0], bool)
     blocks = np.zeros((t.shape[0], 4, 2), np.uint32)

@@ -41,7 +41,6 @@ import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from .decode import ACK, FIN, PROTO_TCP, PSH, RST, SYN, Decoded
 from .flows import VANTAGE_LEG_RATIO, FlowTable
@@ -314,26 +313,25 @@ def _analyze_batch(
 
     # --- cross-direction context (flow-ordered by frame) --------------------
     by_frame = np.lexsort((P, f))  # positions sorted by flow, then frame
-    pf = pd.DataFrame(
-        {"f": f[by_frame], "dir": dd[by_frame], "win": raw_win[by_frame], "ack": ack_off[by_frame]}
-    )
+    bf_flow = f[by_frame]
+    bf_dir = dd[by_frame]
     ctx_win = np.full(m, -1, np.int64)
     ctx_ack = np.full(m, -1, np.int64)
     for side in (0, 1):
-        mine = pf["dir"].to_numpy() == side
-        w = pd.Series(np.where(~mine, pf["win"].to_numpy(), np.nan))
-        a = pd.Series(np.where(~mine & (pf["ack"].to_numpy() >= 0), pf["ack"].to_numpy(), np.nan))
-        # values from the other side, carried forward within the flow; shift so a
-        # packet never sees itself (it is not from the other side anyway)
-        wf = w.groupby(pf["f"]).ffill().to_numpy()
-        af = a.groupby(pf["f"]).cummax().groupby(pf["f"]).ffill().to_numpy()
+        other = bf_dir != side
+        # last window the other side advertised before this packet (same flow)
+        last = _group_last_index(other, bf_flow)
+        mine = ~other
         sel = by_frame[mine]
-        ctx_win[sel] = np.nan_to_num(wf[mine], nan=-1).astype(np.int64)
-        ctx_ack[sel] = np.nan_to_num(af[mine], nan=-1).astype(np.int64)
+        li = last[mine]
+        ctx_win[sel] = np.where(li >= 0, raw_win[by_frame[np.maximum(li, 0)]], -1)
+        # highest ack the other side had sent (its next expected offset of our stream)
+        acks = np.where(other, ack_off[by_frame], -1)
+        ctx_ack[sel] = _group_cummax(acks, bf_flow)[mine]
 
     # --- running highest byte per direction --------------------------------
     data = plen > 0
-    run_end = pd.Series(np.where(data, de, -1)).groupby(g).cummax().to_numpy()
+    run_end = _group_cummax(np.where(data, de, -1), g)
     prev_max = np.empty(m, np.int64)
     prev_max[0:1] = 0
     prev_max[1:] = run_end[:-1]
@@ -341,7 +339,7 @@ def _analyze_batch(
     prev_max = np.maximum(prev_max, 0)
     # which packet set the current maximum (for the out-of-order time threshold)
     raised = data & (de > prev_max)
-    setter = pd.Series(np.where(raised, np.arange(m), -1)).groupby(g).cummax().to_numpy()
+    setter = _group_last_index(raised, g)
     prev_setter = np.empty(m, np.int64)
     prev_setter[0:1] = -1
     prev_setter[1:] = setter[:-1]
@@ -545,6 +543,34 @@ def _analyze_batch(
             out.flow_info[k] = np.full(total, fill, dtype=v.dtype)
         out.flow_info[k][f_lo : f_lo + nflow] = v
     return segments
+
+
+def _group_cummax(vals: np.ndarray, grp: np.ndarray) -> np.ndarray:
+    """Running maximum restarted at each group (rows sorted by group), in numpy.
+
+    Each group's values are shifted above every earlier group's, so one
+    ``maximum.accumulate`` never carries a maximum across a group boundary.
+    """
+    m = vals.shape[0]
+    if m == 0:
+        return vals.copy()
+    starts = np.nonzero(np.r_[True, grp[1:] != grp[:-1]])[0]
+    lens = np.diff(np.r_[starts, m])
+    gmin = np.minimum.reduceat(vals, starts)
+    gmax = np.maximum.reduceat(vals, starts)
+    span = gmax - gmin + 1
+    base = np.r_[0, np.cumsum(span)[:-1]] - gmin
+    shift = np.repeat(base, lens)
+    return np.maximum.accumulate(vals + shift) - shift
+
+
+def _group_last_index(cond: np.ndarray, grp: np.ndarray) -> np.ndarray:
+    """Index of the last row ≤ this one where ``cond`` holds, within the group (-1 if none)."""
+    m = cond.shape[0]
+    idx = np.maximum.accumulate(np.where(cond, np.arange(m), -1)) if m else np.zeros(0, np.int64)
+    ok = idx >= 0
+    ok[ok] = grp[idx[ok]] == grp[ok]
+    return np.where(ok, idx, -1)
 
 
 def _differs(
