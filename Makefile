@@ -39,7 +39,7 @@ golden: $(TEST_VENV)/.stamp
 bench: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/pip install -q -e '.[bench]'
 	$(TEST_VENV)/bin/python benchmarks/gen_capture.py -n 1000000 -o benchmarks/out/big.pcap --seed 1
-	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap
+	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap --reps 3 --out benchmarks/RESULTS.md
 
 fixtures: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/pip install -q -e '.[lab]'
