@@ -83,7 +83,8 @@ def finding_lines(f: Any) -> list[str]:
         "estimate": " (estimated)",
     }.get(f.cost_method, "")
     stream = "" if _na(f.stream) else f" stream {f.stream}"
-    lines = [f"    ▶ {f.kind} [{f.severity}{cost}{how}] {f.dir or ''}{stream}"]
+    direction = "" if _na(f.dir) else str(f.dir)
+    lines = [f"    ▶ {f.kind} [{f.severity}{cost}{how}] {direction}{stream}".rstrip()]
     lines += _wrap(str(f.explanation), "      ")
     roles: dict[str, list[str]] = {}
     for e in f.evidence:
