@@ -248,6 +248,80 @@ def records(path: str, keylog: str | None, flow: int | None, fmt: str) -> None:
             click.echo(records_text(trace, flow), nl=False)
 
 
+@cli.command(
+    epilog="Exit codes: 0 the capture was written (the command's own exit status is in the "
+    "summary on stderr and in --json); 1 the capture failed (one line on stderr); 2 usage error.",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("-i", "--interface", required=True, help="Interface to capture (e.g. eth0, lo).")
+@click.option(
+    "-w", "--write", "output", required=True, type=click.Path(dir_okay=False), help="pcapng out."
+)
+@click.option("-f", "--filter", "bpf", default=None, help="Capture filter (libpcap/BPF syntax).")
+@click.option("-c", "--count", type=click.IntRange(min=1), help="Stop after N packets.")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), help="Stop after S s.")
+@click.option("--max-bytes", type=click.IntRange(min=1), help="Stop when the file reaches N bytes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def capture(
+    interface: str,
+    output: str,
+    bpf: str | None,
+    count: int | None,
+    duration: float | None,
+    max_bytes: int | None,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Capture an interface to pcapng; with -- COMMAND, run it and embed its TLS keys.
+
+    COMMAND runs with SSLKEYLOGFILE pointing at a fresh private key log; the capture stops
+    shortly after it exits, and the key log goes into the file as a Decryption Secrets
+    Block, so `pcapkit analyze out.pcapng` decrypts it.  Without COMMAND, Ctrl-C or a limit
+    stops the capture.  Needs root (or a dumpcap with CAP_NET_RAW); uses Wireshark's dumpcap.
+
+    \b
+    Examples:
+      sudo pcapkit capture -i eth0 -w api.pcapng -f 'tcp port 443' -- curl -s https://example.com
+      sudo pcapkit capture -i lo -w lo.pcapng -c 1000 --duration 30
+    """
+    from .io.capture import capture as live_capture
+    from .io.capture import run_and_capture
+
+    if command and command[0] == "--":
+        command = command[1:]
+    kw: dict[str, Any] = {"bpf": bpf, "count": count, "duration_s": duration}
+    kw["max_bytes"] = max_bytes
+    if not command:
+        click.echo(f"pcapkit: capturing on {interface} -> {output} (Ctrl-C stops)", err=True)
+    try:
+        if command:
+            res = run_and_capture(interface, output, list(command), **kw)
+        else:
+            res = live_capture(interface, output, **kw)
+    except PcapkitError as exc:  # LiveCaptureError and its kinds, or an unreadable result
+        fail(str(exc))
+        return
+    except OSError as exc:
+        fail(f"{output}: {exc.strerror or exc}")
+        return
+    msg = f"pcapkit: {res.output}: {res.packets} packets, {res.dropped} dropped"
+    msg += f", stopped by {res.stopped_by.value}"
+    if res.keylog_lines is not None:
+        msg += f"; {res.keylog_lines} key-log lines embedded"
+    if res.command is not None:
+        rc = res.returncode
+        if rc is None:
+            msg += "; command not started"
+        elif rc < 0:
+            msg += f"; command killed by signal {-rc}"
+        else:
+            msg += f"; command exited {rc}"
+    click.echo(msg, err=True)
+    if as_json:
+        click.echo(json.dumps(res.as_dict(), indent=2))
+
+
 def _register_optional_groups() -> None:
     try:
         from .lab.cli import lab

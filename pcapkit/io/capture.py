@@ -43,7 +43,8 @@ when it exits).  SIGINT, SIGTERM and SIGHUP reach the command exactly once:
 * when pcapkit is the terminal's foreground job, the command shares pcapkit's process group,
   so it can use the terminal and receives Ctrl-C from the kernel itself; pcapkit forwards only
   signals that a *process* sent to it (``si_code`` is not ``SI_KERNEL``), as ``sudo`` does
-  for the same reason;
+  for the same reason (a process signalling that whole group, ``kill -INT -PGID``, still
+  reaches the command twice: siginfo cannot tell it from ``kill -INT PID``);
 * otherwise (scripts, CI, background jobs) the command gets its own process group and pcapkit
   forwards every such signal to that group.
 
@@ -378,8 +379,8 @@ class _Dumpcap:
         """SIGINT (dumpcap finalises the file), then wait; killed after STOP_TIMEOUT_S."""
         if self.proc is None:
             return
-        self.stop_requested = True
         if self.proc.poll() is None:
+            self.stop_requested = True  # only when it was still running: else a limit fired
             self.proc.send_signal(signal.SIGINT)
         try:
             self.proc.wait(STOP_TIMEOUT_S)
@@ -695,25 +696,26 @@ def _supervise(
     """
     deadline = None if duration_s is None else t_capturing + duration_s
     stop_at: float | None = None  # when to SIGINT dumpcap (after the block drain)
-    reason: StopReason | None = None
+    planned: StopReason | None = None  # why stop_at was set
+    reason: StopReason | None = None  # what actually stopped dumpcap
     t_stopped: float | None = None
     if cmd is None and interrupted:
-        stop_at, reason = time.monotonic() + BLOCK_DRAIN_S, StopReason.INTERRUPT
+        stop_at, planned = time.monotonic() + BLOCK_DRAIN_S, StopReason.INTERRUPT
     while True:
         now = time.monotonic()
         if dc.alive() and stop_at is not None and now >= stop_at:
             dc.stop()
         if not dc.alive() and t_stopped is None:
             t_stopped = time.monotonic()
-            if reason is None:  # dumpcap stopped by itself: a limit (or a failure)
-                reason = _self_stop_reason(dc)
+            # a limit may fire during the drain of a planned stop: dumpcap's own stop wins
+            reason = planned if dc.stop_requested and planned else _self_stop_reason(dc)
         command_done = cmd is None or cmd.poll() is not None
         if cmd is not None and command_done and stop_at is None and dc.alive():
-            stop_at, reason = now + tail_s + BLOCK_DRAIN_S, StopReason.COMMAND
+            stop_at, planned = now + tail_s + BLOCK_DRAIN_S, StopReason.COMMAND
         if t_stopped is not None and command_done:
             break
         if deadline is not None and now >= deadline and stop_at is None and dc.alive():
-            stop_at, reason = now + BLOCK_DRAIN_S, StopReason.DURATION
+            stop_at, planned = now + BLOCK_DRAIN_S, StopReason.DURATION
         timeout = POLL_S
         if stop_at is not None and dc.alive():
             timeout = max(0.0, min(timeout, stop_at - now))
@@ -724,7 +726,7 @@ def _supervise(
             if cmd is not None and cmd.poll() is None:
                 cmd.on_signal(signo, si_code, si_pid)
             elif stop_at is None and dc.alive():
-                stop_at, reason = time.monotonic() + BLOCK_DRAIN_S, StopReason.INTERRUPT
+                stop_at, planned = time.monotonic() + BLOCK_DRAIN_S, StopReason.INTERRUPT
     assert reason is not None and t_stopped is not None
     return reason, t_stopped, interrupted
 
