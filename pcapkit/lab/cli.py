@@ -82,7 +82,7 @@ def list_cmd(as_json: bool) -> None:
     "--outdir",
     required=True,
     type=click.Path(file_okay=False),
-    help="Directory for client.pcapng, server.pcapng and scenario.json.",
+    help="Directory for client.pcapng, server.pcapng (middle.pcapng) and scenario.json.",
 )
 @click.option("--delay-ms", type=float, help="One-way delay, both directions (RTT = 2x).")
 @click.option("--rate-mbit", type=float, help="Rate limit, both directions.")
@@ -108,6 +108,11 @@ def list_cmd(as_json: bool) -> None:
     metavar="KEY=VALUE",
     help="Any scenario parameter, value as JSON (see `lab list --json`).",
 )
+@click.option(
+    "--middle",
+    is_flag=True,
+    help="Also capture halfway along the path (middle.pcapng; each delay split in halves).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print scenario.json instead of a summary.")
 def run_cmd(
     name: str,
@@ -120,6 +125,7 @@ def run_cmd(
     reorder_s2c: tuple[int, ...],
     cc: str | None,
     sets: tuple[str, ...],
+    middle: bool,
     as_json: bool,
 ) -> None:
     """Run scenario NAME; write both captures (keys embedded) and scenario.json to -o DIR.
@@ -129,6 +135,7 @@ def run_cmd(
       sudo pcapkit lab run nagle_wwr -o out/nagle_wwr
       sudo pcapkit lab run tls_sse_nagle -o out/sse --delay-ms 20 --drop-s2c 5
       sudo pcapkit lab run nagle_wwr_nodelay -o out/x --set exchanges=10
+      sudo pcapkit lab run nagle_wwr -o out/nagle_wwr --middle
     """
     overrides = _parse_set(sets)
     for key, val in (("delay_ms", delay_ms), ("rate_mbit", rate_mbit), ("cc", cc)):
@@ -144,7 +151,8 @@ def run_cmd(
             overrides[key] = list(vals)
     try:
         require_root()
-        doc = run(name, outdir, **overrides)
+        middle = middle or bool(overrides.pop("middle", False))  # --set middle=true too
+        doc = run(name, outdir, middle=middle, **overrides)
     except KeyError as e:
         click.echo(f"pcapkit lab: {e.args[0]}", err=True)
         raise SystemExit(ExitCode.USAGE) from None

@@ -32,6 +32,23 @@ separate process keeps the runner's GIL (and its subprocess bookkeeping) off the
 path, can run at SCHED_FIFO priority without lifting the runner too, and dies with its TUN
 devices if the runner is killed (parent-death signal, set by :mod:`pcapkit.lab.netns`).
 
+**Middle vantage** (``ForwarderConfig.middle``): a capture point halfway along the path.
+Physically, a tap in the middle of a path with one-way delay d sees each packet d/2 after the
+sender sent it and d/2 before the receiver gets it.  So with the tap on, each direction's delay
+is applied in two halves, ``delay_ns // 2`` before the tap and the rest after it, and the
+forwarder writes every packet, at the moment it passes the tap, to a nanosecond pcap
+(:class:`MiddleTap`, raw-IP link type like the TUN captures; ``--middle FILE``).  Its
+timestamps come from ``time.time_ns()``, the clock tcpdump stamps the two end captures with,
+so all three files share one clock; the end-to-end delay is the same as without the tap.
+What happens where: the rate limit's serialisation and a reordered packet's extra hold are on
+the sender-side half (the middle sees the bottleneck's spacing and the reordering), a
+deterministic drop happens before the tap (the middle never sees a dropped packet, like a loss
+on the sender-side half), the TTL is decremented before the tap (one hop from the sender).
+Why a tap in the forwarder rather than a third "router" namespace with its own tcpdump: the
+forwarder already *is* the router; a second forwarder hop would double the userspace
+scheduling jitter on a 2-core host, and the tap is where the split delay is applied, so its
+timestamps are exactly where the middle physically sits (within the ~50 µs release lateness).
+
 Precision: waiting uses ``select`` (microsecond timeouts, unlike ``epoll``'s milliseconds)
 with the timer slack lowered to 1 ns, the last :data:`SPIN_NS` before a release polled
 rather than slept, the cyclic GC off and (by default) SCHED_FIFO: a release is late by
@@ -72,6 +89,12 @@ SPIN_NS = 250_000  # the last 250 µs before a release are polled, not slept: se
 MAX_DRAIN_PER_WAKEUP = 256  # packets read from one TUN per wake-up before servicing timers
 REALTIME_PRIORITY = 10  # SCHED_FIFO, low among RT priorities: above every normal task (so
 #   the scenario's apps cannot delay a release), below kernel RT threads
+
+MAX_MIDDLE_BYTES = 64 * 1024 * 1024  # middle pcap cap: a runaway scenario must not fill the disk;
+#   lab fixtures are ~100 KB, the runner rejects captures above 5 MB anyway
+LINKTYPE_RAW = 101  # raw IPv4/IPv6, what tcpdump records on a TUN device
+STAGE_MIDDLE = 0  # heap entry reaches the middle tap (end of the sender-side half)
+STAGE_OUT = 1  # heap entry is written to the receiver's TUN
 
 IPPROTO_TCP = 6
 IPPROTO_UDP = 17
@@ -120,9 +143,17 @@ class ForwarderConfig:
     s2c: DirectionConfig = field(default_factory=DirectionConfig)
     decrement_ttl: bool = True
     trace_limit: int = MAX_TRACE_PACKETS
+    middle: bool = False  # split each delay in halves around a middle tap (module docstring)
 
     def direction(self, d: int) -> DirectionConfig:
         return self.c2s if d == C2S else self.s2c
+
+    def delay_split_ns(self, d: int) -> tuple[int, int]:
+        """(before the middle tap, after it) for direction ``d``; (delay, 0) without a tap."""
+        delay = self.direction(d).delay_ns
+        if not self.middle:
+            return delay, 0
+        return delay // 2, delay - delay // 2
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -134,6 +165,7 @@ class ForwarderConfig:
             s2c=DirectionConfig.from_dict(d.get("s2c", {})),
             decrement_ttl=bool(d.get("decrement_ttl", True)),
             trace_limit=int(d.get("trace_limit", MAX_TRACE_PACKETS)),
+            middle=bool(d.get("middle", False)),
         )
 
 
@@ -314,8 +346,10 @@ class Impairment:
         self._state = (_DirState(), _DirState())
         self._drops = (frozenset(config.c2s.drop), frozenset(config.s2c.drop))
         self._reorders = (frozenset(config.c2s.reorder), frozenset(config.s2c.reorder))
-        self._heap: list[tuple[int, int, int, bytes, list[Any] | None]] = []
+        self._heap: list[tuple[int, int, int, bytes, list[Any] | None, int]] = []
         self._counter = 0
+        self._split = (config.delay_split_ns(C2S), config.delay_split_ns(S2C))
+        self._taps: list[tuple[int, bytes]] = []
         self._isn: dict[tuple[bytes, bytes, int, int], int] = {}
         self.events: list[dict[str, Any]] = []
         self.trace: list[list[Any]] = []
@@ -329,6 +363,7 @@ class Impairment:
             "reordered": 0,
             "queue_dropped": 0,
             "ttl_expired": 0,
+            "middle_tapped": 0,
         }
 
     # -- helpers
@@ -432,7 +467,8 @@ class Impairment:
             start = max(now_ns, st.link_free_ns)
             st.link_free_ns = start + -(-len(pkt) * 8 * 1_000_000_000 // cfg.rate_bps)
             release = st.link_free_ns
-        release += cfg.delay_ns
+        before_tap, _ = self._split[direction]
+        release += before_tap  # the whole delay when there is no middle tap
         if idx and idx in self._reorders[direction]:
             release += cfg.reorder_extra_ns
             self.stats["reordered"] += 1
@@ -442,21 +478,40 @@ class Impairment:
             if entry is not None:
                 entry[_T_ACTION] = "reorder"
         self._counter += 1
-        heapq.heappush(self._heap, (release, self._counter, direction, out, entry))
+        stage = STAGE_MIDDLE if self.config.middle else STAGE_OUT
+        heapq.heappush(self._heap, (release, self._counter, direction, out, entry, stage))
 
     def next_due_ns(self) -> int | None:
         """Monotonic time of the next release, or None when nothing is queued."""
         return self._heap[0][0] if self._heap else None
 
     def pop_due(self, now_ns: int) -> list[tuple[int, bytes, list[Any] | None]]:
-        """Packets whose release time has come, in release order: (direction, packet, trace)."""
+        """Packets whose release time has come, in release order: (direction, packet, trace).
+
+        With a middle tap, packets reaching the tap are queued for :meth:`pop_taps` and
+        rescheduled for the receiver-side half (from their due time, so lateness does not add).
+        """
         out = []
         heap = self._heap
         while heap and heap[0][0] <= now_ns:
-            _, _, direction, pkt, entry = heapq.heappop(heap)
+            due, _, direction, pkt, entry, stage = heapq.heappop(heap)
+            if stage == STAGE_MIDDLE:
+                self._taps.append((direction, pkt))
+                self.stats["middle_tapped"] += 1
+                self._counter += 1
+                after_tap = self._split[direction][1]
+                heapq.heappush(
+                    heap, (due + after_tap, self._counter, direction, pkt, entry, STAGE_OUT)
+                )
+                continue
             self.stats[DIRECTION_NAMES[direction] + "_out"] += 1
             out.append((direction, pkt, entry))
         return out
+
+    def pop_taps(self) -> list[tuple[int, bytes]]:
+        """Packets that passed the middle tap since the last call: (direction, packet)."""
+        taps, self._taps = self._taps, []
+        return taps
 
     def pending(self) -> int:
         return len(self._heap)
@@ -582,6 +637,55 @@ class MemoryPort:
         self.sent.append((self.clock.now, pkt))
 
 
+# --------------------------------------------------------------------------- middle tap
+
+
+class Tap(Protocol):
+    """Where the middle vantage's packets go: ``write(wall-clock ns, raw IP packet)``."""
+
+    def write(self, ts_ns: int, pkt: bytes) -> None: ...
+
+
+class MiddleTap:
+    """Nanosecond classic pcap of raw IP packets (LINKTYPE_RAW), written as packets pass.
+
+    Stdlib-only on purpose (this module runs by path, without pcapkit); the runner turns the
+    file into pcapng with the key log, like the two end captures.  Stops writing, and says
+    so in :meth:`result`, beyond :data:`MAX_MIDDLE_BYTES`.
+    """
+
+    def __init__(self, path: str, *, max_bytes: int = MAX_MIDDLE_BYTES) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self._f = open(path, "wb")  # closed by close(): it lives as long as the loop
+        # magic a1b23c4d: nanosecond timestamps; version 2.4; snaplen 65535; link type RAW
+        self._f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, MAX_PACKET, LINKTYPE_RAW))
+        self.bytes = 24
+        self.packets = 0
+        self.truncated = False
+
+    def write(self, ts_ns: int, pkt: bytes) -> None:
+        if self.bytes + 16 + len(pkt) > self.max_bytes:
+            self.truncated = True
+            return
+        sec, nsec = divmod(ts_ns, 1_000_000_000)
+        self._f.write(struct.pack("<IIII", sec, nsec, len(pkt), len(pkt)))
+        self._f.write(pkt)
+        self.bytes += 16 + len(pkt)
+        self.packets += 1
+
+    def close(self) -> None:
+        self._f.close()
+
+    def result(self) -> dict[str, Any]:
+        return {
+            "file": self.path,
+            "packets": self.packets,
+            "bytes": self.bytes,
+            "truncated": self.truncated,
+        }
+
+
 # --------------------------------------------------------------------------- the loop
 
 
@@ -595,16 +699,25 @@ class Forwarder:
         clock: Clock | None = None,
         *,
         spin_ns: int = 0,
+        tap: Tap | None = None,
     ) -> None:
         self.ports = ports
         self.spin_ns = spin_ns
+        self.tap = tap
         self.clock: Clock = clock if clock is not None else RealClock()
         self.impairment = Impairment(config)
         self.stopping = False
 
     def _release_due(self) -> None:
         clock = self.clock
-        for direction, pkt, entry in self.impairment.pop_due(clock.monotonic_ns()):
+        due = self.impairment.pop_due(clock.monotonic_ns())
+        taps = self.impairment.pop_taps()
+        if taps:
+            now = clock.time_ns()  # the moment the packets pass the middle of the path
+            for _, pkt in taps:
+                if self.tap is not None:
+                    self.tap.write(now, pkt)
+        for direction, pkt, entry in due:
             # a packet read from the client side (C2S) is written to the server side port
             self.ports[1 - direction].send(pkt)
             if entry is not None:
@@ -671,11 +784,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log", required=True, help="where to write the result JSON on exit")
     ap.add_argument("--ready", type=int, default=-1, help="fd to write one byte to when ready")
     ap.add_argument("--realtime", action="store_true", help="SCHED_FIFO priority (less jitter)")
+    ap.add_argument("--middle", default=None, help="write the middle vantage to this pcap")
     args = ap.parse_args(argv)
     with open(args.config, encoding="utf-8") as f:
         config = ForwarderConfig.from_dict(json.load(f))
+    if config.middle and not args.middle:
+        ap.error("the config splits the delay around a middle tap: --middle FILE is required")
     fd_c, fd_s = (int(x) for x in args.fds.split(","))
-    fwd = Forwarder((TunPort(fd_c), TunPort(fd_s)), config, spin_ns=SPIN_NS)
+    tap = MiddleTap(args.middle) if args.middle else None
+    fwd = Forwarder((TunPort(fd_c), TunPort(fd_s)), config, spin_ns=SPIN_NS, tap=tap)
 
     def _on_signal(signum: int, frame: object) -> None:
         fwd.stop()
@@ -695,10 +812,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.ready >= 0:
         os.write(args.ready, b"R")
         os.close(args.ready)
-    fwd.run()
+    try:
+        fwd.run()
+    finally:
+        if tap is not None:
+            tap.close()
+    doc = {**fwd.result(), "realtime": realtime, "spin_ns": fwd.spin_ns}
+    if tap is not None:
+        doc["middle"] = {
+            **tap.result(),
+            "split_ns": {
+                name: list(config.delay_split_ns(d)) for d, name in enumerate(DIRECTION_NAMES)
+            },
+        }
     tmp = args.log + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
-        json.dump({**fwd.result(), "realtime": realtime, "spin_ns": fwd.spin_ns}, f)
+        json.dump(doc, f)
     os.replace(tmp, args.log)
     return 0
 

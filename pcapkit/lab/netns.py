@@ -22,6 +22,10 @@ with SIGTERM/SIGHUP handlers (SIGINT already raises ``KeyboardInterrupt``); ever
 parent-death signal, so even ``kill -9`` of the runner leaves only the namespaces, which the
 next run (or ``cleanup_stale()``) removes.
 
+Middle vantage: with ``ForwarderConfig.middle`` the forwarder also writes every packet as it
+passes the middle of the path (each delay split in halves around that point) to
+:attr:`Lab.middle_path`, on the same clock — see :mod:`pcapkit.lab.forwarder`.
+
 Captures: ``tcpdump -i IF -s 0 -B 131072 --time-stamp-precision=nano -w FILE`` (plus
 ``--immediate-mode``: with TPACKET_V3 blocks, packets still in a half-filled ring block
 at SIGINT are otherwise lost — seen in the lab) in each end
@@ -484,6 +488,8 @@ class Lab:
         ]
         if self.realtime_forwarder:
             argv.append("--realtime")
+        if self.middle_path is not None:
+            argv += ["--middle", str(self.middle_path)]
         try:
             self._fwd = subprocess.Popen(
                 argv,
@@ -522,6 +528,11 @@ class Lab:
             with contextlib.suppress(Exception):
                 signal.signal(sig, old)
         self._old_handlers.clear()
+
+    @property
+    def middle_path(self) -> Path | None:
+        """The forwarder's middle-vantage pcap (nanosecond, raw IP), when the config has one."""
+        return self.workdir / "middle.pcap" if self.config.middle else None
 
     def stop_forwarder(self) -> dict[str, Any]:
         """Stop the forwarder now (traffic is over) and return its log."""

@@ -6,6 +6,10 @@
   link type (TUN), nanosecond timestamps, TLS key log embedded as a Decryption Secrets Block
   for TLS scenarios;
 * ``outdir/scenario.json`` — what was done and what the scenario knows (schema below);
+* ``outdir/middle.pcapng`` with ``middle=True`` (``pcapkit lab run … --middle``) — the
+  middle vantage: every packet as it passes the halfway point of the path, written by the
+  forwarder on the same clock, each one-way delay split in two halves around that point
+  (:mod:`pcapkit.lab.forwarder`); the ends see the same path delay as without it;
 
 and returns the scenario.json content.  ``list_scenarios()`` describes the registry.
 
@@ -21,13 +25,17 @@ the captures' clock, ``*_ms`` are float milliseconds)::
     host {kernel, python, openssl},
     topology {kind, client {netns, iface, ip}, server {...}, mtu},
     path {c2s {delay_ms, rate_mbit, drop [idx], reorder [idx], reorder_extra_ms}, s2c {...},
-          rtt_ms, ttl_decrement},
+          rtt_ms, ttl_decrement,
+          middle null | {c2s {before_ms, after_ms}, s2c {...}}  (the delay's split at the tap)},
     params {every resolved parameter}, overrides {what the caller changed},
     sockets {client {TCP_NODELAY, TCP_CONGESTION}, server {...}}   (read back from the kernel)
     sysctls {cli {key: value}, srv {...}}                         (read back after setting)
     tls null | {version, cipher, alpn, keylog_lines, embedded_in: [files]}
                 (QUIC scenarios: aioquic's secrets log, same NSS format, same place)
-    captures {client|server: {file, netns, iface, packets, dropped_by_kernel, bytes}},
+    captures {client|server: {file, netns, iface, packets, dropped_by_kernel, bytes},
+              middle (with middle=True): {file, position: "forwarder", netns: null, iface:
+              null, packets, dropped_by_kernel: null (not a kernel capture), bytes,
+              truncated, split_ms {c2s [before, after], s2c [...]}}},
     forwarder {stats, events [{event, dir, payload_index, t_ns, proto, src_port, dst_port,
                seq, rel_seq, len}], trace_truncated, tun_tx_dropped {cli, srv}},
     ground_truth {scenario-specific; always includes handshake [{rtt_ms, ...}]}
@@ -37,6 +45,7 @@ The key log is never printed; it lives only inside the pcapng files.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import platform
@@ -116,11 +125,18 @@ def _path_summary(cfg: ForwarderConfig) -> dict[str, Any]:
             "reorder_extra_ms": d.reorder_extra_ns / 1e6,
         }
 
+    middle = None
+    if cfg.middle:
+        middle = {}
+        for i, name in enumerate(("c2s", "s2c")):
+            before, after = cfg.delay_split_ns(i)
+            middle[name] = {"before_ms": before / 1e6, "after_ms": after / 1e6}
     return {
         "c2s": one(cfg.c2s),
         "s2c": one(cfg.s2c),
         "rtt_ms": (cfg.c2s.delay_ns + cfg.s2c.delay_ns) / 1e6,
         "ttl_decrement": cfg.decrement_ttl,
+        "middle": middle,
     }
 
 
@@ -203,11 +219,14 @@ def _app_argv(role: str, sc: Scenario, params_path: Path, result_path: Path) -> 
     ]
 
 
-def run(name: str, outdir: str | os.PathLike[str], **overrides: Any) -> dict[str, Any]:
+def run(
+    name: str, outdir: str | os.PathLike[str], *, middle: bool = False, **overrides: Any
+) -> dict[str, Any]:
     """Run scenario ``name``; write both captures and scenario.json to ``outdir``.
 
     ``overrides`` replace scenario parameters (see ``list_scenarios()[i]["defaults"]``),
-    e.g. ``run("nagle_wwr", "out", delay_ms=20, drop_c2s=[3])``.  Needs root.
+    e.g. ``run("nagle_wwr", "out", delay_ms=20, drop_c2s=[3])``.  ``middle=True`` also
+    writes ``middle.pcapng``, the vantage halfway along the path.  Needs root.
     """
     require_root()
     sc = registry.get(name)
@@ -215,6 +234,8 @@ def run(name: str, outdir: str | os.PathLike[str], **overrides: Any) -> dict[str
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = forwarder_config(params)
+    if middle:
+        cfg = dataclasses.replace(cfg, middle=True)
     t0 = time.monotonic()
     created_ns = time.time_ns()
     with tempfile.TemporaryDirectory(prefix="pcapkit-lab-") as tmp:
@@ -277,6 +298,7 @@ def run(name: str, outdir: str | os.PathLike[str], **overrides: Any) -> dict[str
             tun_drops = lb.tun_drops()
             fwd = lb.stop_forwarder()
             topology = lb.topo.as_dict()
+            middle_src = lb.middle_path
         if any(tun_drops.values()):
             raise LabError(
                 f"{name}: the TUN queues dropped packets {tun_drops}: "
@@ -288,8 +310,15 @@ def run(name: str, outdir: str | os.PathLike[str], **overrides: Any) -> dict[str
         if sc.tls and not keylog:
             raise LabError(f"{name}: TLS scenario wrote no key log")
         files = {"client": out / "client.pcapng", "server": out / "server.pcapng"}
+        sources = {"client": work / "client.pcap", "server": work / "server.pcap"}
+        if middle_src is not None:
+            if not middle_src.exists() or "middle" not in fwd:
+                raise LabError(f"{name}: the forwarder wrote no middle capture")
+            if fwd["middle"]["truncated"]:
+                raise LabError(f"{name}: the middle capture hit its size cap: not a fixture")
+            files["middle"], sources["middle"] = out / "middle.pcapng", middle_src
         for role, dst in files.items():
-            _embed_keys(work / f"{role}.pcap", dst, keylog)
+            _embed_keys(sources[role], dst, keylog)
             if dst.stat().st_size > MAX_CAPTURE_BYTES:
                 raise LabError(
                     f"{name}: {dst.name} is {dst.stat().st_size} bytes "
@@ -355,5 +384,21 @@ def run(name: str, outdir: str | os.PathLike[str], **overrides: Any) -> dict[str
         },
         "ground_truth": truth,
     }
+    if "middle" in files:
+        topology["middle"] = {
+            "position": "the forwarder, halfway along the path (root netns)",
+            "file": files["middle"].name,
+        }
+        doc["captures"]["middle"] = {
+            "file": files["middle"].name,
+            "position": "forwarder",
+            "netns": None,
+            "iface": None,
+            "packets": fwd["middle"]["packets"],
+            "dropped_by_kernel": None,
+            "bytes": files["middle"].stat().st_size,
+            "truncated": fwd["middle"]["truncated"],
+            "split_ms": {d: [v / 1e6 for v in sp] for d, sp in fwd["middle"]["split_ns"].items()},
+        }
     (out / "scenario.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     return doc
