@@ -11,14 +11,22 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import zero_window
+from . import cork, delayed_ack, hol, nagle, resumption, reuse, ssr, tls_records, zero_window
 from .base import KINDS, SEVERITIES, Evidence, Finding, severity_for
 from .context import DetectContext
 
 # The one explicit list.  Each module has ``KINDS`` (the kinds it can emit) and
 # ``detect(ctx, **thresholds) -> list[Finding]``.
 DETECTORS: list[ModuleType] = [
-    zero_window,
+    zero_window,  # R2
+    cork,  # C1, C2
+    nagle,  # N1, N2
+    delayed_ack,  # D1
+    tls_records,  # T1, T2, T3
+    ssr,  # R1
+    hol,  # H1
+    reuse,  # R3
+    resumption,  # R4
 ]
 
 IMPLEMENTED_KINDS: frozenset[str] = frozenset(k for m in DETECTORS for k in m.KINDS)

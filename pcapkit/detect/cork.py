@@ -1,0 +1,496 @@
+"""TCP_CORK / MSG_MORE left on (C1) and autocork/TSQ write coalescing (C2): DETECTION.md §3.
+
+Mechanism (§3.1).  man 7 tcp, TCP_CORK: "If set, don't send out partial frames … there
+is a 200 millisecond ceiling on the time for which output is corked".  In the kernel
+the ceiling is the probe timer: with nothing in flight and corked data pending,
+``tcp_check_probe_timer()`` arms ICSK_TIME_PROBE0 at ``tcp_probe0_base()`` = max(RTO,
+TCP_RTO_MIN = 200 ms), and ``tcp_write_wakeup()`` sends the pending partial segment
+**with PSH** when it fires.  Linux's RTO is srtt + rttvar with rttvar floored at
+``tcp_rto_min`` (``__tcp_set_rto``), so the hold is ≈ 200 ms + RTT (+ a jiffy).
+MSG_MORE on a send corks that call (``tcp_push``).  Full-sized segments are never held.
+
+C1 signature (§3.2), per direction X → Y, on sub-MSS PSH segments R of new data sent
+with nothing in flight and no inbound packet shortly before (timer-driven, unlike
+Nagle).  The write time is not on the wire, so an *anchor* is needed:
+
+* (a) request/response: R is X's first data after a request from Y and leaves
+  ``t(R) − t(request) − d_X`` within the RTO window after it (≈ TCP_RTO_MIN + RTT, see
+  RTO_*), and — when there are several — the answers are held alike (a timer; an
+  application's service time varies);
+* (b) streaming: R leaves that long after Y's last ACK and carries ≥ 2 application
+  units (TLS records) — writes that accumulated while corked; or R is the partial tail
+  of a write whose full-sized segments left at once (the segment before R is full and
+  without PSH: the write did not end there; a corked socket sends full segments and
+  holds the tail until the probe timer fires after their ACK);
+* (c) setup: R is the server's first data (a server-first greeting) and leaves that
+  long after the handshake (not for clients: a pre-connected client sends its first
+  request whenever the application wants).
+
+Known blind spot: an application whose own delay is a constant close to the RTO (a
+client polling 250 ms after each answer, a server batching for 250 ms) looks the same
+from the wire; hence the medium confidence (0.6, 0.8 for several answers held alike).
+
+A socket shown corked stays corked until something shows otherwise: every later R of
+the direction that is cork-consistent (sub-MSS, PSH, nothing in flight, no inbound
+packet within the coupling tolerance before it, ≥ RTO_lo after X's previous data) is
+reported too, with the anchor's hold as its estimated cost; a partial segment that left
+promptly after a packet from Y, or while data was in flight, or an answer to a request
+held outside the RTO window, ends the chain (the cork was cleared).  An answer held
+outside the window also discredits every request anchor of the direction (the
+application's own service time is long and varies).  Cost of an anchor: t(R) − t(trigger) − d_X, an upper bound (it includes
+the application's service time; minus the median prompt service time of the same
+direction when one exists, then an estimate).
+
+False positives (§3.3): RTO retransmissions (same sequence ⇒ not new data), zero-window
+probes (Y's window 0 ⇒ §7.2), keep-alives (not new data), application timers at
+≈ 200 ms (no request/setup anchor, a single unit per segment, a whole write before it
+⇒ not anchored), slow application answers (they vary; a timer does not).
+
+C2 (§3.2): several complete application records (TLS records) in one segment emitted
+µs–sub-ms after X's previous segment with no ACK trigger: coalescing by autocork/TSQ
+(``tcp_should_autocork``) — informational, one finding per direction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .base import Evidence, Finding, frame_filter
+from .context import DIRS, DetectContext
+from .nagle import (
+    LAG_TOL_FRACTION,
+    LAG_TOL_MIN_MS,
+    LATE_SLACK_MS,
+    MS,
+    DirView,
+    cost_stats,
+    role_name,
+)
+
+KINDS = ("tcp_cork", "write_coalescing")
+
+# include/net/tcp.h: TCP_RTO_MIN = HZ/5 = 200 ms, the floor of rttvar in __tcp_set_rto and
+# of tcp_probe0_base(): the cork ceiling is ≥ 200 ms + srtt.
+TCP_RTO_MIN_MS = 200.0
+# The RTO after the first RTT sample m (tcp_rtt_estimator: mdev = 2m, "make sure rto =
+# 3*rtt"; rttvar floored at TCP_RTO_MIN) is m + max(200 ms, 2m).  Window: from −5 % of
+# m + 200 ms (RTT noise) to +25 % of that estimate plus two jiffies at HZ=100 (20 ms) for
+# rttvar above its floor and timer granularity [judgement; lab: 236 ms for RTO 232 ms,
+# loopback 208 ms].
+RTO_LOW_FACTOR = 0.95
+RTO_HIGH_FACTOR = 1.25
+RTO_HIGH_SLACK_MS = 20.0
+# The probe timer gives every corked answer the same hold; an application's service time
+# varies.  Request anchors of one direction must agree within max(25 ms, 10 %) of their
+# median (§3.2 a: "consistently") [judgement: 2 jiffies at HZ=100 plus RTT jitter].
+ANCHOR_SPREAD_MS = 25.0
+ANCHOR_SPREAD_FRACTION = 0.10
+# §3.2 C2: autocork releases on TX completion — µs to sub-ms after the previous segment.
+AUTOCORK_MAX_GAP_MS = 1.0
+# TLS application_data (RFC 8446 §5.1 ContentType 23): the application units we can count.
+APPLICATION_DATA = 23
+
+
+def _app_units(ctx: DetectContext, f: int, d: int) -> dict[int, int]:
+    """frame → number of complete application records carried in that one frame."""
+    r = ctx.records_of(f, d)
+    if not len(r):
+        return {}
+    ct = r["content_type"].to_numpy(dtype=float, na_value=-1)
+    first = r["first_frame"].to_numpy(np.int64)
+    last = r["last_byte_frame"].to_numpy(np.int64)
+    epoch = r["epoch"].astype(str).to_numpy()
+    # application_data outside the handshake epoch ("plaintext" when the capture starts
+    # mid-stream; a TLS 1.3 handshake record without keys shows outer type 23 too, but
+    # its epoch is "handshake")
+    ok = (ct == APPLICATION_DATA) & (epoch != "handshake") & (first == last)
+    fr, n = np.unique(first[ok], return_counts=True)
+    return dict(zip(fr.tolist(), n.tolist(), strict=True))
+
+
+def detect(
+    ctx: DetectContext,
+    *,
+    rto_min_ms: float = TCP_RTO_MIN_MS,
+    rto_low_factor: float = RTO_LOW_FACTOR,
+    rto_high_factor: float = RTO_HIGH_FACTOR,
+    rto_high_slack_ms: float = RTO_HIGH_SLACK_MS,
+    autocork_max_gap_ms: float = AUTOCORK_MAX_GAP_MS,
+    tol_min_ms: float = LAG_TOL_MIN_MS,
+    tol_fraction: float = LAG_TOL_FRACTION,
+    late_slack_ms: float = LATE_SLACK_MS,
+) -> list[Finding]:
+    """Corked partial segments released by the probe timer (``tcp_cork``) and
+    autocork/TSQ coalescing (``write_coalescing``, informational)."""
+    out: list[Finding] = []
+    for f in ctx.tcp_flows():
+        for d in (0, 1):
+            v = DirView.build(ctx, f, d)
+            if v is None:
+                continue
+            units = _app_units(ctx, f, d)
+            tol = v.tolerance(tol_min_ms=tol_min_ms, tol_fraction=tol_fraction)
+            quiet = tol + int(late_slack_ms * MS)
+            rto_est = v.rtt + max(int(rto_min_ms * MS), 2 * v.rtt)
+            lo = int(rto_low_factor * (v.rtt + rto_min_ms * MS))
+            hi = int(rto_high_factor * rto_est + rto_high_slack_ms * MS)
+            out.extend(_cork(ctx, v, units, lo, hi, quiet, rto_est))
+            out.extend(_coalescing(ctx, v, units, int(autocork_max_gap_ms * MS), quiet))
+    return out
+
+
+# -- C1 ------------------------------------------------------------------------------
+
+
+def _cork(
+    ctx: DetectContext,
+    v: DirView,
+    units: dict[int, int],
+    lo: int,
+    hi: int,
+    quiet: int,
+    rto_est: int,
+) -> list[Finding]:
+    p = v.p
+    new = np.nonzero(v.s_kind == "new")[0]
+    if not new.size:
+        return []
+    # full segments leave at write time even when corked: neutral, only remembered as
+    # "the previous segment" (spacing, response tail)
+    partial = ~v.s_super[new] & (v.s_len[new] < v.mss)
+    n_ts = v.s_ts[new]
+    events: list[dict[str, Any]] = []
+    service: list[int] = []  # prompt answers to requests: the application's service time
+    chain = False  # socket shown corked and not shown uncorked since
+    slow_answers = 0
+    for pos in np.nonzero(partial)[0].tolist():
+        j = int(new[pos])
+        i = int(v.s_pi[j])
+        t = int(p.ts[i])
+        spacing = None if pos == 0 else t - int(n_ts[pos - 1])
+        # the tail of a write whose full segments left first: the segment before is full
+        # and has no PSH (the write had not ended there, §1.5 rule 2)
+        after_full = pos > 0 and not bool(partial[pos - 1]) and not bool(v.s_psh[new[pos - 1]])
+        kb = v.last_y_reaching(t, quiet)  # the last packet from Y that reached X first
+        in_flight = kb is None and int(v.s_off[j]) > 0
+        if kb is not None:
+            in_flight = int(v.y_ackmax[kb]) < int(v.s_off[j])
+        if in_flight or int(v.s_gap[j]) > 0:
+            chain = False  # a partial segment sent with data in flight: not corked
+            continue
+        if kb is None:
+            continue
+        ib = int(v.y_idx[kb])
+        tb = int(p.ts[ib])
+        hold = t - tb - v.d_x
+        w = int(p.win[ib])
+        if w == 0 or (w > 0 and w < int(v.s_len[j])):
+            chain = False
+            continue  # window-limited: zero-window probe territory (§7.2)
+        if hold < quiet:
+            # released right after a packet from Y: a reply or an ACK release, not a timer
+            if bool(v.y_data[kb]) and hold < lo // 2:
+                service.append(max(hold, 0))
+            chain = False
+            continue
+        psh = bool(v.s_psh[j])
+        first_data = int(v.s_off[j]) == 0
+        if bool(v.y_data[kb]):
+            trigger = "request"
+        elif first_data and v.d == 1:
+            trigger = "setup"  # a server-first greeting; a client's first request may
+            # wait for the application as long as it likes (pre-connected pools)
+        else:
+            trigger = "ack"
+        n_units = units.get(int(v.s_frame[j]), 0)
+        if trigger == "ack" and after_full and n_units < 2:
+            trigger = "tail"  # the write's full segments left at once, its tail was held
+        anchored = (
+            psh and lo <= hold <= hi and (trigger in ("request", "setup", "tail") or n_units >= 2)
+        )
+        if anchored:
+            chain = True
+            events.append(
+                {
+                    "j": j,
+                    "kb": kb,
+                    "hold": hold,
+                    "trigger": trigger,
+                    "anchor": None,
+                    "units": n_units,
+                }
+            )
+            continue
+        if trigger == "request":
+            # an answer held, but not for the timer: the application's own service time
+            # is long and varies — anchors on answers are not to be trusted either
+            slow_answers += 1
+            chain = False
+            continue
+        if chain and psh and (spacing is None or spacing >= lo) and events:
+            anchor = next(e for e in reversed(events) if e["anchor"] is None)
+            events.append(
+                {
+                    "j": j,
+                    "kb": kb,
+                    "hold": hold,
+                    "trigger": trigger,
+                    "anchor": anchor["j"],
+                    "units": n_units,
+                }
+            )
+            continue
+        if not (lo <= hold):
+            chain = False
+    events = _consistent(events, slow_answers)
+    if not events:
+        return []
+    return _cork_findings(ctx, v, events, service, lo, hi, rto_est)
+
+
+def _consistent(events: list[dict[str, Any]], slow_answers: int) -> list[dict[str, Any]]:
+    """Drop request anchors whose hold strays from the others' (and what they anchored):
+    a timer holds every corked answer equally long (ANCHOR_SPREAD_*).  All of them when
+    other answers were slow too but outside the RTO window: long, varying service."""
+    req = [e for e in events if e["anchor"] is None and e["trigger"] == "request"]
+    if req and slow_answers:
+        bad = {e["j"] for e in req}
+        kept = [e for e in events if e["j"] not in bad and e["anchor"] not in bad]
+        for e in kept:
+            e["agreeing"] = 0
+        return kept
+    if len(req) < 2:
+        for e in events:
+            e["agreeing"] = len(req)
+        return events
+    med = float(np.median([e["hold"] for e in req]))
+    spread = max(ANCHOR_SPREAD_MS * MS, ANCHOR_SPREAD_FRACTION * med)
+    bad = {e["j"] for e in req if abs(e["hold"] - med) > spread}
+    kept = [e for e in events if e["j"] not in bad and e["anchor"] not in bad]
+    for e in kept:
+        e["agreeing"] = len(req) - len(bad)
+    return kept
+
+
+def _cork_findings(
+    ctx: DetectContext,
+    v: DirView,
+    events: list[dict[str, Any]],
+    service: list[int],
+    lo: int,
+    hi: int,
+    rto_est: int,
+) -> list[Finding]:
+    f, d, p = v.f, v.d, v.p
+    x_role, y_role = role_name(d), role_name(1 - d)
+    sender, receiver = ctx.endpoint(f, d), ctx.peer(f, d)
+    stream = int(ctx.flow(f).stream)
+    svc = int(np.median(service)) if service else 0
+    anchor_cost = {e["j"]: (e["hold"] - svc) / MS for e in events if e["anchor"] is None}
+    costs = []
+    for e in events:
+        e["cost"] = anchor_cost[e["j"]] if e["anchor"] is None else anchor_cost[e["anchor"]]
+        costs.append(e["cost"])
+    stats = cost_stats(costs)
+    window = f"[{lo / MS:.0f}, {hi / MS:.0f}] ms"
+    out = []
+    for e in events:
+        j, kb = e["j"], e["kb"]
+        i, ib = int(v.s_pi[j]), int(v.y_idx[kb])
+        fr, fb = int(p.frame[i]), int(p.frame[ib])
+        t, tb = int(p.ts[i]), int(p.ts[ib])
+        ln = int(v.s_len[j])
+        quiet_ms = (t - tb) / MS
+        cost = e["cost"]
+        checks = [
+            f"sub-MSS ({ln} B < {v.mss} B) segment of new data with PSH (tcp_write_wakeup "
+            "sets PSH); not a retransmission, keep-alive or zero-window probe",
+            "nothing in flight when it left (everything before it acknowledged)",
+            f"no inbound packet from the {y_role} in the {quiet_ms:.1f} ms before it (not "
+            "released by an ACK: not Nagle, not cwnd)",
+            f"the {y_role}'s window was open (not a zero-window probe)",
+        ]
+        if e["anchor"] is None:
+            what = {
+                "request": f"the {y_role}'s request (frame {fb})",
+                "setup": f"the end of the handshake (frame {fb})",
+                "ack": f"the {y_role}'s last ACK (frame {fb})",
+                "tail": f"the {y_role}'s ACK of the full-sized segments before it (frame {fb})",
+            }[e["trigger"]]
+            hold_ms = e["hold"] / MS
+            checks.append(
+                f"left {hold_ms:.1f} ms after {what} less d_X: within the RTO window "
+                f"{window} (TCP_RTO_MIN 200 ms + RTT {v.rtt / MS:.1f} ms)"
+            )
+            if e["trigger"] == "ack":
+                checks.append(f"carries {e['units']} application records written while held")
+            ev = [
+                Evidence(
+                    fb, "trigger" if e["trigger"] in ("request", "setup") else "last_inbound", tb
+                ),
+                Evidence(fr, "held_segment", t),
+            ]
+            expl = (
+                f"The {sender}'s {ln}-byte segment (frame {fr}, PSH) left {hold_ms:.1f} ms "
+                f"after {what}, with no packet from the {receiver} in between to release it "
+                f"— the kernel's cork ceiling: the probe timer (RTO ≈ {rto_est / MS:.0f} ms, "
+                "≥ TCP_RTO_MIN 200 ms + RTT) flushing a partial segment held by TCP_CORK (or "
+                f"MSG_MORE on the last write). Frames {fb}, {fr}."
+            )
+            method = "estimate" if svc else "upper_bound"
+            confidence = 0.6
+            if e["trigger"] == "request" and e["agreeing"] >= 2:
+                confidence = 0.8
+                checks.append(
+                    f"{e['agreeing']} answers in this direction held alike (a timer, not "
+                    "the application's service time)"
+                )
+        else:
+            ja = e["anchor"]
+            fa = int(v.s_frame[ja])
+            checks.append(
+                f"≥ {lo / MS:.0f} ms after the {x_role}'s previous data (a corked socket "
+                "releases partial segments at most once per probe timer)"
+            )
+            checks.append(
+                f"the socket held a partial segment for {cost:.1f} ms at frame {fa} and no "
+                "segment since shows the cork cleared"
+            )
+            ev = [
+                Evidence(fb, "last_inbound", tb),
+                Evidence(fr, "held_segment", t),
+                Evidence(fa, "cork_anchor", int(p.ts[v.s_pi[ja]])),
+            ]
+            expl = (
+                f"The {sender}'s {ln}-byte segment (frame {fr}, PSH) left with nothing in "
+                f"flight and no packet from the {receiver} for {quiet_ms:.1f} ms, like every "
+                f"partial segment of this corked socket: at frame {fa} it held a write "
+                f"{cost:.1f} ms for the probe timer and nothing since shows the cork cleared, "
+                f"so this write most likely waited the same ≈{cost:.0f} ms (the write time "
+                "is not on the wire: estimate)."
+            )
+            method = "estimate"
+            confidence = 0.5
+        if stats["count"] > 1:
+            expl += (
+                f" One of {stats['count']} corked writes in this direction "
+                f"({stats['total_ms']:.0f} ms in all)."
+            )
+        out.append(
+            Finding(
+                kind="tcp_cork",
+                flow=f,
+                dir=DIRS[d],
+                t_start_ns=tb if e["anchor"] is None else t - int(cost * MS),
+                t_end_ns=t,
+                cost_ms=cost,
+                cost_method=method,
+                evidence=ev,
+                explanation=expl,
+                remedy=(
+                    f"On the {x_role} ({sender.split(' ', 1)[1]}): clear TCP_CORK after the "
+                    "last write of each message (setting it to 0 flushes at once), or pass "
+                    "MSG_MORE only on non-final writes; to coalesce header and body, use one "
+                    "writev/sendmsg instead of corking."
+                ),
+                display_filter=f"tcp.stream == {stream} && frame.number >= {fb} && "
+                f"frame.number <= {fr}",
+                vantage=ctx.vantage(f),
+                confidence=confidence,
+                checks=checks,
+                details={
+                    "hold_ms": round(cost, 3),
+                    "quiet_before_ms": round(quiet_ms, 3),
+                    "trigger": e["trigger"] if e["anchor"] is None else "inferred",
+                    "rto_estimate_ms": round(rto_est / MS, 3),
+                    "rto_window_ms": [round(lo / MS, 3), round(hi / MS, 3)],
+                    "service_time_ms": round(svc / MS, 3),
+                    "units": e["units"],
+                    "direction_holds": stats,
+                    "frames_filter": frame_filter([x.frame for x in ev]),
+                },
+            )
+        )
+    return out
+
+
+# -- C2 ------------------------------------------------------------------------------
+
+
+def _coalescing(
+    ctx: DetectContext, v: DirView, units: dict[int, int], max_gap: int, quiet: int
+) -> list[Finding]:
+    if not units:
+        return []
+    p = v.p
+    new = np.nonzero(v.s_kind == "new")[0]
+    hits: list[tuple[int, int, int]] = []  # (segment pos, previous pos, gap)
+    total_records = sum(units.values())
+    multi = np.array(sorted(fr for fr, n in units.items() if n >= 2), dtype=np.int64)
+    where = np.nonzero(np.isin(v.s_frame[new], multi))[0]
+    for pos in where[where > 0].tolist():
+        a, b = int(new[pos - 1]), int(new[pos])
+        gap = int(v.s_ts[b] - v.s_ts[a])
+        if gap > max_gap:
+            continue
+        i = int(v.s_pi[b])
+        kb = v.last_y_reaching(int(p.ts[i]), quiet)
+        if kb is not None and int(p.ts[i]) - int(p.ts[v.y_idx[kb]]) - v.d_x < quiet:
+            continue  # released by an inbound packet: Nagle/cwnd territory, not autocork
+        hits.append((b, a, gap))
+    if not hits:
+        return []
+    f, d = v.f, v.d
+    stream = int(ctx.flow(f).stream)
+    per = [units[int(v.s_frame[b])] for b, _, _ in hits]
+    gaps_ms = [g / MS for _, _, g in hits]
+    ev: list[Evidence] = []
+    for b, a, _ in hits[:5]:
+        ev.append(Evidence(int(v.s_frame[a]), "previous_segment", int(v.s_ts[a])))
+        ev.append(Evidence(int(v.s_frame[b]), "coalesced_segment", int(v.s_ts[b])))
+    frames = [int(v.s_frame[b]) for b, _, _ in hits]
+    coalesced = int(sum(per))
+    sender = ctx.endpoint(f, d)
+    return [
+        Finding(
+            kind="write_coalescing",
+            flow=f,
+            dir=DIRS[d],
+            t_start_ns=int(v.s_ts[hits[0][1]]),
+            t_end_ns=int(v.s_ts[hits[-1][0]]),
+            cost_ms=max(gaps_ms),
+            cost_method="upper_bound",
+            evidence=ev,
+            explanation=(
+                f"The {sender} put {coalesced} of its {total_records} application records "
+                f"into {len(hits)} segment(s) carrying {min(per)}–{max(per)} records each, "
+                f"each leaving {min(gaps_ms) * 1000:.0f}–{max(gaps_ms) * 1000:.0f} µs after "
+                "the previous segment with no ACK to trigger it: small writes coalesced by "
+                "autocorking/TSQ while the previous packet was still in the transmit queue. "
+                "Harmless on its own (µs), unless combined with Nagle."
+            ),
+            remedy=(
+                "Nothing to fix on its own. If the records should travel separately, write "
+                "them in one call anyway; net.ipv4.tcp_autocorking=0 disables autocork."
+            ),
+            display_filter=f"tcp.stream == {stream} && frame.number in "
+            "{" + " ".join(str(x) for x in frames[:50]) + "}",
+            vantage=ctx.vantage(f),
+            confidence=0.6,
+            checks=[
+                "several complete application records in one segment",
+                f"segment left ≤ {max_gap / MS:.1f} ms after the previous one (TX completion)",
+                "no inbound packet just before it (not an ACK release: not Nagle, not cwnd)",
+            ],
+            details={
+                "segments": len(hits),
+                "records_coalesced": coalesced,
+                "records_total": total_records,
+                "records_per_segment": {str(k): per.count(k) for k in sorted(set(per))},
+                "gap_ms": cost_stats(gaps_ms),
+                "frames": frames[:200],
+            },
+        )
+    ]

@@ -1,0 +1,328 @@
+"""Delayed ACK that stalls a waiting sender (D1: DETECTION.md §2.7).
+
+Mechanism (§2.1).  RFC 1122 §4.2.3.2 / RFC 5681 §4.2: a receiver SHOULD delay ACKs,
+"the delay MUST be less than 0.5 seconds", and SHOULD ACK every second full-sized
+segment.  Linux delays by ≥ ``TCP_DELACK_MIN`` = HZ/25 = 40 ms (≤ 200 ms), Windows by
+200 ms, BSD/macOS by 100 ms.  Harmless on its own; it costs D when the sender cannot
+send until that ACK arrives — cwnd- or rwnd-limited with a lone segment in flight, or
+a classic (non-Minshall) Nagle sender.  Nagle × delayed ACK proper is reported by
+:mod:`.nagle` (``nagle_delayed_ack``) and left out here.
+
+Signature, per direction X → Y:
+
+* a pure ACK A from Y that acknowledges everything X had sent, covering one segment or
+  less than one MSS (a delayed ACK: the every-second-segment rule did not fire);
+* D = t(A) − t(first segment it acknowledges) − d_Y ∈ [30 ms, 500 ms] (§1.1: the
+  receiver's delay; 30 ms is below Linux's 40 ms floor, 500 ms is the RFC 1122 MUST);
+* X sends new data S2 coupled to A (``t(S2) − t(A) ≈ d_X``, the §2.3 tolerance) after
+  staying silent for at least a round trip, with no data from Y in between;
+* X was provably waiting: S2 is a full segment (≥ 1 MSS was queued, which Nagle never
+  holds: cwnd/rwnd), or S1 filled Y's advertised window (rwnd), or S1 is full-sized and
+  S2 partial on a socket where Nagle is not shown off (classic RFC 896 Nagle, which
+  holds behind any unacknowledged data).  A lone sub-MSS segment on a TCP_NODELAY socket
+  with the window open was not waiting (cwnd ≥ 2 outside loss recovery): a coupling
+  there is the application's own cadence.
+
+Cost = D (§2.7).  At the receiver's vantage (d_Y ≈ 0) D is a measured interval; at the
+sender or in the middle it is an estimate through d_Y.  Each finding's ``details``
+carry the direction's histogram of ACK delays for sub-MSS/PSH segments (bimodal
+{≈0, ≈40 ms} is the Linux fingerprint).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..net.decode import FIN, RST, SYN
+from .base import Evidence, Finding, frame_filter
+from .context import DIRS, DetectContext
+from .nagle import (
+    DELACK_TIMER_MIN_MS,
+    LAG_TOL_FRACTION,
+    LAG_TOL_MIN_MS,
+    LATE_SLACK_MS,
+    MS,
+    RFC1122_ACK_DELAY_MAX_MS,
+    DirView,
+    accepted_holds,
+    cost_stats,
+    find_holds,
+    os_guess,
+    role_name,
+)
+
+KINDS = ("delayed_ack",)
+
+# Histogram bins (ms) for the per-direction ACK-delay fingerprint (§2.7, §2.3 OS bands).
+HIST_EDGES_MS = (0.0, 1.0, 10.0, 30.0, 60.0, 110.0, 220.0, 500.0)
+
+
+def _ack_delay_histogram(v: DirView) -> dict[str, int]:
+    """Delays D of Y's first ACK covering each sub-MSS or PSH segment of X."""
+    p = v.p
+    small = np.asarray(v.small(np.arange(v.s_end.size)), bool)
+    j = np.nonzero((v.s_kind == "new") & (v.s_psh | small))[0]
+    if not j.size or not v.y_idx.size:
+        return {}
+    k = np.searchsorted(v.y_ackmax, v.s_end[j], side="left")
+    ok = (k < v.y_idx.size) & (k >= np.searchsorted(v.y_idx, v.s_pi[j], side="right"))
+    if not ok.any():
+        return {}
+    delay = (p.ts[v.y_idx[k[ok]]] - p.ts[v.s_pi[j[ok]]] - v.d_y) / MS
+    edges = list(HIST_EDGES_MS) + [float("inf")]
+    counts, _ = np.histogram(np.clip(delay, 0, None), bins=edges)
+    return {
+        (f"{lo:g}-{hi:g}ms" if hi != float("inf") else f">{lo:g}ms"): int(c)
+        for lo, hi, c in zip(edges[:-1], edges[1:], counts, strict=True)
+        if c
+    }
+
+
+def detect(
+    ctx: DetectContext,
+    *,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_MS,
+    tol_min_ms: float = LAG_TOL_MIN_MS,
+    tol_fraction: float = LAG_TOL_FRACTION,
+    late_slack_ms: float = LATE_SLACK_MS,
+) -> list[Finding]:
+    """Delayed ACKs that a waiting sender paid for (``delayed_ack``)."""
+    out: list[Finding] = []
+    for f in ctx.tcp_flows():
+        for d in (0, 1):
+            v = DirView.build(ctx, f, d)
+            if v is None or not v.y_idx.size:
+                continue
+            events = _events(
+                ctx,
+                v,
+                delack_timer_min_ms=delack_timer_min_ms,
+                ack_delay_max_ms=ack_delay_max_ms,
+                tol_min_ms=tol_min_ms,
+                tol_fraction=tol_fraction,
+                late_slack_ms=late_slack_ms,
+            )
+            if events:
+                out.extend(_findings(ctx, v, events))
+    return out
+
+
+def _events(
+    ctx: DetectContext,
+    v: DirView,
+    *,
+    delack_timer_min_ms: float,
+    ack_delay_max_ms: float,
+    tol_min_ms: float,
+    tol_fraction: float,
+    late_slack_ms: float,
+) -> list[dict[str, Any]]:
+    p = v.p
+    tol = v.tolerance(tol_min_ms=tol_min_ms, tol_fraction=tol_fraction)
+    late = int(late_slack_ms * MS)
+    new = np.nonzero(v.s_kind == "new")[0]
+    if not new.size:
+        return []
+    n_end = v.s_end[new]
+    prev_max = np.concatenate(([-1], v.y_ackmax[:-1]))
+    pure = ~v.y_data & ((p.flags[v.y_idx] & (SYN | FIN | RST)) == 0)
+    cand = np.nonzero(pure & (v.y_ack > prev_max) & (v.y_ack > 0))[0]
+    # vectorised prefilter: the ACK ends on a segment boundary and D is in the window
+    jl_all = np.searchsorted(n_end, np.maximum(prev_max[cand], 0), side="right")
+    jr_all = np.searchsorted(n_end, v.y_ack[cand], side="right")
+    ok = (jr_all > jl_all) & (jr_all < new.size)
+    cand = cand[ok]
+    delay = p.ts[v.y_idx[cand]] - p.ts[v.s_pi[new[jl_all[ok]]]] - v.d_y
+    keep = (delay >= delack_timer_min_ms * MS) & (delay <= ack_delay_max_ms * MS)
+    cand = cand[keep]
+    if not cand.size:
+        return []
+    scan = find_holds(
+        ctx,
+        v,
+        tol_min_ms=tol_min_ms,
+        tol_fraction=tol_fraction,
+        late_slack_ms=late_slack_ms,
+        delack_timer_min_ms=delack_timer_min_ms,
+        ack_delay_max_ms=ack_delay_max_ms,
+    )
+    claimed = {h.a_pi for h in accepted_holds(ctx, v, scan=scan) if h.kind == "nagle_delayed_ack"}
+    nagle_off = scan.nodelay_frames is not None
+    events: list[dict[str, Any]] = []
+    for ka in cand.tolist():
+        ia = int(v.y_idx[ka])
+        if ia in claimed:
+            continue
+        ack = int(v.y_ack[ka])
+        una = max(int(prev_max[ka]), 0)
+        jl = int(np.searchsorted(n_end, una, side="right"))
+        jr = int(np.searchsorted(n_end, ack, side="right"))
+        if jr <= jl or int(n_end[jr - 1]) != ack:
+            continue  # acknowledges bytes not seen, or mid-segment
+        s_first, s_last = int(new[jl]), int(new[jr - 1])
+        if int(v.s_pi[s_last]) > ia:
+            continue
+        if jr >= new.size:
+            continue  # X never sent again: nobody waited
+        s2 = int(new[jr])
+        i2 = int(v.s_pi[s2])
+        if i2 < ia:
+            continue  # X sent more before the ACK: not everything was acknowledged
+        wire = int(v.s_wire[new[jl:jr]].sum())
+        if ack - una > v.mss and wire > 1:
+            continue  # ≥ 2 wire segments and > 1 MSS: the every-second-segment rule fired
+        ta, t1, tl, t2 = (
+            int(p.ts[ia]),
+            int(p.ts[v.s_pi[s_first]]),
+            int(p.ts[v.s_pi[s_last]]),
+            int(p.ts[i2]),
+        )
+        delay = ta - t1 - v.d_y
+        if not (delack_timer_min_ms * MS <= delay <= ack_delay_max_ms * MS):
+            continue
+        lag, gap = t2 - ta, t2 - tl
+        if not (-tol <= lag - v.d_x <= tol + late):
+            continue  # S2 not released by the ACK
+        if gap < v.rtt - tol:
+            continue
+        kr = v.last_y_reaching(t2, tol)
+        if kr is not None and kr > ka and v.y_data[ka + 1 : kr + 1].any():
+            continue  # S2 may answer Y's data
+        if v.x_trouble_between(t1 - 2 * v.rtt, t2) or int(v.s_gap[s2]) > 0:
+            continue  # loss recovery / RTO (cwnd = 1), or a capture gap
+        # was X waiting?  (see module docstring)
+        s2_full = bool(v.s_super[s2] or v.s_len[s2] >= v.mss)
+        kb = v.last_y_reaching(tl, tol)
+        rwnd_full = False
+        if kb is not None:
+            w0, u0 = int(p.win[v.y_idx[kb]]), int(v.y_ack[kb])
+            rwnd_full = w0 >= 0 and u0 >= 0 and ack >= u0 + w0
+        last_full = not bool(v.small(s_last))
+        if s2_full:
+            reason = "cwnd"
+        elif rwnd_full:
+            reason = "rwnd"
+        elif last_full and not nagle_off:
+            reason = "classic_nagle"
+        else:
+            continue
+        events.append(
+            {
+                "ka": ka,
+                "s_first": s_first,
+                "s_last": s_last,
+                "s2": s2,
+                "delay": delay,
+                "lag": lag,
+                "gap": gap,
+                "tol": tol,
+                "reason": reason,
+                "acked": ack - una,
+                "segments": wire,
+            }
+        )
+    return events
+
+
+_REASON = {
+    "cwnd": "a full segment was ready (S2 is ≥ 1 MSS, which Nagle never holds), so a limit "
+    "on packets in flight (congestion window) kept it back until the ACK",
+    "rwnd": "its data filled the receiver's advertised window",
+    "classic_nagle": "a classic (RFC 896, non-Minshall) Nagle sender holds a partial segment "
+    "behind any unacknowledged data",
+}
+
+
+def _findings(ctx: DetectContext, v: DirView, events: list[dict[str, Any]]) -> list[Finding]:
+    f, d, p = v.f, v.d, v.p
+    vant = ctx.vantage(f)
+    x_role, y_role = role_name(d), role_name(1 - d)
+    sender, receiver = ctx.endpoint(f, d), ctx.peer(f, d)
+    receiver_side = vant == y_role
+    stats = cost_stats([e["delay"] / MS for e in events])
+    hist = _ack_delay_histogram(v)
+    stream = int(ctx.flow(f).stream)
+    out = []
+    for e in events:
+        ia = int(v.y_idx[e["ka"]])
+        i1, il, i2 = (int(v.s_pi[e[k]]) for k in ("s_first", "s_last", "s2"))
+        f1, fl, fa, f2 = (int(p.frame[i]) for i in (i1, il, ia, i2))
+        d_ms = e["delay"] / MS
+        os_name, os_words = os_guess(d_ms)
+        ev = [Evidence(f1, "acknowledged_segment", int(p.ts[i1]))]
+        if fl != f1:
+            ev.append(Evidence(fl, "acknowledged_segment", int(p.ts[il])))
+        ev += [
+            Evidence(fa, "delayed_ack", int(p.ts[ia])),
+            Evidence(f2, "released_segment", int(p.ts[i2])),
+        ]
+        frames = [x.frame for x in ev]
+        expl = (
+            f"The {receiver} delayed its ACK of the {sender}'s {e['acked']}-byte "
+            f"{'segment' if e['segments'] == 1 else 'segments'} by ≈{d_ms:.1f} ms "
+            f"({os_words}), and the {x_role} was waiting for it: {_REASON[e['reason']]}. "
+            f"Its next data left {e['lag'] / MS:.1f} ms after the ACK was seen — frames "
+            + ", ".join(str(x) for x in frames)
+            + "."
+        )
+        if stats["count"] > 1:
+            expl += (
+                f" One of {stats['count']} such stalls in this direction (p50 "
+                f"{stats['p50_ms']:.1f} ms, {stats['total_ms']:.0f} ms in all)."
+            )
+        remedy = (
+            f"On the {y_role} ({receiver.split(' ', 1)[1]}): TCP_QUICKACK after each recv "
+            "(Linux; it is not permanent, re-arm it) or the route option `quickack 1`. "
+        )
+        remedy += {
+            "cwnd": f"On the {x_role}: avoid bursts that end in a lone segment the peer "
+            "will delay-ACK (write whole responses at once; a larger initial congestion "
+            "window, `initcwnd`, for short responses).",
+            "rwnd": f"Give the {y_role} a larger receive buffer (SO_RCVBUF / tcp_rmem) so the "
+            "sender does not fill the window.",
+            "classic_nagle": f"Set TCP_NODELAY on the {x_role}'s socket.",
+        }[e["reason"]]
+        out.append(
+            Finding(
+                kind="delayed_ack",
+                flow=f,
+                dir=DIRS[d],
+                t_start_ns=int(p.ts[i1]),
+                t_end_ns=int(p.ts[i2]),
+                cost_ms=d_ms,
+                cost_method="measured_interval" if receiver_side else "estimate",
+                evidence=ev,
+                explanation=expl,
+                remedy=remedy,
+                display_filter=f"tcp.stream == {stream} && frame.number >= {f1} && "
+                f"frame.number <= {f2}",
+                vantage=vant,
+                confidence=0.7 if e["reason"] != "classic_nagle" else 0.55,
+                checks=[
+                    f"pure ACK covering {e['segments']} segment(s), {e['acked']} B, and "
+                    "everything sent: a delayed ACK, not the every-second-segment ACK",
+                    f"receiver delay D = {d_ms:.1f} ms within [30, 500] ms (RFC 1122 MUST)",
+                    f"next data {e['lag'] / MS:.3f} ms after the ACK (d_X = {v.d_x / MS:.3f} "
+                    "ms): released by it",
+                    "no data from Y between the ACK and the release (not a reply)",
+                    "no retransmission within 2 RTT (not RTO recovery), no capture gap",
+                    f"sender was waiting: {e['reason']}",
+                    "not a Nagle × delayed-ACK hold (reported as nagle_delayed_ack)",
+                ],
+                details={
+                    "ack_delay_ms": round(d_ms, 3),
+                    "os_guess": os_name,
+                    "waiting_on": e["reason"],
+                    "lag_ms": round(e["lag"] / MS, 3),
+                    "d_x_ms": round(v.d_x / MS, 3),
+                    "d_y_ms": round(v.d_y / MS, 3),
+                    "direction_delayed_acks": stats,
+                    "ack_delay_histogram": hist,
+                    "frames_filter": frame_filter(frames),
+                },
+            )
+        )
+    return out

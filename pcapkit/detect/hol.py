@@ -1,0 +1,773 @@
+"""TCP head-of-line blocking (H1, DETECTION.md §4.1).
+
+Mechanism: TCP delivers in order, so one lost segment holds every later byte —
+of every HTTP/2 stream, of every TLS record — in the receiver's out-of-order
+queue until the retransmission fills the hole (Marx et al. 2020; Langley et al.,
+SIGCOMM 2017).  The units that had fully arrived behind the hole but could not
+be handed to the application are the victims.
+
+Two views of one episode, by where the capture point P sits (§0.1, §1.1):
+
+* **Hole at P** (receiver side, or a middle box downstream of the loss): a
+  segment arrives beyond the highest byte seen (``prev_not_captured``), Y's ACKs
+  pin at the hole start h (dupACKs, with SACK blocks), a later segment fills the
+  hole.  Episode = first segment after the hole → fill; per unit U (TLS record;
+  without TLS, a PSH-terminated write) complete behind the hole:
+  ``cost_U = t(readable in order) − t(last byte arrived)`` — the records table's
+  ``last_ts_ns`` − ``last_byte_ts_ns``.
+* **ACK stream only** (sender side, or loss downstream of P): Y's dupACKs at h,
+  X's retransmission of h, then the ACK that jumps past h.  Episode = first
+  dupACK → jump; both packets travel Y → P, so the interval is unbiased by the
+  vantage.  Unit costs are estimates: a unit sent at t_U reached Y at about
+  t_U + d_Y/2 and was released when Y sent the jump, d_Y/2 before P saw it, so
+  ``cost_U ≈ t_jump − t_U − d_Y``.
+
+Headline cost = the episode duration (how long the receiving application got
+nothing from this connection); the per-unit waits are in ``details``.
+
+Counter-hypotheses ruled out (§4.1 "False positives", §1.4):
+
+* **Reordering without loss** — the hole was filled by the *original*: TCP
+  timestamps say so (the fill's TSval is not newer than the segment after the
+  hole), or the hole range was re-sent again after the fill (the later copy is
+  the spurious retransmission), or — without timestamps — the fill came sooner
+  than a retransmission possibly could (a repair needs the dupACK to reach X and
+  the copy to come back: ≥ 1 RTT, RFC 5681 §3.2 / RFC 8985).  At the sender, an
+  ACK jump that comes sooner after the retransmission than d_Y means the original
+  arrived late, not the copy.
+* **Capture drop at P** — Y acknowledged bytes that P never saw (ACK beyond the
+  hole start before any fill): the network delivered them, the capture lost them.
+* **GRO** at the receiver merges segments and hides their order: with
+  super-segments in the data direction the headline comes from the ACK stream.
+
+Stream attribution (which HTTP/2 streams were victims) arrives with the HTTP/2
+issue; here the units are TLS records.  SACK edges are not in the tables (only
+per-packet ``sack_n``), so dupACKs are recognised by ACK pinning (and ``sack_n``
+when SACK was negotiated) and the hole's extent at a sender-side capture is the
+retransmission's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..net.decode import ACK, FIN, RST, SYN
+from .base import Evidence, Finding, frame_filter
+from .context import DIRS, DetectContext
+
+KINDS = ("tcp_hol_blocking",)
+
+# A retransmission cannot fill a hole sooner than ~1 RTT after the hole shows:
+# the dupACK must reach the sender and the copy come back (RFC 5681 §3.2 fast
+# retransmit; RFC 8985 §6.2 RACK waits a further reo_wnd = min_RTT/4).  Half an
+# RTT leaves room for jitter; a fill sooner than that is a reordered original.
+LOSS_MIN_RTT_FRACTION = 0.5
+# Without an RTT (no handshake) and without timestamps: Wireshark's own reordering
+# window when iRTT is unknown (packet-tcp.c ``ooo_thres`` = 3 ms).
+REORDER_WINDOW_NO_RTT_MS = 3.0
+# RFC 5681 §4.2: a receiver SHOULD send an immediate duplicate ACK for an
+# out-of-order segment — so a real hole at Y shows at least one.
+MIN_DUPACKS = 1
+# Evidence sizes: enough frames to open in Wireshark, not every packet.
+MAX_DUPACK_FRAMES = 3
+MAX_VICTIM_FRAMES = 5
+
+_RETX_KINDS = frozenset({"retransmission", "out_of_order", "spurious_retransmission"})
+
+
+@dataclass
+class _Hole:
+    a: int  # first missing byte (stream offset)
+    b: int  # first byte after the hole
+    open_i: int  # index (segments of this direction) of the first segment after it
+    t_open: int
+    fill_i: int | None = None
+    t_fill: int | None = None
+    status: str = "ok"  # ok | capture_drop | reordering | unfilled | no_dupack
+    dupacks: list[int] = field(default_factory=list)  # packet indices (FlowPackets)
+    checks: list[str] = field(default_factory=list)
+    ts_confirmed: bool = False
+
+
+def _later(x: int, y: int) -> bool:
+    """TSval x is later than y (RFC 7323 §5.2 modular comparison)."""
+    return 0 < ((x - y) & 0xFFFFFFFF) < 0x80000000
+
+
+class _PacketExtras:
+    """sack_n and TSval for any frame (the per-flow arrays do not carry them)."""
+
+    def __init__(self, packets: pd.DataFrame) -> None:
+        self.frame = packets["frame"].to_numpy(np.int64)
+        self.sorted = bool(np.all(self.frame[1:] > self.frame[:-1])) if len(self.frame) else True
+        self.order = None if self.sorted else np.argsort(self.frame, kind="stable")
+        self.sack_n = packets["sack_n"].to_numpy(np.int64, na_value=0)
+        self.tsval = packets["tsval"].to_numpy(np.int64, na_value=-1)
+
+    def _idx(self, frames: np.ndarray) -> np.ndarray:
+        if self.sorted:
+            return np.searchsorted(self.frame, frames)
+        assert self.order is not None
+        return self.order[np.searchsorted(self.frame[self.order], frames)]
+
+    def sack(self, frames: np.ndarray) -> np.ndarray:
+        return self.sack_n[self._idx(frames)]
+
+    def ts(self, frames: np.ndarray) -> np.ndarray:
+        return self.tsval[self._idx(frames)]
+
+
+def _candidates(ctx: DetectContext) -> list[tuple[int, int]]:
+    """(flow, dir) pairs with a hole or a re-sent segment: only those can hold an episode."""
+    s = ctx.segments
+    if s.empty:
+        return []
+    kind = s["kind"].astype(str).to_numpy()
+    hit = (s["gap_before"].to_numpy(np.int64) > 0) | np.isin(kind, list(_RETX_KINDS))
+    if not hit.any():
+        return []
+    f = s["flow"].to_numpy(np.int64)[hit]
+    d = s["dir"].cat.codes.to_numpy(np.int64)[hit]
+    tcp = set(ctx.tcp_flows())
+    return sorted({(int(a), int(b)) for a, b in zip(f, d, strict=True) if int(a) in tcp})
+
+
+def detect(
+    ctx: DetectContext,
+    *,
+    loss_min_rtt_fraction: float = LOSS_MIN_RTT_FRACTION,
+    reorder_window_no_rtt_ms: float = REORDER_WINDOW_NO_RTT_MS,
+    min_dupacks: int = MIN_DUPACKS,
+    min_episode_ms: float = 0.0,  # report every episode with victims; the CLI's
+    #                               --min-cost-ms hides small ones for all detectors alike
+) -> list[Finding]:
+    """HoL-blocking episodes per flow and data direction (the direction of the lost data)."""
+    out: list[Finding] = []
+    cands = _candidates(ctx)
+    if not cands:
+        return out
+    extras = _PacketExtras(ctx.packets)
+    for f, d in cands:
+        out.extend(
+            _flow_dir(
+                ctx,
+                extras,
+                f,
+                d,
+                loss_min_rtt_fraction=loss_min_rtt_fraction,
+                reorder_window_no_rtt_ms=reorder_window_no_rtt_ms,
+                min_dupacks=min_dupacks,
+                min_episode_ms=min_episode_ms,
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- per direction
+
+
+class _Dir:
+    """Arrays of one flow direction: X's segments, Y's ACKs."""
+
+    def __init__(self, ctx: DetectContext, extras: _PacketExtras, f: int, d: int) -> None:
+        self.f, self.d = f, d
+        s = ctx.segments_of(f, d)
+        self.seg_frame = s["frame"].to_numpy(np.int64)
+        self.seg_ts = s["ts_ns"].to_numpy(np.int64)
+        self.seg_off = s["offset"].to_numpy(np.int64)
+        self.seg_end = s["end"].to_numpy(np.int64)
+        self.seg_gap = s["gap_before"].to_numpy(np.int64)
+        self.seg_psh = s["psh"].to_numpy(bool)
+        self.seg_kind = s["kind"].astype(str).to_numpy()
+        self.seg_super = s["super_segment"].to_numpy(bool)
+        p = ctx.packets_of(f)
+        self.p = p
+        y = (p.dir == 1 - d) & (p.ack >= 0) & ((p.flags & ACK) != 0)
+        self.y_idx = np.nonzero(y)[0]  # Y's packets carrying an ACK, frame order
+        self.y_ack = p.ack[self.y_idx]
+        self.y_ts = p.ts[self.y_idx]
+        self.y_frame = p.frame[self.y_idx]
+        pure = (p.length == 0) & ((p.flags & (SYN | FIN | RST)) == 0)
+        self.y_pure = pure[self.y_idx]
+        self.y_sack = extras.sack(self.y_frame) if self.y_idx.shape[0] else np.zeros(0, np.int64)
+        self.y_win = p.win_raw[self.y_idx]
+        self.seg_tsval = extras.ts(self.seg_frame) if self.seg_frame.shape[0] else self.seg_frame
+        row = ctx.flow(f)
+        self.sack_ok = bool(row.sack_permitted)
+
+    def dupacks_at(self, h: int, frame_lo: int, frame_hi: int) -> np.ndarray:
+        """Indices into y_* of Y's pure ACKs pinned at h with frame in (lo, hi)."""
+        m = self.y_pure & (self.y_ack == h) & (self.y_frame > frame_lo) & (self.y_frame < frame_hi)
+        if self.sack_ok:
+            # with SACK negotiated, an ACK reporting out-of-order data carries SACK
+            # blocks (RFC 2018 §4); a bare one at h is a window update
+            m &= self.y_sack > 0
+        return np.nonzero(m)[0]
+
+
+def _flow_dir(
+    ctx: DetectContext,
+    extras: _PacketExtras,
+    f: int,
+    d: int,
+    *,
+    loss_min_rtt_fraction: float,
+    reorder_window_no_rtt_ms: float,
+    min_dupacks: int,
+    min_episode_ms: float,
+) -> list[Finding]:
+    x = _Dir(ctx, extras, f, d)
+    rtt = ctx.rtt_ns(f)
+    _, d_y = ctx.sender_receiver_legs(f, d)
+    holes = _holes_at_p(x, rtt, loss_min_rtt_fraction, reorder_window_no_rtt_ms, min_dupacks)
+    out: list[Finding] = []
+    for ep in _episodes([h for h in holes if h.status == "ok"]):
+        fnd = _finding_from_holes(ctx, x, ep, holes, min_episode_ms)
+        if fnd is not None:
+            out.append(fnd)
+    covered = [(h.a, h.b) for h in holes]
+    out.extend(_ack_stream_episodes(ctx, x, covered, d_y, loss_min_rtt_fraction, min_episode_ms))
+    return out
+
+
+# --------------------------------------------------------------------------- hole at P
+
+
+def _holes_at_p(
+    x: _Dir, rtt: int | None, frac: float, no_rtt_ms: float, min_dupacks: int
+) -> list[_Hole]:
+    holes: list[_Hole] = []
+    for i in np.nonzero(x.seg_gap > 0)[0].tolist():
+        b = int(x.seg_off[i])
+        a = b - int(x.seg_gap[i])
+        h = _Hole(a=a, b=b, open_i=i, t_open=int(x.seg_ts[i]))
+        # fill: later segments covering [a, b) until nothing is missing
+        missing = [(a, b)]
+        later = np.nonzero(
+            (np.arange(x.seg_frame.shape[0]) > i) & (x.seg_off < b) & (x.seg_end > a)
+        )[0]
+        for j in later.tolist():
+            lo, hi = int(x.seg_off[j]), int(x.seg_end[j])
+            nxt = []
+            for m0, m1 in missing:
+                if hi <= m0 or lo >= m1:
+                    nxt.append((m0, m1))
+                    continue
+                if lo > m0:
+                    nxt.append((m0, lo))
+                if hi < m1:
+                    nxt.append((hi, m1))
+            missing = nxt
+            if not missing:
+                h.fill_i, h.t_fill = j, int(x.seg_ts[j])
+                break
+        fill_frame = int(x.seg_frame[h.fill_i]) if h.fill_i is not None else 1 << 62
+        open_frame = int(x.seg_frame[i])
+        # capture drop: Y acknowledged bytes of the hole before P saw them
+        early = (x.y_ack > a) & (x.y_frame < fill_frame)
+        if early.any():
+            h.status = "capture_drop"
+            holes.append(h)
+            continue
+        if h.fill_i is None:
+            h.status = "unfilled"
+            holes.append(h)
+            continue
+        dup = x.dupacks_at(a, open_frame - 1, fill_frame + 1)
+        h.dupacks = dup.tolist()
+        if len(h.dupacks) < min_dupacks:
+            h.status = "no_dupack"
+            holes.append(h)
+            continue
+        h.checks.append(
+            f"not a capture drop: the receiver's ACKs stayed at the hole ({len(h.dupacks)} "
+            "dupACKs) until the fill"
+        )
+        # reordering: was the fill the original?
+        j, t_fill = h.fill_i, h.t_fill
+        assert j is not None and t_fill is not None
+        dur = t_fill - h.t_open
+        resent_after = np.nonzero(
+            (np.arange(x.seg_frame.shape[0]) > j)
+            & (x.seg_off < b)
+            & (x.seg_end > a)
+            & np.isin(x.seg_kind, ["retransmission", "spurious_retransmission"])
+        )[0]
+        ts_fill, ts_open = int(x.seg_tsval[j]), int(x.seg_tsval[i])
+        if ts_fill >= 0 and ts_open >= 0:
+            if not _later(ts_fill, ts_open):
+                h.status = "reordering"
+                holes.append(h)
+                continue
+            h.ts_confirmed = True
+            h.checks.append(
+                f"not reordering: the fill was sent after the data behind the hole "
+                f"(TSval {ts_fill} > {ts_open})"
+            )
+        elif resent_after.shape[0]:
+            h.status = "reordering"
+            holes.append(h)
+            continue
+        else:
+            floor = frac * rtt if rtt else no_rtt_ms * 1e6
+            if dur < floor:
+                h.status = "reordering"
+                holes.append(h)
+                continue
+            h.checks.append(
+                f"not reordering: the hole lasted {dur / 1e6:.1f} ms, longer than a "
+                f"reordered original would ({floor / 1e6:.1f} ms"
+                + (f" = {frac:g} RTT)" if rtt else ", Wireshark's ooo window)")
+            )
+        holes.append(h)
+    return holes
+
+
+def _episodes(holes: list[_Hole]) -> list[list[_Hole]]:
+    """Holes whose blocking periods overlap form one episode."""
+    eps: list[list[_Hole]] = []
+    end = -1
+    for h in sorted(holes, key=lambda h: h.t_open):
+        assert h.t_fill is not None
+        if eps and h.t_open < end:
+            eps[-1].append(h)
+            end = max(end, h.t_fill)
+        else:
+            eps.append([h])
+            end = h.t_fill
+    return eps
+
+
+def _units_at_p(
+    ctx: DetectContext, x: _Dir, ep: list[_Hole], all_holes: list[_Hole]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+    """(victims, hit units, unit name) for an episode seen as a hole at P."""
+    t0 = min(h.t_open for h in ep)
+    t1 = max(h.t_fill for h in ep if h.t_fill is not None)
+    a0 = min(h.a for h in ep)
+    spans = [(h.a, h.b) for h in all_holes]
+    recs = ctx.records_of(x.f, x.d)
+    victims: list[dict[str, Any]] = []
+    hit: list[dict[str, Any]] = []
+    if len(recs):
+        off = recs["offset"].to_numpy(np.int64)
+        end = off + recs["length"].to_numpy(np.int64)
+        lb_ts = recs["last_byte_ts_ns"].to_numpy(np.int64)
+        lb_fr = recs["last_byte_frame"].to_numpy(np.int64)
+        rd_ts = recs["last_ts_ns"].to_numpy(np.int64)
+        rd_fr = recs["last_frame"].to_numpy(np.int64)
+        ctype = recs["content_type"].to_numpy(np.int64)
+        for k in np.nonzero((end > a0) & (rd_ts >= t0) & (lb_ts <= t1))[0].tolist():
+            o, e = int(off[k]), int(end[k])
+            touches = any(o < sb and sa < e for sa, sb in spans)
+            u = {
+                "offset": o,
+                "length": e - o,
+                "content_type": int(ctype[k]),
+                "arrived_frame": int(lb_fr[k]),
+                "arrived_ns": int(lb_ts[k]),
+                "readable_frame": int(rd_fr[k]),
+                "readable_ns": int(rd_ts[k]),
+                "wait_ms": (int(rd_ts[k]) - int(lb_ts[k])) / 1e6,
+            }
+            if touches:
+                hit.append(u)
+            elif rd_ts[k] > lb_ts[k] and t0 <= lb_ts[k] < t1:
+                victims.append(u)
+        return victims, hit, "TLS record"
+    # no TLS: the units are writes, a PSH-terminated segment ends one (DETECTION.md §1.5)
+    for k in np.nonzero(
+        x.seg_psh & (x.seg_off >= a0) & (x.seg_ts >= t0) & (x.seg_ts < t1) & (x.seg_gap >= 0)
+    )[0].tolist():
+        o, e = int(x.seg_off[k]), int(x.seg_end[k])
+        if x.seg_kind[k] not in ("new", "prev_not_captured"):
+            continue
+        tu = int(x.seg_ts[k])
+        below = [h for h in ep if h.a < e and h.t_open <= tu and h.t_fill is not None]
+        if not below:
+            continue
+        rd = max(h.t_fill for h in below if h.t_fill is not None)
+        if rd <= tu:
+            continue
+        victims.append(
+            {
+                "offset": o,
+                "length": e - o,
+                "content_type": None,
+                "arrived_frame": int(x.seg_frame[k]),
+                "arrived_ns": tu,
+                "readable_frame": None,
+                "readable_ns": rd,
+                "wait_ms": (rd - tu) / 1e6,
+            }
+        )
+    return victims, hit, "write (PSH-terminated segment)"
+
+
+def _finding_from_holes(
+    ctx: DetectContext, x: _Dir, ep: list[_Hole], all_holes: list[_Hole], min_episode_ms: float
+) -> Finding | None:
+    t0 = min(h.t_open for h in ep)
+    t1 = max(h.t_fill for h in ep if h.t_fill is not None)
+    victims, hit, unit = _units_at_p(ctx, x, ep, all_holes)
+    if not victims:
+        return None  # nothing complete waited behind the hole: no HoL (the hole's own unit
+        # is the record-spanning detector's business)
+    first = ep[0]
+    a = first.a
+    # the ACK stream's view of the same episode: first dupACK at a → first ACK past a
+    dup_all = sorted({k for h in ep for k in h.dupacks})
+    jump = np.nonzero((x.y_ack > a) & (x.y_ts >= t0))[0]
+    ack_t1 = int(x.y_ts[jump[0]]) if jump.shape[0] else None
+    ack_ep_ns = (ack_t1 - int(x.y_ts[dup_all[0]])) if ack_t1 is not None and dup_all else None
+    gro = bool(x.seg_super.any())
+    checks = [c for h in ep for c in h.checks]
+    duration = t1 - t0
+    method_note = "first segment after the hole → the segment that filled it"
+    if gro and ack_ep_ns is not None:
+        duration = ack_ep_ns
+        method_note = (
+            "first dupACK → first ACK past the hole (GRO super-segments hide arrival order)"
+        )
+        checks.append("GRO/TSO super-segments in this direction: timed from the ACK stream")
+    if duration / 1e6 < min_episode_ms:
+        return None
+    ev: list[Evidence] = []
+    for h in ep:
+        ev.append(Evidence(int(x.seg_frame[h.open_i]), "hole", h.t_open))
+    for k in dup_all[:MAX_DUPACK_FRAMES]:
+        ev.append(Evidence(int(x.y_frame[k]), "dupack", int(x.y_ts[k])))
+    for h in ep:
+        assert h.fill_i is not None
+        ev.append(
+            Evidence(
+                int(x.seg_frame[h.fill_i]),
+                "retransmission" if h.ts_confirmed else "fill",
+                h.t_fill,
+            )
+        )
+    worst = sorted(victims, key=lambda u: -u["wait_ms"])
+    vframes: dict[int, int] = {}
+    for u in worst:
+        if len(vframes) >= MAX_VICTIM_FRAMES:
+            break
+        vframes.setdefault(u["arrived_frame"], u["arrived_ns"])
+    for fr, ts in sorted(vframes.items()):
+        ev.append(Evidence(fr, "victim", ts))
+    total = sum(u["wait_ms"] for u in victims)
+    vmax = worst[0]["wait_ms"]
+    nbytes = sum(u["length"] for u in victims)
+    lost = sum(h.b - h.a for h in ep)
+    sender, receiver = ctx.endpoint(x.f, x.d), ctx.peer(x.f, x.d)
+    units = f"{len(victims)} {unit}{'s' if len(victims) != 1 else ''}"
+    fills = ", ".join(str(int(x.seg_frame[h.fill_i])) for h in ep if h.fill_i is not None)
+    explanation = (
+        f"{lost} bytes from the {sender} (stream offset {a}, Wireshark seq {a + 1}"
+        + (f", {len(ep)} holes" if len(ep) > 1 else "")
+        + f") never reached this capture point in order: for {duration / 1e6:.1f} ms the "
+        f"{receiver} held everything behind the hole. {units} ({nbytes} bytes) had fully "
+        f"arrived but could not be handed to the application until frame {fills} filled the "
+        f"hole — they waited up to {vmax:.1f} ms ({total:.1f} ms summed over units)."
+        + _multiplex_note(ctx, x.f)
+    )
+    conf = 0.9 if all(h.ts_confirmed for h in ep) else 0.75
+    if unit != "TLS record":
+        conf -= 0.1
+    return Finding(
+        kind="tcp_hol_blocking",
+        flow=x.f,
+        dir=DIRS[x.d],
+        t_start_ns=t0,
+        t_end_ns=t0 + duration,
+        cost_ms=duration / 1e6,
+        cost_method="measured_interval",
+        evidence=ev,
+        vantage=ctx.vantage(x.f),
+        confidence=conf,
+        checks=[
+            *dict.fromkeys(checks),
+            f"victims are whole {unit}s that arrived behind the hole before it was filled",
+        ],
+        explanation=explanation,
+        remedy=_REMEDY,
+        display_filter=_display_filter(ctx, x, a),
+        details={
+            "view": "hole_at_capture_point",
+            "hole_offset": a,
+            "hole_bytes": lost,
+            "holes": [{"offset": h.a, "length": h.b - h.a} for h in ep],
+            "episode_method": method_note,
+            "ack_episode_ms": None if ack_ep_ns is None else ack_ep_ns / 1e6,
+            "dupacks": len(dup_all),
+            "unit": unit,
+            "victims": len(victims),
+            "victim_bytes": nbytes,
+            "victim_wait_ms_max": vmax,
+            "victim_wait_ms_total": total,
+            "victim_wait_method": "measured_interval (readable in order − last byte arrived)",
+            "victim_units": victims,
+            "hit_units": hit,
+            "frames_filter": frame_filter([e.frame for e in ev]),
+        },
+    )
+
+
+# --------------------------------------------------------------------------- ACK stream
+
+
+def _ack_stream_episodes(
+    ctx: DetectContext,
+    x: _Dir,
+    covered: list[tuple[int, int]],
+    d_y: int | None,
+    frac: float,
+    min_episode_ms: float,
+) -> list[Finding]:
+    """Sender-side view: dupACK period at h, a retransmission of h, the ACK that jumps."""
+    out: list[Finding] = []
+    n = x.y_idx.shape[0]
+    if n < 2:
+        return out
+    same = np.zeros(n, bool)
+    same[1:] = x.y_ack[1:] == x.y_ack[:-1]
+    dup = same & x.y_pure
+    if x.sack_ok:
+        dup &= x.y_sack > 0
+    else:  # Wireshark's rule without SACK: same ack and same window (packet-tcp.c)
+        wsame = np.zeros(n, bool)
+        wsame[1:] = x.y_win[1:] == x.y_win[:-1]
+        dup &= wsame
+    if not dup.any():
+        return out
+    seen_h: set[int] = set()
+    for k0 in np.nonzero(dup)[0].tolist():
+        h = int(x.y_ack[k0])
+        if h in seen_h:
+            continue
+        seen_h.add(h)
+        if any(a <= h < b for a, b in covered):
+            continue  # the capture point saw this hole itself: handled above
+        jump = np.nonzero((np.arange(n) > k0) & (x.y_ack > h))[0]
+        if not jump.shape[0]:
+            continue  # the episode never ended in the capture
+        kj = int(jump[0])
+        t_h0, t_h1 = int(x.y_ts[k0]), int(x.y_ts[kj])
+        dups = np.nonzero(dup & (x.y_ack == h) & (np.arange(n) >= k0) & (np.arange(n) < kj))[0]
+        # the first ACK that reached h: the data after it is what Y reports out of order
+        reach = np.nonzero((x.y_ack == h) & (np.arange(n) <= k0))[0]
+        f_reach = int(x.y_frame[reach[0]])
+        f_jump = int(x.y_frame[kj])
+        cover = np.nonzero((x.seg_off <= h) & (x.seg_end > h))[0]
+        rx = [
+            j
+            for j in cover.tolist()
+            if f_reach < x.seg_frame[j] < f_jump and x.seg_kind[j] in _RETX_KINDS
+        ]
+        if not rx:
+            continue  # no retransmission: Y's ACK jumped on its own (reordering)
+        j = rx[-1]
+        if x.seg_kind[j] == "spurious_retransmission":
+            continue
+        t_rx = int(x.seg_ts[j])
+        checks = [
+            f"loss, not reordering: {dups.shape[0]} dupACKs pinned at the hole, then a "
+            f"retransmission (frame {int(x.seg_frame[j])}) before the ACK moved past it"
+        ]
+        if d_y is not None and d_y > 0:
+            if t_h1 - t_rx < frac * d_y:
+                continue  # the jump came too soon to be the copy's doing: original was late
+            checks.append(
+                f"the ACK jump came {(t_h1 - t_rx) / 1e6:.1f} ms after the retransmission, "
+                f"≥ {frac:g} × the {d_y / 1e6:.1f} ms round trip to the receiver"
+            )
+        duration = t_h1 - t_h0
+        if duration / 1e6 < min_episode_ms:
+            continue
+        hole_end = int(x.seg_end[j])
+        orig = [i for i in cover.tolist() if x.seg_frame[i] < x.seg_frame[j]]
+        victims = _victims_at_sender(ctx, x, hole_end, t_rx, t_h1, d_y)
+        if not victims["units"]:
+            continue  # nothing complete reached Y behind the hole: no unit was blocked
+        # cross-check from the data direction (X → P, also unbiased by the vantage): the
+        # first segment sent behind the lost one → the retransmission.  The two agree unless
+        # one path direction's delay changed during the episode (queueing, a stalled hop)
+        conf = 0.8
+        send_side = None
+        caveats: list[str] = []
+        if orig:
+            behind = np.nonzero(
+                (x.seg_frame > x.seg_frame[orig[0]]) & (x.seg_off >= hole_end) & (x.seg_ts < t_rx)
+            )[0]
+            if behind.shape[0]:
+                send_side = t_rx - int(x.seg_ts[behind[0]])
+        if send_side is not None and send_side > 0:
+            ratio = (t_h1 - t_h0) / send_side
+            if 0.8 <= ratio <= 1.25:
+                checks.append(
+                    f"the data direction agrees: first segment sent behind the hole → "
+                    f"retransmission {send_side / 1e6:.1f} ms"
+                )
+            else:
+                conf = 0.6
+                caveats.append(
+                    f"the data direction disagrees ({send_side / 1e6:.1f} ms from the first "
+                    "segment behind the hole to the retransmission): one direction's path delay "
+                    "changed during the episode, so the ACK-stream duration is uncertain"
+                )
+        ev: list[Evidence] = []
+        if orig:
+            ev.append(Evidence(int(x.seg_frame[orig[0]]), "lost_original", int(x.seg_ts[orig[0]])))
+        for k in dups[:MAX_DUPACK_FRAMES].tolist():
+            ev.append(Evidence(int(x.y_frame[k]), "dupack", int(x.y_ts[k])))
+        ev.append(Evidence(int(x.seg_frame[j]), "retransmission", t_rx))
+        ev.append(Evidence(f_jump, "ack_past_hole", t_h1))
+        vframes: dict[int, int] = {}
+        for u in sorted(victims["units"], key=lambda u: -(u["wait_ms"] or 0.0)):
+            if len(vframes) >= MAX_VICTIM_FRAMES:
+                break
+            vframes.setdefault(u["sent_frame"], u["sent_ns"])
+        for fr, ts in sorted(vframes.items()):
+            ev.append(Evidence(fr, "victim", ts))
+        sender, receiver = ctx.endpoint(x.f, x.d), ctx.peer(x.f, x.d)
+        nv = len(victims["units"])
+        unit = victims["unit"]
+        est = (
+            f" An estimated {nv} {unit}{'s' if nv != 1 else ''} sent behind the hole had "
+            f"reached the receiver before the retransmission and waited up to "
+            f"{victims['max_ms']:.1f} ms."
+            if nv and victims["max_ms"] is not None
+            else f" {victims['sent_behind']} bytes sent behind the hole waited with it."
+        )
+        out.append(
+            Finding(
+                kind="tcp_hol_blocking",
+                flow=x.f,
+                dir=DIRS[x.d],
+                t_start_ns=t_h0,
+                t_end_ns=t_h1,
+                cost_ms=duration / 1e6,
+                cost_method="measured_interval",
+                evidence=ev,
+                vantage=ctx.vantage(x.f),
+                confidence=conf,
+                checks=checks,
+                explanation=(
+                    f"A segment the {sender} sent (stream offset {h}, Wireshark seq {h + 1}) "
+                    f"was lost before reaching the {receiver}: its ACKs stayed at that byte "
+                    f"for {duration / 1e6:.1f} ms ({dups.shape[0]} dupACKs reporting data "
+                    f"behind the hole) until the retransmission in frame {int(x.seg_frame[j])} "
+                    f"filled it; meanwhile nothing behind the hole could be delivered."
+                    + est
+                    + _multiplex_note(ctx, x.f)
+                ),
+                remedy=_REMEDY,
+                display_filter=_display_filter(ctx, x, h),
+                details={
+                    "view": "ack_stream",
+                    "hole_offset": h,
+                    "hole_bytes": hole_end - h,
+                    "episode_method": "first dupACK → first ACK past the hole (both Y → P)",
+                    "dupacks": int(dups.shape[0]),
+                    "unit": unit,
+                    "victims": nv,
+                    "victim_wait_ms_max": victims["max_ms"],
+                    "victim_wait_ms_total": victims["total_ms"],
+                    "victim_wait_method": "estimate (t_jump − t_sent − d_Y)",
+                    "victim_units": victims["units"],
+                    "bytes_sent_behind_hole": victims["sent_behind"],
+                    "send_side_hole_ms": None if send_side is None else send_side / 1e6,
+                    "caveats": caveats,
+                    "frames_filter": frame_filter([e.frame for e in ev]),
+                },
+            )
+        )
+    return out
+
+
+def _victims_at_sender(
+    ctx: DetectContext, x: _Dir, hole_end: int, t_rx: int, t_h1: int, d_y: int | None
+) -> dict[str, Any]:
+    """Units sent behind the hole that reached Y before the fill (estimated at P = X)."""
+    sent = (x.seg_off >= hole_end) & (x.seg_ts < t_rx) & np.isin(x.seg_kind, ["new"])
+    behind = int((x.seg_end[sent] - x.seg_off[sent]).sum()) if sent.any() else 0
+    units: list[dict[str, Any]] = []
+    recs = ctx.records_of(x.f, x.d)
+    if len(recs):
+        unit = "TLS record"
+        off = recs["offset"].to_numpy(np.int64)
+        ln = recs["length"].to_numpy(np.int64)
+        lb_ts = recs["last_byte_ts_ns"].to_numpy(np.int64)
+        lb_fr = recs["last_byte_frame"].to_numpy(np.int64)
+        sel = np.nonzero((off >= hole_end) & (lb_ts < t_rx))[0]
+        rows = [(int(off[k]), int(ln[k]), int(lb_fr[k]), int(lb_ts[k])) for k in sel.tolist()]
+    else:
+        unit = "write (PSH-terminated segment)"
+        sel = np.nonzero(sent & x.seg_psh)[0]
+        rows = [
+            (
+                int(x.seg_off[k]),
+                int(x.seg_end[k] - x.seg_off[k]),
+                int(x.seg_frame[k]),
+                int(x.seg_ts[k]),
+            )
+            for k in sel.tolist()
+        ]
+    waits = []
+    for o, ln_, fr, ts in rows:
+        w = None if d_y is None else (t_h1 - ts - d_y) / 1e6
+        if w is not None and w <= 0:
+            continue  # reached Y after the fill: not blocked
+        units.append({"offset": o, "length": ln_, "sent_frame": fr, "sent_ns": ts, "wait_ms": w})
+        if w is not None:
+            waits.append(w)
+    return {
+        "unit": unit,
+        "units": units,
+        "sent_behind": behind,
+        "max_ms": max(waits) if waits else None,
+        "total_ms": sum(waits) if waits else None,
+    }
+
+
+# --------------------------------------------------------------------------- text
+
+
+_REMEDY = (
+    "The loss is on the path (find the link, queue or shaper that dropped it). To stop one "
+    "loss from stalling independent streams: serve them over HTTP/3 (QUIC), where a loss "
+    "blocks only the streams in the lost packet, or put independent streams on separate "
+    "connections; keep the sender's unsent backlog small (tcp_notsent_lowat, smaller send "
+    "buffers) so less data queues behind a hole; keep RACK/TLP loss detection on (Linux "
+    "default) so holes are repaired in about one RTT rather than an RTO."
+)
+
+
+def _multiplex_note(ctx: DetectContext, f: int) -> str:
+    row = ctx.tls_row(f)
+    alpn = None if row is None else row.alpn
+    if isinstance(alpn, str) and alpn.startswith("h2"):
+        return (
+            " This connection speaks HTTP/2: every stream multiplexed on it waited, not only "
+            "the ones whose bytes were lost."
+        )
+    return (
+        " Every message queued behind the hole waited, whichever request or stream it belonged to."
+    )
+
+
+def _display_filter(ctx: DetectContext, x: _Dir, h: int) -> str:
+    r = ctx.flow(x.f)
+    src_y = r.client_ip if x.d == 1 else r.server_ip
+    src_x = r.server_ip if x.d == 1 else r.client_ip
+    ipf = "ipv6.src" if ":" in str(src_y) else "ip.src"
+    return (
+        f"tcp.stream == {int(r.stream)} && ("
+        f"({ipf} == {src_y} && tcp.ack == {h + 1} && tcp.len == 0) || "
+        f"({ipf} == {src_x} && tcp.seq <= {h + 1} && tcp.nxtseq > {h + 1}) || "
+        "tcp.analysis.lost_segment || tcp.analysis.retransmission || "
+        "tcp.analysis.out_of_order)"
+    )

@@ -1,0 +1,333 @@
+"""Slow-start restart after idle (R1, DETECTION.md §7.1).
+
+Mechanism: RFC 5681 §4.1 (and RFC 2861): a TCP that has not sent for more than an RTO
+SHOULD restart from the restart window RW = min(IW, cwnd).  Linux
+(``tcp_slow_start_after_idle_check`` → ``tcp_cwnd_restart``) halves cwnd once per RTO of
+idle time, floored at min(IW, cwnd), when nothing is in flight — unless
+``net.ipv4.tcp_slow_start_after_idle = 0`` or the congestion module has its own
+``cong_control`` (BBR).  A burst after the idle therefore starts from a first flight of
+≈ IW = 10 segments (RFC 6928) instead of the window the connection had built, and needs
+more round trips.
+
+Signature (per direction, sender X): an idle gap G with everything acknowledged and
+G > RTO_est = srtt + max(200 ms, 4·mdev) (Linux ``__tcp_set_rto``; only the handshake RTT is
+known, so the 200 ms ``TCP_RTO_MIN`` term stands for the variance); the next burst's first
+flight F1 (what X sends before an ACK for the burst can return: segments until the first
+one sent ≥ ½ RTT after the flight began with an ACK seen in between — at a receiver
+vantage the same boundaries arrive shifted by the one-way delay) is < ½ × the largest
+flight of the active period before the idle, the burst continues after F1 (backlog) with
+a second flight that follows an ACK after a silence ≥ ½ RTT (ACK-clocked, not paced), and
+Y's advertised window was not what stopped F1.
+
+Cost (§7.1): extra round trips = flights the burst took − flights it would have taken
+from the pre-idle window, × RTT.  The pre-idle window is estimated the way Linux grows it
+in slow start without loss: cwnd += segments acknowledged (``tcp_slow_start``) but only
+while cwnd < 2 × the packets in flight (``tcp_is_cwnd_limited``), so IW + the segments of
+the active period before the idle, capped at twice its largest flight, at least that
+flight, at most Y's window; when the period had retransmissions (cwnd then ≈ the flight)
+the largest flight itself.  The lower bound (pre-idle window = the largest flight seen)
+is in ``details``.
+
+Counter-checks (the false-positive traps of §7.1): bursts no larger than F1 (app-limited:
+nothing was lost), SSE/token streams whose events are smaller than IW (same rule), a
+receiver window smaller than F1 + 1 segment, pacing (fq/BBR spreads a burst with no
+ACK-coupled silence), BBR in general (its restart keeps cwnd: F1 is not small), a loss in
+the first flights (flights then measure recovery, not cwnd: reported with lower confidence), and a first flight smaller than min(IW, the pre-idle
+flight) — below any restart window, so the application's writes, not cwnd, cut it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Evidence, Finding, frame_filter
+from .context import DetectContext, FlowPackets
+from .tls_records import Tables, n_rows
+
+KINDS = ("slow_start_restart",)
+
+IW_SEGMENTS = 10  # RFC 6928 initial window; Linux TCP_INIT_CWND
+TCP_RTO_MIN_NS = 200_000_000  # Linux TCP_RTO_MIN (HZ/5): RTO_est = srtt + max(200 ms, 4·mdev)
+FLIGHT_SHRINK = 0.5  # §7.1: F1 < 0.5 × the largest flight before the idle
+FLIGHT_BREAK_RTT = 0.5  # a new flight starts ≥ ½ RTT after the previous one began (truth.flights)
+# the ACK-coupled silence after the first flight must also be ≥ 1 ms: on loopback and LANs
+# sub-millisecond gaps are scheduling, not flights (§1.4), and the restart costs µs there
+SILENCE_MIN_NS = 1_000_000
+# a burst goes on while each flight starts within 1.5 RTT of the previous one (ACK-clocked);
+# a longer pause is the application's, not the window's (judgement, halfway to the next RTT)
+BURST_CONTINUE_RTT = 1.5
+DATA_KINDS = ("new", "prev_not_captured", "out_of_order", "retransmission")
+
+
+@dataclass
+class Flight:
+    first: int  # index into the segment arrays
+    last: int
+    segments: int  # wire segments (a super-segment counts as several)
+    start_ns: int
+    end_ns: int
+
+
+def flights_needed(burst: int, window: int) -> int:
+    """Round trips to send ``burst`` segments from ``window``, doubling per RTT (slow start)."""
+    n, sent, w = 0, 0, max(window, 1)
+    while sent < burst:
+        sent += w
+        w *= 2
+        n += 1
+    return n
+
+
+def _flights(
+    ts: np.ndarray, wire: np.ndarray, idx: np.ndarray, ack_ts: np.ndarray, rtt: int
+) -> list[Flight]:
+    """Group the consecutive segments ``idx`` into flights (``ack_ts``: Y's ACK times, sorted).
+
+    A flight is what X sends before an ACK for it can return: the next flight starts with
+    the first segment sent ≥ ½ RTT after the flight began *and* after an ACK from Y was seen
+    (the lab's ``truth.flights`` rule).  One step per flight, not per segment.
+    """
+    out: list[Flight] = []
+    if idx.shape[0] == 0:
+        return out
+    lo, hi = int(idx[0]), int(idx[-1]) + 1
+    seg_ts = ts[lo:hi]
+    cum = np.concatenate(([0], np.cumsum(wire[lo:hi])))
+    i = 0
+    n = hi - lo
+    while i < n:
+        t0 = int(seg_ts[i])
+        j1 = int(np.searchsorted(seg_ts, t0 + FLIGHT_BREAK_RTT * rtt, side="left"))
+        a = int(np.searchsorted(ack_ts, t0, side="right"))
+        j2 = int(np.searchsorted(seg_ts, ack_ts[a], side="left")) if a < ack_ts.shape[0] else n
+        j = min(max(j1, j2, i + 1), n)
+        out.append(Flight(lo + i, lo + j - 1, int(cum[j] - cum[i]), t0, int(seg_ts[j - 1])))
+        i = j
+    return out
+
+
+def _window_before(p: FlowPackets, d: int, t: int) -> int:
+    """Y's last advertised (scaled) window before ``t``; -1 when unknown."""
+    y = np.nonzero((p.dir == 1 - d) & (p.ts <= t) & (p.ack >= 0))[0]
+    return int(p.win[y[-1]]) if y.shape[0] else -1
+
+
+def detect(
+    ctx: DetectContext,
+    *,
+    iw_segments: int = IW_SEGMENTS,
+    rto_min_ns: int = TCP_RTO_MIN_NS,
+    flight_shrink: float = FLIGHT_SHRINK,
+    burst_continue_rtt: float = BURST_CONTINUE_RTT,
+) -> list[Finding]:
+    out: list[Finding] = []
+    tab = Tables(ctx, records=False)
+    for f in ctx.tcp_flows():
+        rtt = ctx.rtt_ns(f)
+        mss = ctx.eff_mss(f)
+        if not rtt or not mss:
+            continue  # flights need the RTT and segment counts need the MSS
+        rto = rtt + rto_min_ns
+        p = ctx.packets_of(f)
+        for d in (0, 1):
+            seg = tab.segments(f, d)
+            if not n_rows(seg):
+                continue
+            kind = seg["kind"]
+            keep = np.isin(kind, DATA_KINDS)
+            if int(seg["wire_segments"][keep].sum()) < 2 * iw_segments:
+                continue  # too little data to restart from anything
+            ts = seg["ts_ns"][keep]
+            if not (np.diff(ts) > rto).any():
+                continue  # no idle gap: nothing to restart
+            end = seg["end"][keep]
+            frames = seg["frame"][keep]
+            wire = seg["wire_segments"][keep]
+            rtx = np.isin(kind[keep], ("retransmission", "out_of_order"))
+            ys = (p.dir == 1 - d) & (p.ack >= 0)
+            ack_ts, ack_val = p.ts[ys], p.ack[ys]
+            ack_frames = p.frame[ys]
+            ack_sorted = np.sort(ack_ts)
+            gaps = np.diff(ts)
+            period_start = 0
+            for g in np.nonzero(gaps > rto)[0]:
+                g = int(g)
+                pre = np.arange(period_start, g + 1)
+                post_start = g + 1
+                period_start = post_start
+                # everything sent before the idle was acknowledged before the burst
+                high = int(end[: g + 1].max())
+                acked = np.nonzero((ack_val >= high) & (ack_ts <= ts[post_start]))[0]
+                if acked.shape[0] == 0:
+                    continue
+                # idle as Linux measures it: since the last send (tcp_cwnd_restart: now −
+                # lsndtime); a same-direction interval, equal at every vantage
+                idle = int(ts[post_start]) - int(ts[g])
+                if idle <= rto:
+                    continue
+                pre_fl = _flights(ts, wire, pre, ack_sorted, rtt)
+                if not pre_fl:
+                    continue
+                w_max_fl = max(pre_fl, key=lambda x: x.segments)
+                w_max = w_max_fl.segments
+                # the burst: flights while each starts within burst_continue_rtt of the last
+                nxt_idle = np.nonzero(gaps[post_start:] > rto)[0]
+                burst_end = post_start + int(nxt_idle[0]) if nxt_idle.shape[0] else len(ts) - 1
+                post_fl = _flights(ts, wire, np.arange(post_start, burst_end + 1), ack_sorted, rtt)
+                burst_fl = post_fl[:1]
+                for fl in post_fl[1:]:
+                    if fl.start_ns - burst_fl[-1].start_ns > burst_continue_rtt * rtt:
+                        break
+                    burst_fl.append(fl)
+                f1 = burst_fl[0].segments
+                burst = sum(x.segments for x in burst_fl)
+                if len(burst_fl) < 2 or burst <= f1:
+                    continue  # app-limited: the whole burst fit the first flight
+                if not f1 < flight_shrink * w_max:
+                    continue
+                if f1 < min(iw_segments, w_max):
+                    # a restart never goes below min(IW, cwnd) (tcp_cwnd_restart): a smaller
+                    # first flight was cut by the application's writes, not by cwnd
+                    continue
+                # ACK-clocked, not paced: silence ≥ ½ RTT between F1 and F2, an ACK in it
+                f2 = burst_fl[1]
+                silence = f2.start_ns - burst_fl[0].end_ns
+                if silence < max(FLIGHT_BREAK_RTT * rtt, SILENCE_MIN_NS):
+                    continue
+                win = _window_before(p, d, int(ts[post_start]))
+                if win >= 0 and win < (f1 + 1) * mss:
+                    continue  # the receiver's window, not cwnd, stopped the first flight
+                first_ack = np.nonzero(
+                    (ack_ts > ts[post_start]) & (ack_val > int(end[: g + 1].max()))
+                )[0]
+                # cost: flights taken − flights from the pre-idle window (slow-start estimate)
+                pre_lossy = bool(rtx[pre].any())
+                pre_segments = int(wire[pre].sum())
+                # slow start without loss: cwnd += segments acknowledged (tcp_slow_start), but
+                # only while cwnd < 2 × packets in flight (tcp_is_cwnd_limited): ≤ 2 × flight
+                w_prev = (
+                    w_max if pre_lossy else max(w_max, min(iw_segments + pre_segments, 2 * w_max))
+                )
+                if win > 0:
+                    w_prev = max(w_max, min(w_prev, win // mss))
+                taken = len(burst_fl)
+                extra = max(0, taken - flights_needed(burst, w_prev))
+                extra_low = max(0, taken - flights_needed(burst, w_max))
+                if extra == 0:
+                    continue
+                cost_ns = extra * rtt
+                burst_lossy = bool(rtx[burst_fl[0].first : burst_fl[-1].last + 1].any())
+                # Linux's expectation: cwnd halved once per RTO of idle, floored at min(IW, cwnd)
+                restart = min(iw_segments, w_prev)
+                cw, delta = w_prev, idle
+                while (delta := delta - rto) > 0 and cw > restart:
+                    cw >>= 1
+                f1_expected = max(cw, restart)
+                sender = ctx.endpoint(f, d)
+                ev = [
+                    Evidence(
+                        int(frames[w_max_fl.first]),
+                        "largest flight before idle (start)",
+                        int(ts[w_max_fl.first]),
+                    ),
+                    Evidence(int(frames[g]), "last segment before idle", int(ts[g])),
+                    Evidence(
+                        int(ack_frames[acked[0]]), "all data acknowledged", int(ack_ts[acked[0]])
+                    ),
+                    Evidence(
+                        int(frames[post_start]),
+                        "first flight after idle (start)",
+                        int(ts[post_start]),
+                    ),
+                    Evidence(
+                        int(frames[burst_fl[0].last]),
+                        "first flight after idle (end)",
+                        int(ts[burst_fl[0].last]),
+                    ),
+                ]
+                if first_ack.shape[0]:
+                    j = int(first_ack[0])
+                    ev.append(
+                        Evidence(int(ack_frames[j]), "first ACK of the burst", int(ack_ts[j]))
+                    )
+                ev.append(
+                    Evidence(int(frames[f2.first]), "second flight (after the ACK)", f2.start_ns)
+                )
+                t_end = int(ts[burst_fl[-1].last])
+                rtt_ms = rtt / 1e6
+                flights_txt = ", ".join(str(x.segments) for x in burst_fl)
+                pre_txt = ", ".join(str(x.segments) for x in pre_fl)
+                out.append(
+                    Finding(
+                        kind="slow_start_restart",
+                        flow=f,
+                        dir=("c2s", "s2c")[d],
+                        t_start_ns=int(ts[post_start]),
+                        t_end_ns=t_end,
+                        cost_ms=cost_ns / 1e6,
+                        cost_method="estimate",
+                        evidence=ev,
+                        vantage=ctx.vantage(f),
+                        confidence=0.6 if burst_lossy else 0.85,
+                        checks=[
+                            f"idle {idle / 1e6:.0f} ms > RTO_est {rto / 1e6:.0f} ms "
+                            "(srtt + 200 ms TCP_RTO_MIN), everything acknowledged",
+                            f"first flight {f1} < {flight_shrink:g} × largest flight before "
+                            f"idle {w_max}",
+                            f"backlog: the burst ({burst} segments) continued after the first "
+                            "flight",
+                            f"ACK-clocked, not paced: {silence / 1e6:.1f} ms silence "
+                            "(≥ ½ RTT and ≥ 1 ms) before the second flight",
+                            "receiver window open"
+                            + (f" ({win} B ≥ {f1 + 1} segments)" if win >= 0 else " (unknown)"),
+                            "no retransmission in the burst"
+                            if not burst_lossy
+                            else "retransmissions in the burst: flights partly measure recovery",
+                        ],
+                        explanation=(
+                            f"The {sender} was idle for {idle / 1e6:.0f} ms (longer than its "
+                            f"retransmission timeout, ≈ {rto / 1e6:.0f} ms) and then sent a "
+                            f"{burst}-segment burst starting with a flight of only {f1} segments "
+                            f"(Linux expects {f1_expected} after this idle), although before "
+                            f"the pause it had sent flights of up to {w_max} segments "
+                            f"({pre_txt}). TCP's slow-start restart (RFC 5681 §4.1, Linux "
+                            "tcp_slow_start_after_idle) threw the congestion window away, so "
+                            f"the burst took {taken} round trips (flights {flights_txt}) instead "
+                            f"of ≈ {taken - extra}: ≈ {extra} extra RTT × {rtt_ms:.1f} ms = "
+                            f"{cost_ns / 1e6:.1f} ms"
+                            + (
+                                f" (at least {extra_low * rtt_ms:.1f} ms counting only the "
+                                "flights actually seen before the idle)."
+                                if extra_low < extra
+                                else "."
+                            )
+                        ),
+                        remedy=(
+                            f"On the sending host ({sender.split()[0]}): `sysctl -w "
+                            "net.ipv4.tcp_slow_start_after_idle=0` (per network namespace; "
+                            "persist it in /etc/sysctl.d), or keep the connection warm (send "
+                            "small keep-alive traffic more often than the RTO), or use BBR "
+                            "(`net.ipv4.tcp_congestion_control=bbr` / TCP_CONGESTION), which "
+                            "does not restart from IW after idle."
+                        ),
+                        display_filter=f"tcp.stream == {int(ctx.flow(f).stream)} && "
+                        + frame_filter([e.frame for e in ev]),
+                        details={
+                            "idle_ms": round(idle / 1e6, 3),
+                            "rto_est_ms": round(rto / 1e6, 3),
+                            "flights_before_idle": [x.segments for x in pre_fl],
+                            "flights_after_idle": [x.segments for x in burst_fl],
+                            "first_flight": f1,
+                            "first_flight_expected_linux": f1_expected,
+                            "largest_flight_before_idle": w_max,
+                            "window_before_idle_est": w_prev,
+                            "burst_segments": burst,
+                            "extra_rtts": extra,
+                            "extra_rtts_lower_bound": extra_low,
+                            "cost_lower_bound_ms": round(extra_low * rtt_ms, 3),
+                        },
+                    )
+                )
+    return out

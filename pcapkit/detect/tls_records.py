@@ -1,0 +1,1197 @@
+"""TLS record sizing and alignment (T1–T3, DETECTION.md §5, §1.6, §1.7).
+
+Four kinds, all read off ``Trace.records`` (every record with its stream offset, the
+segments that carried it, PSH positions and push units) and the segments table; none of
+them needs keys (with keys the inner content type separates application data from
+post-handshake messages and plaintext sizes are exact):
+
+* ``tls_tiny_records`` (T1, §5.1) — a *pattern* of application-data records carrying
+  ≤ 16 bytes of plaintext (TLS 1.3 ``record.length`` ≤ 33), whose TLS overhead alone is
+  ≥ 50 % of the record: ≥ 10 in a row, or ≥ 20 % of the direction's application records.
+  Single small records are legitimate (alerts, KeyUpdate, HTTP/2 SETTINGS ACK /
+  WINDOW_UPDATE / RST_STREAM).  Cost: what the records cost in time through the
+  congestion window — the waits of tiny-record segments queued behind a full window and
+  released by an ACK (an estimate; 0 when the window never filled, then the price is
+  bytes and packets, which the finding states).
+* ``tls_record_spanning`` (T2, §5.2) — one finding per application record that spans
+  several segments whose pieces were separated by ≥ ½ RTT (a cwnd/flight break) or by a
+  retransmission: the receiver cannot release any of its plaintext before the last piece.
+  Cost = t(record complete) − t(first piece), a same-direction interval, so valid at any
+  vantage (§1.1).  Not flagged: records that fit one segment (wire ≤ MSS: straddling two
+  segments is packing, smaller records would not help), bulk transfer after ramp-up
+  (records starting ≥ 128 KiB into a burst — a burst restarts after ≥ 1 s without new
+  data: 16 KiB records are right there, Go's ``recordSizeBoostThreshold``), resends after
+  the record was acknowledged (spurious), records with bytes never captured.  Flight
+  breaks are measured between original transmissions; at a TSO sender a super-segment's
+  pieces share one timestamp, so only breaks between super-segments count (§1.4).
+* ``tls_record_split_write`` (T3a, §5.3) — a sub-MSS PSH segment ends *inside* a record:
+  the sender handed the record to TCP in pieces (partial writes on a non-blocking socket,
+  a relay forwarding ciphertext as it arrives, header and body written separately).  Cost
+  per record = t(segment carrying its tail) − t(the PSH segment inside it), summed over the
+  direction's split records.  Excluded: full-MSS PSH segments (GSO/TSO burst ends, forced
+  pushes: §1.5 rules 3 and 6 — and Linux's own partial writes, which it cuts at full skbs),
+  splits by cwnd/rwnd (rule 5: PSH stays on the second part), sends ending exactly at the
+  peer's window edge (``tcp_write_wakeup`` probes carry PSH), retransmissions, and splits
+  whose pieces left < 1 ms apart.  When the tail waited for the ACK of the head with
+  nothing else in flight, Nagle was the mechanism: the finding says so (a ``nagle``
+  finding on the same frames is the same wait, not another one).
+* ``tls_records_coalesced`` (T3b, §5.4) — ≥ 2 complete application records in one
+  sub-MSS push unit: the writes waited in the socket.  What queued them is read from the
+  unit's trigger: a pure ACK from the peer ≈ d_X before it ⇒ Nagle when it acknowledged
+  everything sent and at most one small segment was in flight (Minshall's rule,
+  ``tcp_minshall_check``, never allows two), else the congestion/receive window; no
+  inbound trigger and ≈ RTO_est (srtt + 200 ms) after the last possible trigger ⇒
+  TCP_CORK/MSG_MORE (probe timer).  Not holds: records answering a request that just
+  arrived (the trigger carries data: request/response, §2.5), records sent long after
+  anything (the application's pace).  This is
+  the record-level *evidence* of a hold that the ``nagle``/``nagle_delayed_ack``/
+  ``tcp_cork`` detectors price: severity ``info``, cost an estimate that is not added to the
+  verdict.  Coalescing µs after the previous segment without a trigger is autocork/TSQ or
+  one gathered write (``write_coalescing``, not reported here).
+
+Legitimate small-record fingerprints not flagged: Go's dynamic record sizing and
+Cloudflare's 1 369-byte initial records (they are the *remedy* for T2), RFC 8449
+``record_size_limit`` (it only makes records smaller, so it can neither cause T2 nor force
+records below 64 bytes), TLS 1.0 CBC 1/n−1 splitting (a 1-byte record before every larger
+one, BEAST countermeasure) which T1 excludes by version and cipher.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .base import Evidence, Finding, frame_filter, severity_for
+from .context import DetectContext, FlowPackets
+
+KINDS = (
+    "tls_tiny_records",
+    "tls_record_spanning",
+    "tls_record_split_write",
+    "tls_records_coalesced",
+)
+
+# --- constants and their sources ----------------------------------------------------------
+TLS_MAX_PLAINTEXT = 1 << 14  # RFC 8446 §5.1: "The length MUST NOT exceed 2^14 bytes"
+TLS_HEADER = 5  # content type, version, length (RFC 8446 §5.1)
+CT_APPLICATION_DATA = 23
+TINY_PLAINTEXT_MAX = 16  # DETECTION.md §5.1: plaintext ≤ 16 B (TLS 1.3 record.length ≤ 33)
+TINY_OVERHEAD_RATIO = 0.5  # §5.1: overhead / (overhead + plaintext) ≥ 0.5
+TINY_RUN = 10  # §5.1 pattern rule: ≥ 10 consecutive tiny application records …
+TINY_FRACTION = 0.20  # … or ≥ 20 % of the application records
+# judgement: the fraction rule needs a few records, else one close_notify-sized record
+# among four would be "25 %"; five is below the run rule and above the handful of
+# legitimate small records (SETTINGS ACK, WINDOW_UPDATE, alerts) a connection sends.
+TINY_FRACTION_MIN_RECORDS = 5
+# HTTP/2 control frames that travel alone in a record (RFC 9113 §4.1: 9-byte frame header):
+# SETTINGS ACK / empty DATA with END_STREAM (9), WINDOW_UPDATE / RST_STREAM (13).
+H2_CONTROL_PLAINTEXT = frozenset({9, 13})
+CBC_BLOCK = 16  # AES block: a 1-byte CBC record's plaintext bound without keys (§1.7 padding)
+IW_SEGMENTS = 10  # RFC 6928 initial window (Linux TCP_INIT_CWND)
+BULK_AFTER_BYTES = 128 * 1024  # Go crypto/tls recordSizeBoostThreshold: 16 KiB records after it
+IDLE_RESET_NS = 1_000_000_000  # nginx dynamic-record patch / Grigorik: sizing resets after 1 s idle
+FLIGHT_BREAK_RTT = 0.5  # §5.2: pieces ≥ ½ RTT apart were sent in different flights
+# … and at least this far apart: §1.4 warns off causal readings of gaps < 50 µs; on loopback
+# and LANs (RTT ~0.05–0.5 ms) gaps under a millisecond are scheduling, not flights, and a
+# wait that short is not a delay anyone feels (judgement: one HZ=1000 jiffy)
+FLIGHT_BREAK_MIN_NS = 1_000_000
+RELEASE_TOL_MIN_NS = 500_000  # §2.3: lag tolerance max(0.5 ms, ¼·d_X)
+RELEASE_TOL_FRAC = 0.25
+TCP_RTO_MIN_NS = 200_000_000  # Linux TCP_RTO_MIN = HZ/5: the cork ceiling is the probe timer
+CORK_SLACK_NS = 10_000_000  # timer slack around the probe timer: HZ=100 jiffy (DETECTION.md §2.1)
+# the probe timer fires RTO_est after the write; RTO_est's variance term is unknown (only
+# srtt is), so allow 25 % above srtt + 200 ms (judgement; §3.2 clusters releases at 200–240 ms)
+CORK_RTO_FACTOR = 1.25
+# judgement: a record whose pieces left < 1 ms apart cost the reader less than a scheduler
+# tick; the split is then a curiosity, not a delay.
+SPLIT_MIN_WAIT_NS = 1_000_000
+
+RETRANSMISSION_KINDS = ("retransmission", "out_of_order", "overlap_same", "overlap_diff")
+
+
+# --- TLS overhead per suite (DETECTION.md §1.7) ---------------------------------------------
+def tls_overhead_min(version: str | None, cipher: str | None) -> int:
+    """Smallest bytes on the wire beyond the plaintext for this suite (→ plaintext upper bound).
+
+    TLS 1.3 AEAD: 5 + 1 inner type + 16 tag = 22; TLS 1.2 AES-GCM/CCM: 5 + 8 explicit nonce
+    + 16 = 29; TLS 1.2 ChaCha20-Poly1305: 5 + 16 = 21; CBC-HMAC: 5 + IV (16, none in TLS 1.0)
+    + MAC (20/32/48) + ≥ 1 padding byte.  Unknown: 21, the smallest of all, so unknown
+    suites never make a record look smaller than it is.
+    """
+    v = (version or "").upper()
+    c = (cipher or "").upper()
+    if "1.3" in v:
+        return 22
+    if "CHACHA20" in c:
+        return 21
+    if "GCM" in c or "CCM" in c:
+        return 29 if "CCM_8" not in c else 21
+    if "CBC" in c:
+        mac = 48 if c.endswith("SHA384") else 32 if c.endswith("SHA256") else 20
+        iv = 0 if re.search(r"1\.0|SSL", v) else 16
+        return TLS_HEADER + iv + mac + 1
+    return 21
+
+
+def is_cbc_tls10(version: str | None, cipher: str | None) -> bool:
+    """TLS ≤ 1.0 with a CBC suite: senders split each write 1/n−1 (BEAST countermeasure)."""
+    v = (version or "").upper()
+    return bool(re.search(r"1\.0|SSL", v)) and "CBC" in (cipher or "").upper()
+
+
+# --- per flow/direction view ----------------------------------------------------------------
+@dataclass
+class DirView:
+    """What the record detectors need about one direction of one flow."""
+
+    f: int
+    d: int
+    recs: Cols  # application records, by offset
+    plaintext: np.ndarray  # exact or upper bound
+    exact: np.ndarray  # plaintext known
+    seg: Cols  # segments of this direction, frame order
+    p: FlowPackets
+    eff_mss: int | None
+    rtt_ns: int | None
+    d_x: int | None
+    d_y: int | None
+    version: str | None
+    cipher: str | None
+    alpn: str | None
+    rel: ReleaseIndex
+    s: Pieces
+
+
+Cols = dict[str, np.ndarray]
+
+_REC_COLS = {
+    "offset": np.int64,
+    "length": np.int64,
+    "first_frame": np.int64,
+    "first_ts_ns": np.int64,
+    "last_byte_frame": np.int64,
+    "last_byte_ts_ns": np.int64,
+    "segments": np.int64,
+    "push_unit": np.int64,
+    "missing_bytes": np.int64,
+}
+_SEG_COLS = {
+    "frame": np.int64,
+    "ts_ns": np.int64,
+    "offset": np.int64,
+    "end": np.int64,
+    "length": np.int64,
+    "new_bytes": np.int64,
+    "wire_segments": np.int64,
+}
+
+
+class Tables:
+    """The records and segments tables as numpy columns, sorted by (flow, dir, …) once.
+
+    DetectContext slices DataFrames per direction; converting columns (and categoricals to
+    strings) once for the whole trace keeps a capture of thousands of connections fast.
+    """
+
+    def __init__(self, ctx: DetectContext, *, records: bool = True) -> None:
+        self.rec, self.rec_key = self._table(
+            ctx.records if records else ctx.records.iloc[:0],
+            "offset",
+            _REC_COLS,
+            floats=("content_type", "plaintext_len"),
+            strs=("epoch", "status"),
+            bools=("retransmitted",),
+        )
+        self.seg, self.seg_key = self._table(
+            ctx.segments,
+            "frame",
+            _SEG_COLS,
+            floats=(),
+            strs=("kind",),
+            bools=("psh", "super_segment"),
+        )
+
+    @staticmethod
+    def _table(
+        df: pd.DataFrame,
+        by: str,
+        ints: dict[str, Any],
+        *,
+        floats: tuple[str, ...],
+        strs: tuple[str, ...],
+        bools: tuple[str, ...],
+    ) -> tuple[Cols, np.ndarray]:
+        if df.empty:
+            return {}, np.zeros(0, np.int64)
+        key = df["flow"].to_numpy(np.int64) * 2 + df["dir"].cat.codes.to_numpy(np.int64)
+        order = np.lexsort((df[by].to_numpy(np.int64), key))
+        cols: Cols = {c: df[c].to_numpy(t)[order] for c, t in ints.items()}
+        for c in floats:
+            cols[c] = df[c].to_numpy(dtype=np.float64, na_value=np.nan)[order]
+        for c in strs:
+            cols[c] = df[c].astype(str).to_numpy()[order]
+        for c in bools:
+            cols[c] = df[c].to_numpy(bool)[order]
+        return cols, key[order]
+
+    @staticmethod
+    def _slice(cols: Cols, keys: np.ndarray, k: int) -> Cols:
+        a = int(np.searchsorted(keys, k, side="left"))
+        b = int(np.searchsorted(keys, k, side="right"))
+        return {c: v[a:b] for c, v in cols.items()}
+
+    def records(self, f: int, d: int) -> Cols:
+        return self._slice(self.rec, self.rec_key, f * 2 + d)
+
+    def segments(self, f: int, d: int) -> Cols:
+        return self._slice(self.seg, self.seg_key, f * 2 + d)
+
+
+def n_rows(cols: Cols) -> int:
+    return next(iter(cols.values())).shape[0] if cols else 0
+
+
+def app_records(recs: Cols) -> Cols:
+    """Application-data records of one direction.
+
+    Decrypted (or TLS ≤ 1.2) records say their type and epoch.  Undecrypted TLS 1.3 records
+    are all outer type 23 and the session cannot tell where the handshake ended; those in the
+    direction's first encrypted push unit (the server's EncryptedExtensions…Finished flight,
+    the client's Finished) are taken as handshake, later ones as application data.
+    """
+    if not n_rows(recs):
+        return recs
+    ct, epoch, status = recs["content_type"], recs["epoch"], recs["status"]
+    app = (ct == CT_APPLICATION_DATA) & np.isin(epoch, ("application", "early"))
+    hidden = (ct == CT_APPLICATION_DATA) & (epoch == "handshake") & (status != "decrypted")
+    if hidden.any():
+        unit = recs["push_unit"]
+        first_unit = unit[np.nonzero(hidden)[0][0]]
+        app |= hidden & (unit > first_unit)
+    return {c: v[app] for c, v in recs.items()}
+
+
+def dir_view(ctx: DetectContext, tab: Tables, f: int, d: int) -> DirView | None:
+    recs = app_records(tab.records(f, d))
+    if not n_rows(recs):
+        return None
+    tls = ctx.tls_row(f)
+    version = None if tls is None else _s(tls.version)
+    cipher = None if tls is None else _s(tls.cipher)
+    alpn = None if tls is None else _s(tls.alpn)
+    length = recs["length"]
+    known = recs["plaintext_len"]
+    exact = ~np.isnan(known)
+    est = np.maximum(length - tls_overhead_min(version, cipher), 0)
+    plaintext = np.where(exact, np.nan_to_num(known), est).astype(np.int64)
+    d_x, d_y = ctx.sender_receiver_legs(f, d)
+    p = ctx.packets_of(f)
+    rtt = ctx.rtt_ns(f)
+    seg = tab.segments(f, d)
+    return DirView(
+        f=f,
+        d=d,
+        recs=recs,
+        plaintext=plaintext,
+        exact=exact,
+        seg=seg,
+        p=p,
+        eff_mss=ctx.eff_mss(f),
+        rtt_ns=rtt,
+        d_x=d_x,
+        d_y=d_y,
+        version=version,
+        cipher=cipher,
+        alpn=alpn,
+        rel=ReleaseIndex(p, d, d_x, rtt),
+        s=segment_arrays(seg),
+    )
+
+
+def _s(v: Any) -> str | None:
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return None
+    return str(v)
+
+
+def _ms(ns: float) -> float:
+    return float(ns) / 1e6
+
+
+def _dir(d: int) -> str:
+    return ("c2s", "s2c")[d]
+
+
+def _stream_filter(ctx: DetectContext, f: int) -> str:
+    return f"tcp.stream == {int(ctx.flow(f).stream)}"
+
+
+def _sub_mss(length: np.ndarray, super_seg: np.ndarray, eff_mss: int | None) -> np.ndarray:
+    """Sub-MSS in Linux's sense (DETECTION.md §1.3): len < MSS; super-segments: len mod MSS ≠ 0."""
+    if not eff_mss:
+        return np.zeros(length.shape[0], bool)
+    return np.where(super_seg, (length % eff_mss) != 0, length < eff_mss)
+
+
+# --- what released a segment (shared by T1, T3a and T3b) -----------------------------------
+@dataclass
+class Release:
+    cause: str  # "nagle", "cwnd", "cork", "autocork", "response", "write"
+    trigger_idx: int | None  # packet index of the releasing ACK
+    lag_ns: int | None  # t(segment) − t(ACK) at the capture point
+    prev_idx: int | None  # X's previous data packet
+    wait_ns: int  # t(segment) − t(previous data from X): how long the oldest byte could wait
+    in_flight_segments: int  # X data segments unacknowledged when the ACK reached X
+
+
+class ReleaseIndex:
+    """One flow direction's packets arranged for O(log n) release questions.
+
+    X = the sender of direction d, Y = its peer.  Built once per direction, so classifying
+    every push unit of a long stream stays linear (DESIGN.md §3).
+    """
+
+    def __init__(self, p: FlowPackets, d: int, d_x: int | None, rtt_ns: int | None) -> None:
+        self.p = p
+        self.dx = d_x or 0
+        self.tol = max(RELEASE_TOL_MIN_NS, int(RELEASE_TOL_FRAC * self.dx))
+        self.rtt_ns = rtt_ns
+        n = p.frame.shape[0]
+        pos = np.arange(n)
+        x = (p.dir == d) & (p.length > 0)
+        self.x_pos = pos[x]
+        self.x_ts = p.ts[x]
+        self.x_end_max = np.maximum.accumulate(p.end[x]) if x.any() else np.zeros(0, np.int64)
+        y = p.dir == 1 - d
+        self.y_pos = pos[y]
+        self.y_ts = p.ts[y]
+        ya = y & (p.ack >= 0)
+        acks = p.ack[ya]
+        prior = np.concatenate(([-1], np.maximum.accumulate(acks)[:-1])) if acks.shape[0] else acks
+        new = acks > prior  # acknowledges data no earlier ACK from Y did
+        ya_pos = pos[ya][new]
+        order = np.argsort(p.ts[ya_pos], kind="stable")
+        self.ack_pos = ya_pos[order]  # new-data ACKs from Y, by time
+        self.ack_ts = p.ts[self.ack_pos]
+        self.ack_prior = prior[new][order]  # what Y had acknowledged before each of them
+
+    def classify(self, i: int, *, autocork_max_ns: int = 1_000_000) -> Release:
+        """Why X's data packet ``i`` (packet index) left when it did (§5.4 → §2.3, §3.2).
+
+        The releasing ACK is the packet from Y acknowledging new data whose lag before ``i``
+        is closest to d_X (within max(0.5 ms, ¼·d_X), §2.3): at a sender-side capture the
+        release follows the ACK by µs, elsewhere by the leg toward X (§1.1).  If that ACK
+        covers every byte X had sent, Minshall's Nagle rule held the data; if data was still
+        in flight, the congestion (or receive) window did.  Released by the peer's *data* (a
+        request): the records answer it — an application exchange (§2.5), not a hold.
+        """
+        p, dx, tol = self.p, self.dx, self.tol
+        t = int(p.ts[i])
+        k = int(np.searchsorted(self.x_pos, i)) - 1  # X's data packets before i
+        prev = int(self.x_pos[k]) if k >= 0 else None
+        wait = t - int(p.ts[prev]) if prev is not None else 0
+        sent_end = int(self.x_end_max[k]) if k >= 0 else 0
+        a = int(np.searchsorted(self.ack_ts, t - dx - tol, side="left"))
+        b = int(np.searchsorted(self.ack_ts, t - dx + tol, side="right"))
+        cand = self.ack_pos[a:b]
+        cand = cand[cand < i]
+        if cand.shape[0]:
+            c = int(np.argmin(np.abs(t - p.ts[cand] - dx)))
+            trigger = int(cand[c])
+            lag = t - int(p.ts[trigger])
+            if p.length[trigger] > 0:
+                return Release("response", trigger, lag, prev, wait, 0)
+            ack = int(p.ack[trigger])
+            # X's segments in flight when the ACK reached X: everything X sent before packet
+            # i (the release follows the ACK's arrival by µs, whatever the vantage) that Y had
+            # not acknowledged before it (running max of ends: resends do not count twice)
+            before = int(self.ack_prior[a:b][self.ack_pos[a:b] < i][c])
+            in_flight = (k + 1) - int(
+                np.searchsorted(self.x_end_max[: k + 1], before, side="right")
+            )
+            # Minshall's Nagle (tcp_minshall_check) never lets a second small segment out
+            # while one is unacknowledged: with ≥ 2 in flight the hold was the window's; and
+            # Nagle releases only when everything small is acknowledged
+            nagle = ack >= sent_end and in_flight <= 1
+            return Release(
+                "nagle" if nagle else "cwnd", trigger, lag, prev, wait, max(in_flight, 0)
+            )
+        # a probe-timer release (§3.2): ≈ RTO_est = srtt + 200 ms after the last thing that
+        # could have triggered the write — Y's last packet or X's previous segment — with
+        # nothing from Y in between; much later is the application's own pace (think time)
+        j = int(np.searchsorted(self.y_pos, i)) - 1
+        since_y = t - int(self.y_ts[j]) - dx if j >= 0 else None
+        triggers = [x for x in (since_y, wait if prev is not None else None) if x is not None]
+        since = min(triggers) if triggers else None
+        rto_est = (self.rtt_ns or 0) + TCP_RTO_MIN_NS
+        if since is not None and (
+            TCP_RTO_MIN_NS - CORK_SLACK_NS <= since <= CORK_RTO_FACTOR * rto_est + CORK_SLACK_NS
+        ):
+            return Release("cork", None, None, prev, wait, 0)
+        if prev is not None and wait <= autocork_max_ns:
+            return Release("autocork", None, None, prev, wait, 0)
+        return Release("write", None, None, prev, wait, 0)
+
+
+def _pkt_index(p: FlowPackets, frame: int) -> int:
+    return int(np.searchsorted(p.frame, frame))
+
+
+# --- T1: tiny records -----------------------------------------------------------------------
+def detect_tiny(
+    ctx: DetectContext,
+    v: DirView,
+    *,
+    tiny_plaintext_max: int = TINY_PLAINTEXT_MAX,
+    min_overhead_ratio: float = TINY_OVERHEAD_RATIO,
+    min_run: int = TINY_RUN,
+    min_fraction: float = TINY_FRACTION,
+    min_fraction_records: int = TINY_FRACTION_MIN_RECORDS,
+) -> Finding | None:
+    r = v.recs
+    n = n_rows(r)
+    wire = r["length"]
+    pt = v.plaintext
+    tiny = pt <= tiny_plaintext_max
+    checks = []
+    if v.alpn == "h2":
+        tiny &= ~np.isin(pt, list(H2_CONTROL_PLAINTEXT))
+        checks.append("HTTP/2 control-frame-sized records (9, 13 B) not counted")
+    if is_cbc_tls10(v.version, v.cipher):
+        # 1/n−1 split: a 1-byte record immediately followed by the rest of the write
+        nxt_same_unit = np.zeros(n, bool)
+        unit = r["push_unit"]
+        nxt_same_unit[:-1] = unit[:-1] == unit[1:]
+        # without keys a 1-byte CBC record reads as ≤ one cipher block of plaintext
+        split = (pt <= CBC_BLOCK) & nxt_same_unit
+        tiny &= ~split
+        checks.append("TLS 1.0 CBC 1/n−1 split records (BEAST countermeasure) not counted")
+    n_tiny = int(tiny.sum())
+    if n_tiny == 0:
+        return None
+    # longest run of consecutive tiny records
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], tiny.astype(np.int8), [0]))))
+    run_len = edges[1::2] - edges[0::2]
+    r_best = int(np.argmax(run_len))
+    best, best_end = int(run_len[r_best]), int(edges[1::2][r_best]) - 1
+    frac = n_tiny / n
+    if not (best >= min_run or (n_tiny >= min_fraction_records and frac >= min_fraction)):
+        return None
+    overhead = int((wire[tiny] - pt[tiny]).sum())
+    ratio = overhead / max(int(wire[tiny].sum()), 1)
+    if ratio < min_overhead_ratio:
+        return None
+    checks += [
+        f"pattern: longest run {best} (≥ {min_run}) or {n_tiny}/{n} = {frac:.0%} of application "
+        f"records (≥ {min_fraction:.0%})",
+        f"TLS overhead {ratio:.0%} of the tiny records' bytes (≥ {min_overhead_ratio:.0%})",
+        "only application-data records (alerts, tickets, KeyUpdate excluded"
+        + ("" if v.exact.all() else "; plaintext bounded from the suite's overhead without keys")
+        + ")",
+    ]
+    # segments: how many of the tiny records travelled alone in a segment
+    first_frame = r["first_frame"]
+    last_frame = r["last_byte_frame"]
+    tf = first_frame[tiny]
+    one_seg = r["segments"][tiny] == 1
+    frames_of_tiny = tf[one_seg]
+    uniq, counts = np.unique(frames_of_tiny, return_counts=True)
+    alone = int((counts == 1).sum())
+    packets = int(np.unique(np.concatenate([tf, last_frame[tiny]])).shape[0])
+    # the time price: tiny-record segments queued behind a full congestion window
+    p = v.p
+    units = r["push_unit"]
+    waits: list[tuple[int, int, Release]] = []  # (tiny records in the unit, packet, release)
+    for a, b in unit_runs(units):
+        sel = np.nonzero(tiny[a:b])[0]
+        if sel.shape[0] < 2:
+            continue
+        i = _pkt_index(p, int(last_frame[a:b][sel].max()))
+        rel = v.rel.classify(i)
+        if rel.cause == "cwnd" and rel.prev_idx is not None:
+            waits.append((int(sel.shape[0]), i, rel))
+    cost_ns = sum(w[2].wait_ns for w in waits)
+    # evidence: a representative run (the longest), the ACK-released units
+    run_idx = np.arange(best_end - best + 1, best_end + 1) if best else np.nonzero(tiny)[0]
+    ev = [
+        Evidence(int(first_frame[k]), "tiny record", int(r["first_ts_ns"][k])) for k in run_idx[:6]
+    ]
+    for _u, i, rel in waits[:3]:
+        assert rel.trigger_idx is not None
+        ev.append(
+            Evidence(int(p.frame[rel.trigger_idx]), "releasing ACK", int(p.ts[rel.trigger_idx]))
+        )
+        ev.append(Evidence(int(p.frame[i]), "queued tiny records", int(p.ts[i])))
+    hist: dict[int, int] = {}
+    for x in pt[tiny]:
+        hist[int(x)] = hist.get(int(x), 0) + 1
+    sender = ctx.endpoint(v.f, v.d)
+    pt_text = (
+        f"{int(pt[tiny].min())}–{int(pt[tiny].max())} B"
+        if pt[tiny].min() != pt[tiny].max()
+        else f"{int(pt[tiny].min())} B"
+    )
+    per_byte = overhead / max(int(pt[tiny].sum()), 1)
+    expl = (
+        f"The {sender} sent {n_tiny} of its {n} application-data TLS records with only "
+        f"{pt_text} of plaintext each (longest run {best} in a row): {overhead} bytes of TLS "
+        f"overhead for {int(pt[tiny].sum())} bytes of data ({ratio:.0%} of the record bytes, "
+        f"{per_byte:.0f} overhead bytes per data byte), in {packets} packets"
+        + (f", {alone} of them carrying a single record" if alone else "")
+        + ". This is the signature of one SSL_write per byte/token/printf (or a proxy "
+        "forwarding each read as a record): every tiny write costs a record, usually a packet, "
+        "and the peer's CPU."
+    )
+    if waits:
+        expl += (
+            f" The tiny segments used up the congestion window (~{IW_SEGMENTS} segments at "
+            f"the start, RFC 6928): {sum(w[0] for w in waits)} "
+            f"records then waited {_ms(cost_ns):.1f} ms in total for ACKs before leaving "
+            "coalesced."
+        )
+    else:
+        expl += (
+            " No record here waited for the congestion window, so the price is bytes and "
+            "packets rather than milliseconds (with Nagle on, each tiny write after the first "
+            "would wait for an ACK: see any nagle finding)."
+        )
+    return Finding(
+        kind="tls_tiny_records",
+        flow=v.f,
+        dir=_dir(v.d),
+        t_start_ns=int(r["first_ts_ns"][int(run_idx[0])]),
+        t_end_ns=int(r["last_byte_ts_ns"][tiny].max()),
+        cost_ms=_ms(cost_ns),
+        cost_method="estimate",
+        evidence=ev,
+        vantage=ctx.vantage(v.f),
+        confidence=0.9 if v.exact[tiny].all() else 0.7,
+        checks=checks,
+        explanation=expl,
+        remedy=(
+            "Buffer application writes and call SSL_write once per whole message (or per "
+            "flush of a few KB): e.g. wrap the TLS socket in a buffered writer and flush at "
+            "message boundaries, batch SSE tokens per event, use writev-style gathering in "
+            "the TLS library; a TLS-terminating proxy should coalesce reads before "
+            "re-encrypting."
+        ),
+        display_filter=f"{_stream_filter(ctx, v.f)} && tls.record.length <= "
+        f"{tiny_plaintext_max + tls_overhead_min(v.version, v.cipher) - TLS_HEADER}",
+        details={
+            "tiny_records": n_tiny,
+            "application_records": n,
+            "longest_run": best,
+            "fraction": round(frac, 3),
+            "plaintext_histogram": hist,
+            "overhead_bytes": overhead,
+            "overhead_ratio": round(ratio, 3),
+            "packets": packets,
+            "single_record_segments": alone,
+            "cwnd_waits_ms": [round(_ms(w[2].wait_ns), 3) for w in waits],
+            "plaintext_exact": bool(v.exact[tiny].all()),
+        },
+    )
+
+
+# --- segments of a record -------------------------------------------------------------------
+@dataclass
+class Pieces:
+    """A direction's segments (frame order) plus offset-sorted views for range lookups."""
+
+    frames: np.ndarray
+    ts: np.ndarray
+    off: np.ndarray
+    end: np.ndarray
+    psh: np.ndarray
+    length: np.ndarray
+    super_seg: np.ndarray
+    kind: np.ndarray
+    first: np.ndarray  # indices of first carriers (new_bytes > 0), sorted by offset
+    rtx: np.ndarray  # indices of retransmission-like segments, sorted by offset
+    rtx_max_len: int
+
+    def first_in(self, a: int, b: int) -> np.ndarray:
+        """First carriers overlapping stream range [a, b)."""
+        ends = self.end[self.first]
+        i0 = int(np.searchsorted(ends, a, side="right"))
+        i1 = int(np.searchsorted(self.off[self.first], b, side="left"))
+        sel = self.first[i0:i1]
+        return sel[(self.off[sel] < b) & (self.end[sel] > a)]
+
+    def rtx_in(self, a: int, b: int) -> np.ndarray:
+        offs = self.off[self.rtx]
+        i0 = int(np.searchsorted(offs, a - self.rtx_max_len, side="left"))
+        i1 = int(np.searchsorted(offs, b, side="left"))
+        sel = self.rtx[i0:i1]
+        return sel[(self.off[sel] < b) & (self.end[sel] > a)]
+
+
+def segment_arrays(seg: Cols) -> Pieces:
+    if not n_rows(seg):
+        z = np.zeros(0, np.int64)
+        return Pieces(z, z, z, z, z.astype(bool), z, z.astype(bool), z.astype(str), z, z, 0)
+    off, length, kind = seg["offset"], seg["length"], seg["kind"]
+    first = np.nonzero(seg["new_bytes"] > 0)[0]
+    first = first[np.argsort(off[first], kind="stable")]
+    rtx = np.nonzero(np.isin(kind, RETRANSMISSION_KINDS))[0]
+    rtx = rtx[np.argsort(off[rtx], kind="stable")]
+    return Pieces(
+        frames=seg["frame"],
+        ts=seg["ts_ns"],
+        off=off,
+        end=seg["end"],
+        psh=seg["psh"],
+        length=length,
+        super_seg=seg["super_segment"],
+        kind=kind,
+        first=first,
+        rtx=rtx,
+        rtx_max_len=int(length[rtx].max()) if rtx.shape[0] else 0,
+    )
+
+
+class AckTimes:
+    """When the peer's cumulative ACK first reached an offset of direction d."""
+
+    def __init__(self, p: FlowPackets, d: int) -> None:
+        y = (p.dir == 1 - d) & (p.ack >= 0)
+        self.ts = p.ts[y]
+        self.ack_max = np.maximum.accumulate(p.ack[y]) if y.any() else np.zeros(0, np.int64)
+
+    def at(self, offset: int) -> int | None:
+        i = int(np.searchsorted(self.ack_max, offset, side="left"))
+        return int(self.ts[i]) if i < self.ts.shape[0] else None
+
+
+def unit_runs(units: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) index ranges of consecutive records sharing a push unit, ≥ 2 records."""
+    n = units.shape[0]
+    if n < 2:
+        return []
+    cut = np.flatnonzero(np.diff(units)) + 1
+    starts = np.concatenate(([0], cut))
+    stops = np.concatenate((cut, [n]))
+    keep = (stops - starts) >= 2
+    return list(zip(starts[keep].tolist(), stops[keep].tolist(), strict=True))
+
+
+def bursts_start(s: Pieces, idle_ns: int) -> np.ndarray:
+    """Stream offsets where a burst starts: the first byte, and every first byte sent after
+    ≥ ``idle_ns`` without new data (sorted)."""
+    first = np.sort(s.first)  # frame order
+    if first.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    ts, off = s.ts[first], s.off[first]
+    gap = np.diff(ts, prepend=ts[0] - idle_ns - 1)
+    return np.sort(off[gap > idle_ns])
+
+
+# --- T2: records spanning flights / losses --------------------------------------------------
+def detect_spanning(
+    ctx: DetectContext,
+    v: DirView,
+    *,
+    skip: set[int],
+    flight_break_rtt: float = FLIGHT_BREAK_RTT,
+    bulk_after_bytes: int = BULK_AFTER_BYTES,
+    idle_reset_ns: int = IDLE_RESET_NS,
+) -> list[Finding]:
+    r = v.recs
+    segs_n = r["segments"]
+    # §5.2 thresholds: k > 1 means the record is larger than one segment (wire > eff_mss);
+    # a smaller record straddling two segments is packing, and smaller records cannot help it
+    big = segs_n > 1
+    if v.eff_mss:
+        big &= r["length"] > v.eff_mss
+    if not big.any() or not n_rows(v.seg):
+        return []
+    s = v.s
+    b_off = bursts_start(s, idle_reset_ns)
+    rec_off = r["offset"]
+    rec_len = r["length"]
+    # burst position of every record: bytes of its burst sent before it
+    bi = np.searchsorted(b_off, rec_off, side="right") - 1
+    into = np.where(bi >= 0, rec_off - b_off[np.maximum(bi, 0)], rec_off)
+    cand = big & (into < bulk_after_bytes) & (r["missing_bytes"] == 0)
+    acked = AckTimes(v.p, v.d)
+    out: list[Finding] = []
+    for k in np.nonzero(cand)[0]:
+        k = int(k)
+        if k in skip:
+            continue  # T3a explains this record
+        a, b = int(rec_off[k]), int(rec_off[k] + rec_len[k])
+        into_burst = int(into[k])
+        fi = s.first_in(a, b)
+        if fi.shape[0] < 2:
+            continue
+        ri = s.rtx_in(a, b)
+        t_acked = acked.at(b)
+        if t_acked is not None:
+            ri = ri[s.ts[ri] <= t_acked]  # later resends are spurious (RTO on a lost ACK)
+        order = fi[np.argsort(s.ts[fi], kind="stable")]
+        ft = s.ts[order]
+        # flight breaks between original transmissions (a hole's fill is the loss, not a flight)
+        orig = order[~np.isin(s.kind[order], RETRANSMISSION_KINDS)]
+        gaps = np.diff(s.ts[orig])
+        lossy = bool(ri.shape[0])
+        rtt = v.rtt_ns
+        brk = bool(rtt) and bool(
+            (gaps >= max(flight_break_rtt * (rtt or 0), FLIGHT_BREAK_MIN_NS)).any()
+        )
+        if not (brk or lossy):
+            continue
+        t0 = int(ft[0])
+        t_complete = int(max(ft[-1], s.ts[ri].max() if lossy else ft[-1]))
+        cost = t_complete - t0
+        if cost <= 0:
+            continue
+        ev = [Evidence(int(s.frames[order[0]]), "record first segment", int(s.ts[order[0]]))]
+        if brk:
+            j = int(np.argmax(gaps))
+            a_i, b_i = int(orig[j]), int(orig[j + 1])
+            ev.append(Evidence(int(s.frames[a_i]), "last segment of the flight", int(s.ts[a_i])))
+            ev.append(Evidence(int(s.frames[b_i]), "next flight (after ACKs)", int(s.ts[b_i])))
+        for i in ri[:3]:
+            ev.append(Evidence(int(s.frames[i]), "retransmission", int(s.ts[i])))
+        last_i = int(order[-1])
+        if int(s.frames[last_i]) not in {e.frame for e in ev}:
+            ev.append(Evidence(int(s.frames[last_i]), "record last segment", int(s.ts[last_i])))
+        pt = int(v.plaintext[k])
+        n_pieces = int(fi.shape[0])
+        sender = ctx.endpoint(v.f, v.d)
+        why = []
+        if brk:
+            why.append(
+                f"its segments went out in different flights ({_ms(gaps.max()):.1f} ms gap, "
+                f"≥ ½ RTT = {_ms(flight_break_rtt * (rtt or 0)):.1f} ms: the sender was waiting "
+                "for ACKs — slow start or a restart after idle)"
+            )
+        if lossy:
+            n_rtx = int(ri.shape[0])
+            late = "arrived late" if (s.kind[ri] == "out_of_order").all() else "was retransmitted"
+            why.append(
+                f"{n_rtx} of its segments {late.replace('was', 'were')}"
+                if n_rtx > 1
+                else f"one of its segments {late} (lost and resent, or reordered)"
+            )
+        mss = v.eff_mss or 1448
+        out.append(
+            Finding(
+                kind="tls_record_spanning",
+                flow=v.f,
+                dir=_dir(v.d),
+                t_start_ns=t0,
+                t_end_ns=t_complete,
+                cost_ms=_ms(cost),
+                cost_method="measured_interval",
+                evidence=ev,
+                vantage=ctx.vantage(v.f),
+                confidence=0.9 if lossy or v.rtt_ns else 0.6,
+                checks=[
+                    f"record spans {n_pieces} segments (wire {int(rec_len[k])} B > MSS {mss} B)",
+                    "flight break ≥ ½ RTT" if brk else "retransmission inside the record",
+                    f"within the first {bulk_after_bytes // 1024} KiB of a burst ({into_burst} B "
+                    "in): not bulk transfer after ramp-up",
+                    "same-direction interval: unbiased by the capture vantage (§1.1)",
+                ],
+                explanation=(
+                    f"The {sender} sent a {pt}-byte TLS record"
+                    + (
+                        " (the 2^14-byte maximum, RFC 8446 §5.1; "
+                        if pt >= TLS_MAX_PLAINTEXT
+                        else " ("
+                    )
+                    + f"{int(rec_len[k])} B on the wire, {n_pieces} segments). A TLS record is authenticated as a whole, so the "
+                    f"{ctx.peer(v.f, v.d)} could not read any of it until the last piece arrived, "
+                    f"{_ms(cost):.1f} ms after the first: " + "; and ".join(why) + ". With records "
+                    "that fit one segment the bytes already delivered would have been readable "
+                    "at once."
+                ),
+                remedy=(
+                    "Start connections (and bursts after ≥ 1 s idle) with records that fit one "
+                    "segment and grow them once the transfer is under way — dynamic record "
+                    f"sizing: ~1369–1426 B plaintext (one {mss}-byte segment) for the first "
+                    "~40 records or 128 KiB, then 16 KiB (Go crypto/tls does this by default; "
+                    "Cloudflare's nginx patch; HAProxy tune.ssl.maxrecord 1419; nginx "
+                    "ssl_buffer_size 4k; OpenSSL SSL_CTX_set_max_send_fragment), or write "
+                    "latency-sensitive messages in their own small SSL_write."
+                ),
+                display_filter=f"{_stream_filter(ctx, v.f)} && "
+                + frame_filter([e.frame for e in ev]),
+                details={
+                    "record_offset": a,
+                    "record_wire_len": int(rec_len[k]),
+                    "plaintext_len": pt,
+                    "segments": n_pieces,
+                    "flight_break": brk,
+                    "max_gap_ms": round(_ms(gaps.max()), 3) if gaps.shape[0] else 0.0,
+                    "retransmitted": lossy,
+                    "bytes_into_burst": int(into_burst),
+                },
+            )
+        )
+    return out
+
+
+# --- T3a: a write boundary inside a record --------------------------------------------------
+def split_records(v: DirView) -> list[dict[str, Any]]:
+    """Records with a sub-MSS PSH segment ending strictly inside them (first transmissions)."""
+    if not n_rows(v.seg) or not v.eff_mss:
+        return []
+    s = v.s
+    p = v.p
+    cand = (s.kind == "new") & s.psh & _sub_mss(s.length, s.super_seg, v.eff_mss)
+    ci = np.nonzero(cand)[0]
+    if ci.shape[0] == 0:
+        return []
+    # window-edge sends (tcp_write_wakeup carries PSH): end == the peer's last ack + window
+    pi = np.searchsorted(p.frame, s.frames[ci])
+    y_pos = np.nonzero((p.dir == 1 - v.d) & (p.ack >= 0))[0]
+    j = np.searchsorted(y_pos, pi) - 1
+    jj = y_pos[np.maximum(j, 0)]
+    edge = (j >= 0) & (p.win[jj] >= 0) & (p.ack[jj] + p.win[jj] == s.end[ci])
+    ci = ci[~edge]
+    rec_off = v.recs["offset"]
+    rec_end = rec_off + v.recs["length"]
+    missing = v.recs["missing_bytes"]
+    k_of = np.searchsorted(rec_off, s.end[ci], side="right") - 1
+    kk = np.maximum(k_of, 0)
+    inside = (
+        (k_of >= 0) & (rec_off[kk] < s.end[ci]) & (s.end[ci] < rec_end[kk]) & (missing[kk] == 0)
+    )
+    ci, k_of = ci[inside], k_of[inside]
+    if ci.shape[0] == 0:
+        return []
+    # pieces per record, and the first (in frame order) PSH inside each record
+    ks, first_idx, counts = np.unique(k_of, return_index=True, return_counts=True)
+    first_ends = s.end[s.first]
+    out: list[dict[str, Any]] = []
+    for k, h, n in zip(ks.tolist(), ci[first_idx].tolist(), counts.tolist(), strict=True):
+        # the tail: the first carrier of the record's last byte
+        t = int(np.searchsorted(first_ends, rec_end[k], side="left"))
+        if t >= s.first.shape[0] or s.off[s.first[t]] >= rec_end[k]:
+            continue
+        li = int(s.first[t])
+        out.append(
+            {
+                "k": k,
+                "head_frame": int(s.frames[h]),
+                "head_ts": int(s.ts[h]),
+                "head_end": int(s.end[h]),
+                "tail_frame": int(s.frames[li]),
+                "tail_ts": int(s.ts[li]),
+                "first_frame": int(v.recs["first_frame"][k]),
+                "first_ts": int(v.recs["first_ts_ns"][k]),
+                "wait_ns": int(s.ts[li]) - int(s.ts[h]),
+                "pieces": int(n) + 1,
+            }
+        )
+    return out
+
+
+def detect_split(
+    ctx: DetectContext, v: DirView, splits: list[dict[str, Any]], *, min_wait_ns: int
+) -> Finding | None:
+    costly = [x for x in splits if x["wait_ns"] >= min_wait_ns]
+    if not costly:
+        return None
+    costly.sort(key=lambda x: -x["wait_ns"])
+    total = sum(x["wait_ns"] for x in costly)
+    worst = costly[0]
+    ev: list[Evidence] = []
+    p = v.p
+    causes: dict[str, int] = {}
+    for x in costly:
+        rel = v.rel.classify(_pkt_index(p, x["tail_frame"]))
+        x["release"] = rel
+        causes[rel.cause] = causes.get(rel.cause, 0) + 1
+    for x in costly[:3]:
+        if x["first_frame"] != x["head_frame"]:
+            ev.append(Evidence(x["first_frame"], "record first segment", x["first_ts"]))
+        ev.append(Evidence(x["head_frame"], "sub-MSS PSH inside the record", x["head_ts"]))
+        rel = x["release"]
+        if rel.trigger_idx is not None and rel.cause in ("nagle", "cwnd"):
+            ev.append(
+                Evidence(
+                    int(p.frame[rel.trigger_idx]),
+                    "ACK releasing the tail",
+                    int(p.ts[rel.trigger_idx]),
+                )
+            )
+        ev.append(Evidence(x["tail_frame"], "record tail (next write)", x["tail_ts"]))
+    held = causes.get("nagle", 0)
+    held_text = (
+        f" {held} of the tails left only when the peer acknowledged the head: Nagle held the "
+        "second small write until then (the same wait a nagle finding on these frames "
+        "reports; not an additional one)."
+        if held
+        else ""
+    )
+    sender = ctx.endpoint(v.f, v.d)
+    n_app = n_rows(v.recs)
+    k = worst["k"]
+    return Finding(
+        kind="tls_record_split_write",
+        flow=v.f,
+        dir=_dir(v.d),
+        t_start_ns=min(x["head_ts"] for x in costly),
+        t_end_ns=max(x["tail_ts"] for x in costly),
+        cost_ms=_ms(total),
+        cost_method="measured_interval",
+        evidence=ev,
+        vantage=ctx.vantage(v.f),
+        confidence=0.8,
+        checks=[
+            "PSH segment is sub-MSS (not a GSO/TSO burst end or a forced push, §1.5 rules 3, 6)",
+            "segment is a first transmission, not at the peer's window edge (no probe)",
+            "PSH falls strictly inside the record (not at its end)",
+            "same-direction interval: unbiased by the capture vantage (§1.1)",
+        ],
+        explanation=(
+            f"The {sender} handed {len(costly)} of its {n_app} application TLS records to TCP "
+            "in pieces: a short segment with PSH (the end of a write) ends in the middle of the "
+            f"record, and the rest followed later — up to {_ms(worst['wait_ns']):.1f} ms later "
+            f"(record at stream offset {int(v.recs['offset'][k])}, "
+            f"{int(v.plaintext[k])} B; {_ms(total):.1f} ms over all split records). The "
+            f"{ctx.peer(v.f, v.d)} cannot decrypt a record before its last byte, so the head "
+            "sat useless meanwhile. Typical causes: partial writes on a non-blocking socket "
+            "with a full send buffer (OpenSSL keeps the rest and sends it on the retry), a "
+            "relay forwarding ciphertext as it arrives, or a TLS layer writing record header "
+            "and body separately." + held_text
+        ),
+        remedy=(
+            "Hand whole records to TCP: write a record's header and body in one call "
+            "(one send/writev of the whole ciphertext the TLS library produced), have relays "
+            "forward whole TLS records (or terminate TLS), give a non-blocking sender a send "
+            "buffer larger than a record (SO_SNDBUF / tcp_wmem) and retry pending SSL_writes "
+            "as soon as the socket is writable"
+            + (
+                "; with Nagle on, TCP_NODELAY stops the tail from waiting for an ACK."
+                if held
+                else "."
+            )
+        ),
+        display_filter=f"{_stream_filter(ctx, v.f)} && " + frame_filter([e.frame for e in ev]),
+        details={
+            "split_records": len(costly),
+            "application_records": n_app,
+            "waits_ms": [round(_ms(x["wait_ns"]), 3) for x in costly[:20]],
+            "pieces_max": max(x["pieces"] for x in costly),
+            "tail_release": causes,
+        },
+    )
+
+
+# --- T3b: several complete records in one sub-MSS push unit ---------------------------------
+CAUSE_TEXT = {
+    "nagle": (
+        "Nagle's algorithm: they left µs after (at this vantage: one leg after) the peer's ACK "
+        "that covered every small segment in flight — the hold the nagle/nagle_delayed_ack "
+        "finding prices"
+    ),
+    "cwnd": (
+        "a full congestion window: they left when the peer's ACK freed room while data was "
+        "still in flight"
+    ),
+    "cork": (
+        "TCP_CORK/MSG_MORE: no inbound packet released them; they left ≈ RTO (≥ 200 ms, the "
+        "probe timer) after the previous segment — the hold the tcp_cork finding prices"
+    ),
+}
+
+
+def detect_coalesced(ctx: DetectContext, v: DirView) -> list[Finding]:
+    r = v.recs
+    if n_rows(r) < 2 or not n_rows(v.seg) or not v.eff_mss:
+        return []
+    s = v.s
+    unit = r["push_unit"]
+    rec_off = r["offset"]
+    first_frame = r["first_frame"]
+    last_frame = r["last_byte_frame"]
+    retrans = r["retransmitted"]
+    p = v.p
+    new_idx = np.nonzero(s.kind == "new")[0]
+    new_frames = s.frames[new_idx]  # frame order: sorted
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for a, b in unit_runs(unit):
+        ks = np.arange(a, b)
+        # complete records: first and last byte in the same segment (one sub-MSS segment)
+        fr = np.unique(np.concatenate([first_frame[ks], last_frame[ks]]))
+        if fr.shape[0] != 1 or retrans[ks].any():
+            continue
+        j = int(np.searchsorted(new_frames, fr[0]))
+        if j >= new_frames.shape[0] or new_frames[j] != fr[0]:
+            continue
+        i_s = int(new_idx[j])
+        if (
+            not s.psh[i_s]
+            or not _sub_mss(s.length[i_s : i_s + 1], s.super_seg[i_s : i_s + 1], v.eff_mss)[0]
+        ):
+            continue
+        # a record that started before the segment is not "complete" in this unit
+        ks = ks[rec_off[ks] >= s.off[i_s]]
+        if ks.shape[0] < 2:
+            continue
+        i = _pkt_index(p, int(fr[0]))
+        rel = v.rel.classify(i)
+        if rel.cause not in CAUSE_TEXT:
+            continue
+        groups.setdefault(rel.cause, []).append(
+            {
+                "frame": int(fr[0]),
+                "ts": int(p.ts[i]),
+                "records": int(ks.shape[0]),
+                "rel": rel,
+                "i": i,
+            }
+        )
+    out = []
+    for cause, units in groups.items():
+        total_wait = sum(u["rel"].wait_ns for u in units)
+        n_rec = sum(u["records"] for u in units)
+        worst = max(units, key=lambda u: u["rel"].wait_ns)
+        ev: list[Evidence] = []
+        for u in sorted(units, key=lambda u: -u["rel"].wait_ns)[:3]:
+            rel = u["rel"]
+            if rel.prev_idx is not None:
+                ev.append(
+                    Evidence(
+                        int(p.frame[rel.prev_idx]), "previous segment", int(p.ts[rel.prev_idx])
+                    )
+                )
+            if rel.trigger_idx is not None:
+                ev.append(
+                    Evidence(
+                        int(p.frame[rel.trigger_idx]), "releasing ACK", int(p.ts[rel.trigger_idx])
+                    )
+                )
+            ev.append(Evidence(u["frame"], f"{u['records']} records in one push", u["ts"]))
+        rel = worst["rel"]
+        lag = (
+            f", {_ms(rel.lag_ns):.2f} ms after the releasing ACK (d_X = {_ms(v.d_x or 0):.2f} ms)"
+            if rel.lag_ns is not None
+            else ""
+        )
+        extra = ""
+        if cause == "cwnd":
+            extra = (
+                f" ({rel.in_flight_segments} segments were in flight when the ACK came — "
+                "Nagle never lets a second small one out"
+            )
+            extra += (
+                f"; the initial window is {IW_SEGMENTS} segments, RFC 6928)"
+                if rel.in_flight_segments <= IW_SEGMENTS
+                else ")"
+            )
+        out.append(
+            Finding(
+                kind="tls_records_coalesced",
+                flow=v.f,
+                dir=_dir(v.d),
+                t_start_ns=min(u["ts"] for u in units),
+                t_end_ns=max(u["ts"] for u in units),
+                cost_ms=_ms(total_wait),
+                cost_method="estimate",
+                severity="info",
+                evidence=ev,
+                vantage=ctx.vantage(v.f),
+                confidence=0.8 if cause != "cork" else 0.6,
+                checks=[
+                    "≥ 2 complete application records in one sub-MSS PSH segment",
+                    "first transmission (not a retransmission that re-packed records)",
+                    f"trigger: {cause}",
+                    "evidence only: the hold is priced by the nagle/tcp_cork findings (or, for a "
+                    "full window, by tls_tiny_records when tiny records filled it); this cost is "
+                    "not added to the verdict",
+                ],
+                explanation=(
+                    f"The {ctx.endpoint(v.f, v.d)} sent {n_rec} complete TLS records in "
+                    f"{len(units)} push unit(s) of several records each (up to {worst['records']} "
+                    f"records in frame {worst['frame']}{lag}). On an unconstrained Linux socket "
+                    "each record's write ends in its own PSH segment; these waited in the send "
+                    f"queue and left together, queued by {CAUSE_TEXT[cause]}{extra}. The oldest "
+                    f"record of each unit could have waited up to {_ms(rel.wait_ns):.1f} ms "
+                    f"({_ms(total_wait):.1f} ms over all units; an estimate: the write times "
+                    "are not on the wire)."
+                ),
+                remedy={
+                    "nagle": "Set TCP_NODELAY on the sending socket and write each message "
+                    "with one SSL_write (whole messages, not pieces).",
+                    "cwnd": "Fewer, larger writes: every small record costs a segment of the "
+                    "congestion window (counted in segments), so buffer a message into one "
+                    "SSL_write; for streams that start with a burst keep the connection warm "
+                    "or raise the initial window (ip route … initcwnd).",
+                    "cork": "Uncork after the last write of each message (clear TCP_CORK, or "
+                    "use MSG_MORE only on non-final writes).",
+                }[cause],
+                display_filter=f"{_stream_filter(ctx, v.f)} && "
+                + frame_filter([e.frame for e in ev]),
+                details={
+                    "cause": cause,
+                    "units": len(units),
+                    "records": n_rec,
+                    "unit_frames": [u["frame"] for u in units][:20],
+                    "waits_ms": [round(_ms(u["rel"].wait_ns), 3) for u in units][:20],
+                },
+            )
+        )
+    return out
+
+
+# --- entry point ----------------------------------------------------------------------------
+def detect(
+    ctx: DetectContext,
+    *,
+    tiny_plaintext_max: int = TINY_PLAINTEXT_MAX,
+    tiny_min_overhead_ratio: float = TINY_OVERHEAD_RATIO,
+    tiny_min_run: int = TINY_RUN,
+    tiny_min_fraction: float = TINY_FRACTION,
+    tiny_min_fraction_records: int = TINY_FRACTION_MIN_RECORDS,
+    flight_break_rtt: float = FLIGHT_BREAK_RTT,
+    bulk_after_bytes: int = BULK_AFTER_BYTES,
+    idle_reset_ns: int = IDLE_RESET_NS,
+    split_min_wait_ns: int = SPLIT_MIN_WAIT_NS,
+) -> list[Finding]:
+    """T1, T2, T3a and T3b for every TCP flow and direction that carries TLS records."""
+    out: list[Finding] = []
+    if ctx.records.empty:
+        return out
+    tab = Tables(ctx)
+    for f in ctx.tcp_flows():
+        for d in (0, 1):
+            v = dir_view(ctx, tab, f, d)
+            if v is None:
+                continue
+            tiny = detect_tiny(
+                ctx,
+                v,
+                tiny_plaintext_max=tiny_plaintext_max,
+                min_overhead_ratio=tiny_min_overhead_ratio,
+                min_run=tiny_min_run,
+                min_fraction=tiny_min_fraction,
+                min_fraction_records=tiny_min_fraction_records,
+            )
+            if tiny is not None:
+                out.append(tiny)
+            splits = split_records(v)
+            split = detect_split(ctx, v, splits, min_wait_ns=split_min_wait_ns)
+            if split is not None:
+                out.append(split)
+            out += detect_spanning(
+                ctx,
+                v,
+                skip={x["k"] for x in splits if x["wait_ns"] >= split_min_wait_ns},
+                flight_break_rtt=flight_break_rtt,
+                bulk_after_bytes=bulk_after_bytes,
+                idle_reset_ns=idle_reset_ns,
+            )
+            out += detect_coalesced(ctx, v)
+    for fi in out:
+        if fi.severity is None:
+            fi.severity = severity_for(fi.cost_ms)
+    return out
