@@ -442,6 +442,30 @@ def _h3(doc: dict[str, Any], caps: Caps) -> list[str]:
     return out
 
 
+def _split(doc: dict[str, Any], caps: Caps) -> list[str]:
+    """T3a: records handed to TCP in two writes — head segment, tail segment, wait."""
+    out = []
+    for r in [x for x in doc["ground_truth"]["records"] if x["psh_inside"]][:3]:
+        for side in ("server", "client"):
+            segs = [q for q in data(caps[side], "s2c") if q.seq is not None]
+            head = next((q for q in segs if q.seq <= r["rel_seq"] < q.seq + q.len), None)
+            tail = next((q for q in segs if q.seq < r["rel_seq"] + r["wire_len"] <= q.seq + q.len), None)
+            if head and tail and head.frame != tail.frame:
+                out.append(
+                    f"{side}: record {r['message']} ({r['wire_len']} B) head frame {head.frame}, "
+                    f"tail frame {tail.frame} (+{_ms(tail.ts_ns - head.ts_ns)})"
+                )
+    n = doc["ground_truth"]["summary"]["records_split"]
+    out.append(f"{n} of {doc['ground_truth']['summary']['records']} records split across writes")
+    return out
+
+
+def _reuse(doc: dict[str, Any], caps: Caps) -> list[str]:
+    from .scenarios.reuse import frames_of_interest
+
+    return frames_of_interest(doc, caps)
+
+
 def _generic(doc: dict[str, Any], caps: Caps) -> list[str]:
     return _tcp_drop_lines(doc, caps)
 
@@ -467,6 +491,12 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "h2_flow_control_large": _h2,
     "h3_streams_drop": _h3,
     "h3_streams_nodrop": _h3,
+    "tls_record_split_write": _split,
+    "tls_record_whole_write": _split,
+    "tls_no_reuse": _reuse,
+    "tls_reuse": _reuse,
+    "tls_resumption_rejected": _reuse,
+    "tls_resumed": _reuse,
 }
 
 

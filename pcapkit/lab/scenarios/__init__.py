@@ -30,8 +30,11 @@ PATHOLOGIES: dict[str, tuple[str, str]] = {
     "quic_stream_hol": ("Q1", "DETECTION.md §4.4"),
     "tls_tiny_records": ("T1", "DETECTION.md §5.1"),
     "tls_record_spanning": ("T2", "DETECTION.md §5.2"),
+    "tls_record_split_write": ("T3", "DETECTION.md §5.3"),
     "slow_start_restart": ("R1", "DETECTION.md §7.1"),
     "zero_window": ("R2", "DETECTION.md §7.2"),
+    "connection_not_reused": ("R3", "DETECTION.md §7.3"),
+    "tls_resumption_missing": ("R4", "DETECTION.md §7.4"),
 }
 
 # Parameters every scenario understands (the path and the run); scenarios add their own.
@@ -116,11 +119,13 @@ _BUILTIN_MODULES = (
     "pcapkit.lab.scenarios.nagle",
     "pcapkit.lab.scenarios.tls_sse",
     "pcapkit.lab.scenarios.tls_records",
+    "pcapkit.lab.scenarios.tls_partial",
     "pcapkit.lab.scenarios.cork",
     "pcapkit.lab.scenarios.rwnd",
     "pcapkit.lab.scenarios.ssr",
     "pcapkit.lab.scenarios.h2",
     "pcapkit.lab.scenarios.h3",
+    "pcapkit.lab.scenarios.reuse",
 )
 
 
