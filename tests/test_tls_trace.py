@@ -197,7 +197,7 @@ def test_wrong_key_is_reported_not_garbage(tmp_path):
 @pytest.mark.tshark
 @pytest.mark.parametrize(
     "path",
-    [p for p in TLS_FIXTURES if "tls" in p.parent.name],
+    [p for p in TLS_FIXTURES if p.parent.name.startswith(("tls", "h2"))],
     ids=lambda p: f"{p.parent.name}/{p.name}",
 )
 def test_fixture_plaintext_matches_tshark(path):
