@@ -43,7 +43,8 @@ post-handshake messages and plaintext sizes are exact):
   inbound trigger and ≈ RTO_est (srtt + 200 ms) after the last possible trigger ⇒
   TCP_CORK/MSG_MORE (probe timer).  Not holds: records answering a request that just
   arrived (the trigger carries data: request/response, §2.5), records sent long after
-  anything (the application's pace).  This is
+  anything (the application's pace), units < 1 ms after X's previous segment (no felt wait;
+  on µs-RTT paths any segment follows some ACK within the coupling tolerance).  This is
   the record-level *evidence* of a hold that the ``nagle``/``nagle_delayed_ack``/
   ``tcp_cork`` detectors price: severity ``info``, cost an estimate that is not added to the
   verdict.  Coalescing µs after the previous segment without a trigger is autocork/TSQ or
@@ -109,6 +110,13 @@ CORK_RTO_FACTOR = 1.25
 # judgement: a record whose pieces left < 1 ms apart cost the reader less than a scheduler
 # tick; the split is then a curiosity, not a delay.
 SPLIT_MIN_WAIT_NS = 1_000_000
+# The same judgement for T3b: a push unit whose oldest record could have waited < 1 ms (the
+# gap since X's previous data segment) was not held in any way a reader feels.  It matters
+# where the RTT is µs (loopback, veth, a LAN): every segment then follows *some* ACK within
+# the 0.5 ms coupling tolerance, so "released by an ACK" proves nothing — the
+# bulk_veth_gso_tls control's last write (two records, one send(), one super-segment 0.18 ms
+# after the previous one) was read as a Nagle/cwnd hold without it.
+COALESCED_MIN_WAIT_NS = 1_000_000
 
 RETRANSMISSION_KINDS = ("retransmission", "out_of_order", "overlap_same", "overlap_diff")
 
@@ -1004,7 +1012,9 @@ CAUSE_TEXT = {
 }
 
 
-def detect_coalesced(ctx: DetectContext, v: DirView) -> list[Finding]:
+def detect_coalesced(
+    ctx: DetectContext, v: DirView, *, min_wait_ns: int = COALESCED_MIN_WAIT_NS
+) -> list[Finding]:
     r = v.recs
     if n_rows(r) < 2 or not n_rows(v.seg) or not v.eff_mss:
         return []
@@ -1039,7 +1049,7 @@ def detect_coalesced(ctx: DetectContext, v: DirView) -> list[Finding]:
             continue
         i = _pkt_index(p, int(fr[0]))
         rel = v.rel.classify(i)
-        if rel.cause not in CAUSE_TEXT:
+        if rel.cause not in CAUSE_TEXT or rel.wait_ns < min_wait_ns:
             continue
         groups.setdefault(rel.cause, []).append(
             {
@@ -1156,6 +1166,7 @@ def detect(
     bulk_after_bytes: int = BULK_AFTER_BYTES,
     idle_reset_ns: int = IDLE_RESET_NS,
     split_min_wait_ns: int = SPLIT_MIN_WAIT_NS,
+    coalesced_min_wait_ns: int = COALESCED_MIN_WAIT_NS,
 ) -> list[Finding]:
     """T1, T2, T3a and T3b for every TCP flow and direction that carries TLS records."""
     out: list[Finding] = []
@@ -1190,7 +1201,7 @@ def detect(
                 bulk_after_bytes=bulk_after_bytes,
                 idle_reset_ns=idle_reset_ns,
             )
-            out += detect_coalesced(ctx, v)
+            out += detect_coalesced(ctx, v, min_wait_ns=coalesced_min_wait_ns)
     for fi in out:
         if fi.severity is None:
             fi.severity = severity_for(fi.cost_ms)

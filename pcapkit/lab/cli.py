@@ -204,9 +204,20 @@ def run_cmd(
     show_default=True,
     help="Runs per scenario before giving up (a run must pass its scenario's own check).",
 )
+@click.option(
+    "--middle/--no-middle",
+    default=True,
+    show_default=True,
+    help="Also write middle.pcapng (forwarder scenarios whose fixture_middle is set).",
+)
 @click.option("--readme-only", is_flag=True, help="Only regenerate README.md (no root needed).")
-def fixtures_cmd(outdir: str, only: tuple[str, ...], attempts: int, readme_only: bool) -> None:
+def fixtures_cmd(
+    outdir: str, only: tuple[str, ...], attempts: int, middle: bool, readme_only: bool
+) -> None:
     """Run every scenario (or --only NAME...) into OUTDIR/<name>/ and rewrite OUTDIR/README.md.
+
+    Forwarder scenarios also get middle.pcapng (the vantage halfway along the path) unless
+    the scenario opts out for the size budget or --no-middle is given.
 
     \b
     Examples:
@@ -221,7 +232,7 @@ def fixtures_cmd(outdir: str, only: tuple[str, ...], attempts: int, readme_only:
         return
     try:
         require_root()
-        res = generate(outdir, only or None, attempts=attempts, log=click.echo)
+        res = generate(outdir, only or None, attempts=attempts, log=click.echo, middle=middle)
     except KeyError as e:
         click.echo(f"pcapkit lab: {e.args[0]}", err=True)
         raise SystemExit(ExitCode.USAGE) from None

@@ -7,6 +7,20 @@ budget (:data:`CAPTURE_BUDGET_BYTES` per capture), else it is retried (up to ``a
 times: a run on a busy 2-core machine can be disturbed) and finally reported as failed,
 leaving the previous fixture in place.  A good run replaces ``<name>/`` whole.
 
+Middle vantage (the default): a scenario on the forwarder path whose ``fixture_middle`` is
+true is run with ``middle=True``, so its folder also holds ``middle.pcapng`` (the tap halfway
+along the path, DETECTION.md §1.1) and every detector is checked at three vantages.
+``fixture_middle=False`` marks the scenarios the folder budget has no room for; ``pcapkit lab
+fixtures --no-middle`` turns the middle capture off for a whole run.  Loopback and veth
+scenarios have no forwarder, hence no middle; a loopback fixture has only ``client.pcapng``
+(the one capture on ``lo`` is both ends' vantage).
+
+Path fidelity: on a busy host the forwarder (or a namespace's softirq) can deliver a packet
+tens of ms late; the ends then see a path the scenario did not configure (a lab run showed a
+pure ACK 40 ms late on a 15 ms leg, which breaks every ACK-coupling rule at the vantages
+beyond it).  :func:`check_fixture` matches each TCP packet across the vantages and rejects
+the run when one crossed a leg more than :data:`PATH_LATE_MAX_NS` later than configured.
+
 :func:`render_readme` describes every fixture folder present — scenario, variant, what
 it shows, packets per vantage, size, and its *frames of interest* — from the committed
 files alone (``scenario.json`` + both captures), so the README can be regenerated and
@@ -36,10 +50,36 @@ CAPTURE_BUDGET_BYTES = 200_000  # issue 4: each capture under ~200 KB
 FOLDER_BUDGET_BYTES = 5_000_000  # issue 4: the whole fixtures folder under ~5 MB
 README = "README.md"
 ROLES = ("client", "server")
+VANTAGES = ("client", "server", "middle")  # capture files a fixture may hold (role.pcapng)
+# A lone packet may cross a leg this much later than the configured delay: the forwarder's
+# releases are ≈ 50 µs late (p50) with rare ~1–3 ms hiccups on a busy 2-core host; 5 ms is
+# under every coupling tolerance the detectors use on the lab's 15 ms legs (¼·d_X ≈ 3.7 ms
+# plus a 2 ms late slack), so a run within it shows the path the scenario asked for.
+PATH_LATE_MAX_NS = 5_000_000
+# … for packets that left alone: nothing else in their direction for 1 ms before them (a
+# burst's later packets wait behind the earlier ones in the forwarder's queue, up to ~10 ms
+# for a 60-segment flight on a busy host — queueing, which the timing rules expect).
+PATH_ISOLATED_NS = 1_000_000
 TCP_FIN, TCP_SYN, TCP_RST, TCP_PSH, TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 MS = 1_000_000
 _CLIENT_IP = bytes(int(x) for x in CLIENT_IP.split("."))
 LINKTYPE_RAW = (101, 228, 12, 14)  # raw IP (DLT 101/12/14), IPv4 (228)
+LINKTYPE_ETHERNET = 1  # veth and lo captures (lo has zeroed MAC addresses)
+ETHERTYPE_IPV4 = b"\x08\x00"
+
+
+def ip_packet(cap: Any, i: int) -> bytes | None:
+    """The IP packet of frame ``i`` (0-based) of a lab capture; None for non-IP frames."""
+    iface = int(cap.iface[i])
+    if iface < 0:
+        return None
+    lt = cap.interfaces[iface].linktype
+    raw = cap.frame_bytes(i + 1)
+    if lt in LINKTYPE_RAW:
+        return bytes(raw)
+    if lt == LINKTYPE_ETHERNET and bytes(raw[12:14]) == ETHERTYPE_IPV4:
+        return bytes(raw[14:])
+    return None
 
 
 # --------------------------------------------------------------------------- capture reading
@@ -73,10 +113,10 @@ def read_packets(path: str | Path) -> list[Pkt]:
     isn: dict[str, int] = {}
     try:
         for i in range(cap.frames):
-            iface = int(cap.iface[i])
-            if iface < 0 or cap.interfaces[iface].linktype not in LINKTYPE_RAW:
+            pkt = ip_packet(cap, i)
+            if pkt is None:
                 continue
-            info = parse_packet(cap.frame_bytes(i + 1))
+            info = parse_packet(pkt)
             if info.proto not in (IPPROTO_TCP, IPPROTO_UDP):
                 continue
             d = "c2s" if info.src == _CLIENT_IP else "s2c"
@@ -449,7 +489,9 @@ def _split(doc: dict[str, Any], caps: Caps) -> list[str]:
         for side in ("server", "client"):
             segs = [q for q in data(caps[side], "s2c") if q.seq is not None]
             head = next((q for q in segs if q.seq <= r["rel_seq"] < q.seq + q.len), None)
-            tail = next((q for q in segs if q.seq < r["rel_seq"] + r["wire_len"] <= q.seq + q.len), None)
+            tail = next(
+                (q for q in segs if q.seq < r["rel_seq"] + r["wire_len"] <= q.seq + q.len), None
+            )
             if head and tail and head.frame != tail.frame:
                 out.append(
                     f"{side}: record {r['message']} ({r['wire_len']} B) head frame {head.frame}, "
@@ -468,6 +510,41 @@ def _reuse(doc: dict[str, Any], caps: Caps) -> list[str]:
 
 def _generic(doc: dict[str, Any], caps: Caps) -> list[str]:
     return _tcp_drop_lines(doc, caps)
+
+
+def _bulk(doc: dict[str, Any], caps: Caps) -> list[str]:
+    """Healthy bulk over an offloading path: segment sizes against the MSS at each vantage."""
+    gt = doc["ground_truth"]
+    s = gt["summary"]
+    mss = s["server_snd_mss"]
+    loopback = doc["topology"].get("topology") == "loopback"
+    out = []
+    for role, pk in caps.items():
+        segs = [p for p in data(pk, "s2c") if p.proto == IPPROTO_TCP]
+        if not segs:
+            continue
+        big = max(segs, key=lambda p: p.len)
+        where = "lo, both ends" if loopback else role
+        if loopback:
+            full = [p for p in segs if p.len == mss]
+            what = f"{len(full)} full {mss}-byte segments (frames {', '.join(str(p.frame) for p in full)})"
+        else:
+            sup = [p for p in segs if p.len > mss]
+            what = (
+                f"{len(sup)} GSO super-segments > MSS {mss} B "
+                f"(frames {sup[0].frame}–{sup[-1].frame})"
+                if sup
+                else f"no segment above the MSS {mss} B"
+            )
+        out.append(
+            f"{where}: {len(segs)} server data segments, {what}; largest {big.len} B "
+            f"(frame {big.frame})"
+        )
+    out.append(
+        f"{s['records']} records of 16 KiB in {s['ssl_writes']} sends; {s['response_len']} B in "
+        f"{s['transfer_ms']} ms, {s['retransmissions']} retransmissions"
+    )
+    return out
 
 
 FRAMES_OF_INTEREST: dict[str, FoiFn] = {
@@ -497,6 +574,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "tls_reuse": _reuse,
     "tls_resumption_rejected": _reuse,
     "tls_resumed": _reuse,
+    "bulk_loopback_tls": _bulk,
+    "bulk_veth_gso_tls": _bulk,
 }
 
 
@@ -507,14 +586,17 @@ def describe(folder: str | Path) -> dict[str, Any]:
     """One fixture folder: scenario.json essentials, packets per vantage, sizes, frames."""
     folder = Path(folder)
     doc = json.loads((folder / "scenario.json").read_text(encoding="utf-8"))
-    caps = {role: read_packets(folder / f"{role}.pcapng") for role in ROLES}
-    sizes = {role: (folder / f"{role}.pcapng").stat().st_size for role in ROLES}
+    roles = [v for v in VANTAGES if (folder / f"{v}.pcapng").exists()]
+    caps = {role: read_packets(folder / f"{role}.pcapng") for role in roles}
+    sizes = {role: (folder / f"{role}.pcapng").stat().st_size for role in roles}
     fn = FRAMES_OF_INTEREST.get(doc["scenario"], _generic)
     controls = doc.get("controls")
     if controls is None:  # scenario.json written before the field existed
         try:
             sc = registry.get(doc["scenario"])
-            controls = list(sc.controls) or list(registry.get(sc.pair).expected)
+            controls = list(sc.controls) or (
+                list(registry.get(sc.pair).expected) if sc.pair else []
+            )
         except KeyError:
             controls = []
     try:
@@ -531,7 +613,7 @@ def describe(folder: str | Path) -> dict[str, Any]:
         "what": doc.get("what") or doc["summary"],
         "rtt_ms": doc["path"]["rtt_ms"],
         "tls": doc.get("tls") is not None,
-        "packets": {role: len(caps[role]) for role in ROLES},
+        "packets": {role: len(caps[role]) for role in roles},
         "bytes": sizes,
         "frames": frames,
     }
@@ -556,9 +638,13 @@ def render_readme(root: str | Path) -> str:
         "Generated by `pcapkit lab fixtures -o fixtures` (`make fixtures`; needs root) — do not",
         "edit by hand: the table is recomputed from the files in each folder.  Each folder holds",
         "`client.pcapng` and `server.pcapng` (both vantages of one run, one clock, raw-IP link",
-        "type, nanosecond timestamps; TLS/QUIC secrets embedded as a Decryption Secrets Block)",
-        "and `scenario.json` (what was done and the ground truth: schema in",
-        "`pcapkit/lab/runner.py`).  Scenarios, parameters and the reasoning behind each are in",
+        "type, nanosecond timestamps; TLS/QUIC secrets embedded as a Decryption Secrets Block),",
+        "most also `middle.pcapng` (the forwarder's tap halfway along the path, same clock: each",
+        "one-way delay split in halves around it), and `scenario.json` (what was done and the",
+        "ground truth: schema in `pcapkit/lab/runner.py`).  The bulk controls run without the",
+        "forwarder: `bulk_veth_gso_tls` over a veth pair (Ethernet link type, GSO super-segments",
+        "at both ends), `bulk_loopback_tls` over `lo` with one capture, `client.pcapng`, that is",
+        "both ends' vantage.  Scenarios, parameters and the reasoning behind each are in",
         "`pcapkit/lab/scenarios/`; the recipes are DETECTION.md §8.2.",
         "",
         "Frame numbers are Wireshark's; sequence numbers are Wireshark's relative ones (first",
@@ -568,9 +654,14 @@ def render_readme(root: str | Path) -> str:
         "be reported or not.  tshark needs `-o tcp.reassemble_out_of_order:TRUE` to decrypt past",
         "a hole at the receiver vantage.",
         "",
-        "| fixture | variant | what it shows | packets cli/srv | size cli/srv | frames of interest |",
+        "| fixture | variant | what it shows | packets cli/srv/mid | size cli/srv/mid "
+        "| frames of interest |",
         "|---|---|---|---|---|---|",
     ]
+
+    def per_vantage(values: dict[str, Any], fmt: Callable[[Any], str]) -> str:
+        return " / ".join(fmt(values[v]) if v in values else "–" for v in VANTAGES)
+
     for r in rows:
         if r["variant"] == "positive":
             variant = "positive: " + ", ".join(f"`{p}`" for p in r["expected"])
@@ -586,8 +677,8 @@ def render_readme(root: str | Path) -> str:
                     f"`{r['name']}`",
                     variant,
                     _cell(what),
-                    f"{r['packets']['client']} / {r['packets']['server']}",
-                    f"{r['bytes']['client'] / 1000:.1f} / {r['bytes']['server'] / 1000:.1f} kB",
+                    per_vantage(r["packets"], str),
+                    per_vantage(r["bytes"], lambda b: f"{b / 1000:.1f}") + " kB",
                     "<br>".join(_cell(f) for f in r["frames"]),
                 ]
             )
@@ -626,15 +717,128 @@ def check_fixture(doc: dict[str, Any], folder: Path) -> list[str]:
     """
     sc = registry.get(doc["scenario"])
     problems = list(sc.validate(doc)) if sc.validate is not None else []
-    rtt = handshake_rtt_ns(read_packets(folder / "client.pcapng"))
-    want = doc["path"]["rtt_ms"] * MS
-    if rtt is not None and not want <= rtt <= want * (1 + HANDSHAKE_RTT_TOLERANCE):
-        problems.append(f"handshake RTT {rtt / MS:.2f} ms at the client, path {want / MS:g} ms")
-    for role in ROLES:
+    if topology_of(doc) == "tun":  # loopback/veth: no configured path to compare with
+        rtt = handshake_rtt_ns(read_packets(folder / "client.pcapng"))
+        want = doc["path"]["rtt_ms"] * MS
+        if rtt is not None and not want <= rtt <= want * (1 + HANDSHAKE_RTT_TOLERANCE):
+            problems.append(f"handshake RTT {rtt / MS:.2f} ms at the client, path {want / MS:g} ms")
+        problems += path_lateness(doc, folder)
+    for role in VANTAGES:
+        if not (folder / f"{role}.pcapng").exists():
+            continue
         size = (folder / f"{role}.pcapng").stat().st_size
         if size > CAPTURE_BUDGET_BYTES:
             problems.append(f"{role}.pcapng is {size} bytes (> {CAPTURE_BUDGET_BYTES})")
     return problems
+
+
+def topology_of(doc: dict[str, Any]) -> str:
+    """ "tun" | "loopback" | "veth" (scenario.json written before the field: "tun")."""
+    return str(doc["topology"].get("topology", "tun"))
+
+
+def _tcp_send_times(path: Path) -> dict[tuple[Any, ...], list[int]]:
+    """TCP packets of a capture by header identity (addresses, ports, seq, ack, flags,
+    length, window): the capture times of each, in frame order."""
+    from pcapkit.io.reader import read_capture
+
+    out: dict[tuple[Any, ...], list[int]] = {}
+    cap = read_capture(path)
+    try:
+        for i in range(cap.frames):
+            pkt = ip_packet(cap, i)
+            if pkt is None:
+                continue
+            p = parse_packet(pkt)
+            if p.proto != IPPROTO_TCP or p.seq is None:
+                continue
+            key = (p.src, p.sport, p.dport, p.seq, p.ack, p.flags, p.payload_len, p.window)
+            out.setdefault(key, []).append(int(cap.ts_ns[i]))
+    finally:
+        cap.close()
+    return out
+
+
+def path_lateness(
+    doc: dict[str, Any],
+    folder: Path,
+    *,
+    max_late_ns: int = PATH_LATE_MAX_NS,
+    isolated_ns: int = PATH_ISOLATED_NS,
+) -> list[str]:
+    """Packets that crossed a leg more than ``max_late_ns`` later than its configured delay.
+
+    Legs: client → server (the whole one-way delay), and with ``middle.pcapng`` client →
+    middle and middle → server (the halves in ``path.middle``).  Timed are the *isolated*
+    packets — the sender sent nothing else in that direction for ``isolated_ns`` before
+    (a burst member queues behind its predecessors in the forwarder, as at any router: that
+    lateness is the burst's, not a hiccup) — seen exactly once on each side of the leg (a
+    retransmission or a repeated dupACK/probe has the same header and cannot be paired).
+    Directions with a rate limit or reordering are skipped (their extra delay is the
+    scenario's).  Isolated packets — the lone ACKs and small segments that the coupling
+    rules read — are the ones a hiccup misplaces.
+    """
+    path = doc["path"]
+    timed = [
+        d for d in ("c2s", "s2c") if not path[d].get("rate_mbit") and not path[d].get("reorder")
+    ]
+    full = {d: path[d]["delay_ms"] for d in ("c2s", "s2c")}
+    legs: list[tuple[str, str, dict[str, float]]] = [("client", "server", full)]
+    mid = path.get("middle")
+    if mid and (folder / "middle.pcapng").exists():
+        # the tap splits each delay: c2s "before" is client → tap, s2c "before" is server → tap
+        legs.append(
+            ("client", "middle", {"c2s": mid["c2s"]["before_ms"], "s2c": mid["s2c"]["after_ms"]})
+        )
+        legs.append(
+            ("middle", "server", {"c2s": mid["c2s"]["after_ms"], "s2c": mid["s2c"]["before_ms"]})
+        )
+    times = {
+        v: _tcp_send_times(folder / f"{v}.pcapng")
+        for v in {x for leg in legs for x in leg[:2]}
+        if (folder / f"{v}.pcapng").exists()
+    }
+
+    def isolated(v: str, d: str) -> set[int]:
+        """Capture times at ``v`` of direction ``d``'s packets with nothing before them
+        in that direction for ``isolated_ns``."""
+        ts = sorted(
+            t for k, tl in times[v].items() if (k[0] == _CLIENT_IP) == (d == "c2s") for t in tl
+        )
+        return {t for i, t in enumerate(ts) if i == 0 or t - ts[i - 1] >= isolated_ns}
+
+    problems = []
+    for near, far, delay in legs:
+        if near not in times or far not in times:
+            continue
+        # the sending side of the leg: near for c2s (near is the client-side one), far for s2c
+        lone = {"c2s": isolated(near, "c2s"), "s2c": isolated(far, "s2c")}
+        late: list[int] = []
+        for key, t_near in times[near].items():
+            t_far = times[far].get(key)
+            if t_far is None or len(t_near) != 1 or len(t_far) != 1:
+                continue
+            d = "c2s" if key[0] == _CLIENT_IP else "s2c"
+            sent = t_near[0] if d == "c2s" else t_far[0]
+            if d not in timed or sent not in lone[d]:
+                continue
+            one_way = t_far[0] - t_near[0] if d == "c2s" else t_near[0] - t_far[0]
+            excess = one_way - round(delay[d] * MS)
+            if excess > max_late_ns:
+                late.append(excess)
+        if late:
+            problems.append(
+                f"{len(late)} packet(s) crossed {near} ↔ {far} up to {max(late) / MS:.1f} ms "
+                f"later than the path's delay (> {max_late_ns / MS:g} ms): a host hiccup, "
+                "not the configured path"
+            )
+    return problems
+
+
+def wants_middle(name: str) -> bool:
+    """Does ``name``'s fixture carry a middle capture (module doc)?"""
+    sc = registry.get(name)
+    return sc.topology == "tun" and sc.fixture_middle
 
 
 def generate(
@@ -644,9 +848,12 @@ def generate(
     attempts: int = 3,
     log: Callable[[str], None] = print,
     runner: Callable[..., dict[str, Any]] | None = None,
+    middle: bool = True,
 ) -> dict[str, Any]:
     """Run scenarios into ``root/<name>/``, then rewrite ``root/README.md``.
 
+    ``middle`` (default): scenarios for which :func:`wants_middle` holds are run with the
+    middle tap (``runner(name, dir, middle=True)``); False runs every scenario without it.
     Returns ``{"ok": [names], "failed": {name: [problems]}, "readme": path}``.  Raises
     :class:`LabError` when the folder would exceed :data:`FOLDER_BUDGET_BYTES`.
     """
@@ -666,7 +873,8 @@ def generate(
             shutil.rmtree(scratch, ignore_errors=True)
             t0 = time.monotonic()
             try:
-                doc = runner(name, scratch)
+                kw = {"middle": True} if middle and wants_middle(name) else {}
+                doc = runner(name, scratch, **kw)
                 problems = check_fixture(doc, scratch)
             except LabError as e:
                 problems = [str(e)]

@@ -22,6 +22,17 @@ with SIGTERM/SIGHUP handlers (SIGINT already raises ``KeyboardInterrupt``); ever
 parent-death signal, so even ``kill -9`` of the runner leaves only the namespaces, which the
 next run (or ``cleanup_stale()``) removes.
 
+Other topologies (``Lab(kind=…)``; DETECTION.md §8.1), for the offload artefacts a TUN path
+cannot show — no forwarder, so no delay, loss or middle vantage:
+
+* ``"loopback"``: one namespace ``…-cli`` (the ``srv`` role maps to it too); both lab
+  addresses on its ``lo`` (MTU 65 536: MSS 65 483, 64 KB segments), one capture on ``lo``
+  that is both ends' vantage;
+* ``"veth"``: the two namespaces joined by a veth pair ``pkv<suffix>c`` ↔ ``pkv<suffix>s``
+  (MTU 1500) with the kernel's default offloads left on (TSO/GSO: the sender's capture shows
+  GSO super-segments, and veth hands the same skb to the peer, so the receiver's does too),
+  static neighbour entries (no ARP in the captures), captured at both ends on one clock.
+
 Middle vantage: with ``ForwarderConfig.middle`` the forwarder also writes every packet as it
 passes the middle of the path (each delay split in halves around that point) to
 :attr:`Lab.middle_path`, on the same clock — see :mod:`pcapkit.lab.forwarder`.
@@ -58,10 +69,13 @@ from types import FrameType
 from typing import IO, Any
 
 from .errors import CaptureError, LabError, RootRequiredError
-from .forwarder import ForwarderConfig
+from .forwarder import TRACE_COLUMNS, ForwarderConfig
 
 NAME_PREFIX = "pklab"  # every namespace this module creates starts with this
 TUN_PREFIX = "pkl"  # TUN names: pkl<6 hex><c|s>, 10 chars (IFNAMSIZ allows 15)
+VETH_PREFIX = "pkv"  # veth ends (kind "veth"): pkv<6 hex><c|s>; they die with their namespace
+KINDS = ("tun", "loopback", "veth")  # topology kinds (Scenario.topology)
+LOOPBACK_MTU = 65_536  # the kernel's default lo MTU (MSS 65 495, 65 483 with timestamps)
 CLIENT_IP = "10.77.0.1"
 SERVER_IP = "10.77.0.2"
 ROLES = ("cli", "srv")
@@ -311,8 +325,12 @@ class Capture:
                 f"tcpdump on {self.iface} dropped {self.stats.dropped_by_kernel} packets "
                 "(kernel buffer): the capture has holes and cannot be a fixture"
             )
+        # on lo every packet passes the packet socket twice (sent, and looped back as
+        # PACKET_LOOPBACK, which af_packet counts and then discards): "received by filter"
+        # is twice "captured" there, and only the kernel-drop count tells of holes
         if (
-            self.stats.captured is not None
+            self.iface != "lo"
+            and self.stats.captured is not None
             and self.stats.received_by_filter is not None
             and self.stats.captured < self.stats.received_by_filter
         ):
@@ -335,6 +353,21 @@ class Capture:
 # --------------------------------------------------------------------------- the lab
 
 
+def no_forwarder_log() -> dict[str, Any]:
+    """The forwarder log of a topology without a forwarder (loopback, veth): nothing
+    forwarded, nothing dropped, an empty trace — same keys as the forwarder's own log."""
+    return {
+        "config": None,
+        "stats": {},
+        "events": [],
+        "trace_columns": list(TRACE_COLUMNS),
+        "trace": [],
+        "trace_truncated": False,
+        "realtime": None,
+        "spin_ns": None,
+    }
+
+
 @dataclass(slots=True)
 class Topology:
     """Names and addresses of one run."""
@@ -347,19 +380,28 @@ class Topology:
     srv_if: str
     cli_ip: str = CLIENT_IP
     srv_ip: str = SERVER_IP
+    kind: str = "tun"
 
     @classmethod
-    def new(cls) -> Topology:
+    def new(cls, kind: str = "tun") -> Topology:
+        if kind not in KINDS:
+            raise LabError(f"unknown lab topology {kind!r} (known: {', '.join(KINDS)})")
         suffix = secrets.token_hex(3)
         pid = os.getpid()
+        cli_ns = f"{NAME_PREFIX}-{pid}-{suffix}-cli"
+        prefix = VETH_PREFIX if kind == "veth" else TUN_PREFIX
         return cls(
             suffix=suffix,
             owner_pid=pid,
-            cli_ns=f"{NAME_PREFIX}-{pid}-{suffix}-cli",
-            srv_ns=f"{NAME_PREFIX}-{pid}-{suffix}-srv",
-            cli_if=f"{TUN_PREFIX}{suffix}c",
-            srv_if=f"{TUN_PREFIX}{suffix}s",
+            cli_ns=cli_ns,
+            srv_ns=cli_ns if kind == "loopback" else f"{NAME_PREFIX}-{pid}-{suffix}-srv",
+            cli_if="lo" if kind == "loopback" else f"{prefix}{suffix}c",
+            srv_if="lo" if kind == "loopback" else f"{prefix}{suffix}s",
+            kind=kind,
         )
+
+    def namespaces(self) -> list[str]:
+        return list(dict.fromkeys((self.cli_ns, self.srv_ns)))  # loopback: one
 
     def ns(self, role: str) -> str:
         return {"cli": self.cli_ns, "srv": self.srv_ns}[role]
@@ -368,11 +410,17 @@ class Topology:
         return {"cli": self.cli_if, "srv": self.srv_if}[role]
 
     def as_dict(self) -> dict[str, Any]:
+        kind = {
+            "tun": "two netns joined by the pcapkit userspace forwarder over TUN",
+            "loopback": "one netns, client and server on its loopback interface (no forwarder)",
+            "veth": "two netns joined by a veth pair, offloads on (no forwarder)",
+        }[self.kind]
         return {
-            "kind": "two netns joined by the pcapkit userspace forwarder over TUN",
+            "kind": kind,
+            "topology": self.kind,
             "client": {"netns": self.cli_ns, "iface": self.cli_if, "ip": self.cli_ip},
             "server": {"netns": self.srv_ns, "iface": self.srv_if, "ip": self.srv_ip},
-            "mtu": 1500,
+            "mtu": LOOPBACK_MTU if self.kind == "loopback" else 1500,
         }
 
 
@@ -404,6 +452,7 @@ class Lab:
     config: ForwarderConfig
     workdir: Path
     realtime_forwarder: bool = True
+    kind: str = "tun"  # topology: "tun" (forwarder path), "loopback", "veth" (module doc)
     topo: Topology = field(default_factory=Topology.new)
     forwarder_result: dict[str, Any] | None = None
     _fwd: subprocess.Popen[bytes] | None = None
@@ -419,6 +468,10 @@ class Lab:
 
     def __exit__(self, *exc: object) -> None:
         self.down()
+
+    def __post_init__(self) -> None:
+        if self.topo.kind != self.kind:
+            self.topo = Topology.new(self.kind)
 
     def up(self) -> None:
         require_root()
@@ -447,6 +500,9 @@ class Lab:
             self._old_handlers[sig] = signal.signal(sig, _handler)
 
     def _setup(self) -> None:
+        if self.kind != "tun":
+            self._setup_direct()
+            return
         t = self.topo
         fds: list[int] = []
         try:
@@ -466,6 +522,42 @@ class Lab:
         finally:
             for fd in fds:  # the forwarder holds its own copies now
                 os.close(fd)
+        time.sleep(SETTLE_S)
+
+    def _setup_direct(self) -> None:
+        """Loopback or veth (module doc): no TUN, no forwarder; an empty forwarder log."""
+        t = self.topo
+        if self.config.middle:
+            raise LabError(f"topology {self.kind!r} has no forwarder: no middle vantage")
+        for ns in t.namespaces():
+            _run(["ip", "netns", "add", ns])
+            for key in ("all", "default"):  # before any link exists: new links inherit it
+                netns_sysctl(ns, f"net.ipv6.conf.{key}.disable_ipv6", 1)
+            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        if self.kind == "loopback":
+            for ip in (t.cli_ip, t.srv_ip):
+                _run(["ip", "-n", t.cli_ns, "addr", "add", f"{ip}/32", "dev", "lo"])
+        else:
+            _run(
+                ["ip", "link", "add", t.cli_if, "netns", t.cli_ns, "type", "veth"]
+                + ["peer", "name", t.srv_if, "netns", t.srv_ns]
+            )
+            macs = {}
+            for role in ROLES:
+                ns, iface = t.ns(role), t.iface(role)
+                netns_sysctl(ns, f"net.ipv6.conf.{iface}.disable_ipv6", 1)
+                me, peer = (t.cli_ip, t.srv_ip) if role == "cli" else (t.srv_ip, t.cli_ip)
+                _run(["ip", "-n", ns, "addr", "add", me, "peer", f"{peer}/32", "dev", iface])
+                _run(["ip", "-n", ns, "link", "set", iface, "mtu", "1500", "up"])
+                info = json.loads(_run(["ip", "-n", ns, "-j", "link", "show", iface]).stdout)
+                macs[role] = info[0]["address"]
+            for role, peer_role in (("cli", "srv"), ("srv", "cli")):
+                peer_ip = t.srv_ip if role == "cli" else t.cli_ip
+                _run(
+                    ["ip", "-n", t.ns(role), "neigh", "replace", peer_ip, "lladdr"]
+                    + [macs[peer_role], "dev", t.iface(role), "nud", "permanent"]
+                )
+        self.forwarder_result = no_forwarder_log()
         time.sleep(SETTLE_S)
 
     def _start_forwarder(self, fd_c: int, fd_s: int) -> None:
@@ -522,8 +614,8 @@ class Lab:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(CHILD_KILL_TIMEOUT_S)
         self._stop_forwarder()
-        for role in ROLES:
-            _delete_ns(self.topo.ns(role))
+        for ns in self.topo.namespaces():
+            _delete_ns(ns)
         for sig, old in self._old_handlers.items():
             with contextlib.suppress(Exception):
                 signal.signal(sig, old)
@@ -592,7 +684,9 @@ class Lab:
         return caps
 
     def tun_drops(self) -> dict[str, int]:
-        """TX drops of each TUN (packets the kernel could not queue to the forwarder)."""
+        """TX drops of each end's interface: for a TUN, packets the kernel could not queue
+        to the forwarder (the name stays for scenario.json's ``tun_tx_dropped``); for veth
+        and loopback, packets the interface dropped."""
         out = {}
         for role in ROLES:
             p = _run(

@@ -13,6 +13,13 @@
 
 and returns the scenario.json content.  ``list_scenarios()`` describes the registry.
 
+Topologies (``Scenario.topology``; :mod:`pcapkit.lab.netns`): the default ``"tun"`` is the
+forwarder path above.  ``"veth"`` (a veth pair, offloads on) writes the same two files
+without a forwarder; ``"loopback"`` (client and server in one namespace over ``lo``) writes
+only ``client.pcapng`` — the one capture on ``lo`` is both ends' vantage — and scenario.json
+has no ``captures.server``.  Neither has path impairment (delay, rate, drops and reorders
+must stay zero) nor a middle vantage; their ``forwarder`` section is empty.
+
 scenario.json (``schema: "pcapkit.lab.scenario/1"``; all ``*_ns`` are epoch nanoseconds on
 the captures' clock, ``*_ms`` are float milliseconds)::
 
@@ -23,7 +30,8 @@ the captures' clock, ``*_ms`` are float milliseconds)::
                 a detector may report it or not],
     created_ns, duration_s,
     host {kernel, python, openssl},
-    topology {kind, client {netns, iface, ip}, server {...}, mtu},
+    topology {kind, topology ("tun"|"loopback"|"veth"), client {netns, iface, ip},
+              server {...}, mtu},
     path {c2s {delay_ms, rate_mbit, drop [idx], reorder [idx], reorder_extra_ms}, s2c {...},
           rtt_ms, ttl_decrement,
           middle null | {c2s {before_ms, after_ms}, s2c {...}}  (the delay's split at the tap)},
@@ -32,7 +40,8 @@ the captures' clock, ``*_ms`` are float milliseconds)::
     sysctls {cli {key: value}, srv {...}}                         (read back after setting)
     tls null | {version, cipher, alpn, keylog_lines, embedded_in: [files]}
                 (QUIC scenarios: aioquic's secrets log, same NSS format, same place)
-    captures {client|server: {file, netns, iface, packets, dropped_by_kernel, bytes},
+    captures {client|server: {file, netns, iface, packets, dropped_by_kernel, bytes}
+              (loopback: client only),
               middle (with middle=True): {file, position: "forwarder", netns: null, iface:
               null, packets, dropped_by_kernel: null (not a kernel capture), bytes,
               truncated, split_ms {c2s [before, after], s2c [...]}}},
@@ -75,7 +84,8 @@ MAX_CAPTURE_BYTES = 5_000_000  # a lab capture above this is a runaway scenario,
 
 
 def list_scenarios() -> list[dict[str, Any]]:
-    """Every registered scenario: name, summary, variant, pair, expected, tls, defaults."""
+    """Every registered scenario: name, summary, variant, pair (None for a lone control),
+    expected, controls, incidental, tls, topology, defaults."""
     out = []
     for name, sc in sorted(registry.load_all().items()):
         out.append(
@@ -88,6 +98,7 @@ def list_scenarios() -> list[dict[str, Any]]:
                 "controls": list(sc.controls),
                 "incidental": list(sc.incidental),
                 "tls": sc.tls,
+                "topology": sc.topology,
                 "defaults": sc.defaults(),
             }
         )
@@ -219,6 +230,25 @@ def _app_argv(role: str, sc: Scenario, params_path: Path, result_path: Path) -> 
     ]
 
 
+def _check_direct_path(sc: Scenario, params: dict[str, Any], middle: bool) -> None:
+    """A topology without the forwarder (loopback, veth) cannot impair the path."""
+    if sc.topology == "tun":
+        return
+    bad = [
+        k
+        for k in ("delay_ms", "delay_c2s_ms", "delay_s2c_ms", "rate_mbit")
+        if params.get(k) not in (None, 0, 0.0)
+    ]
+    bad += [k for k in ("drop_c2s", "drop_s2c", "reorder_c2s", "reorder_s2c") if params.get(k)]
+    if middle:
+        bad.append("middle")
+    if bad:
+        raise LabError(
+            f"{sc.name}: topology {sc.topology!r} has no forwarder, so no "
+            f"{', '.join(bad)} (only the TUN path impairs and taps)"
+        )
+
+
 def run(
     name: str, outdir: str | os.PathLike[str], *, middle: bool = False, **overrides: Any
 ) -> dict[str, Any]:
@@ -226,11 +256,13 @@ def run(
 
     ``overrides`` replace scenario parameters (see ``list_scenarios()[i]["defaults"]``),
     e.g. ``run("nagle_wwr", "out", delay_ms=20, drop_c2s=[3])``.  ``middle=True`` also
-    writes ``middle.pcapng``, the vantage halfway along the path.  Needs root.
+    writes ``middle.pcapng``, the vantage halfway along the path (TUN topology only).
+    Needs root.
     """
     require_root()
     sc = registry.get(name)
     params = sc.resolve(overrides)
+    _check_direct_path(sc, params, middle)
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     cfg = forwarder_config(params)
@@ -252,7 +284,12 @@ def run(
                 }
             )
         (work / "params.json").write_text(json.dumps(app_params), encoding="utf-8")
-        with Lab(cfg, work / "lab", realtime_forwarder=bool(params["realtime_forwarder"])) as lb:
+        with Lab(
+            cfg,
+            work / "lab",
+            realtime_forwarder=bool(params["realtime_forwarder"]),
+            kind=sc.topology,
+        ) as lb:
             sysctls: dict[str, dict[str, str]] = {}
             for role in ("cli", "srv"):
                 for k, v in dict(params[f"sysctl_{role}"]).items():
@@ -263,7 +300,10 @@ def run(
                     *params[f"sysctl_{role}"],
                 }
                 sysctls[role] = {k: lb.read_sysctl(role, k) for k in sorted(keys)}
-            caps = lb.captures({"cli": work / "client.pcap", "srv": work / "server.pcap"})
+            cap_paths = {"cli": work / "client.pcap", "srv": work / "server.pcap"}
+            if sc.topology == "loopback":  # one interface: one capture, both ends' vantage
+                del cap_paths["srv"]
+            caps = lb.captures(cap_paths)
             srv_err, cli_err = work / "server.stderr", work / "client.stderr"
             with open(srv_err, "w") as se, open(cli_err, "w") as ce:
                 srv = lb.popen(
@@ -309,8 +349,9 @@ def run(
         keylog = _merge_keylogs(work / "client.keys", work / "server.keys") if sc.tls else None
         if sc.tls and not keylog:
             raise LabError(f"{name}: TLS scenario wrote no key log")
-        files = {"client": out / "client.pcapng", "server": out / "server.pcapng"}
-        sources = {"client": work / "client.pcap", "server": work / "server.pcap"}
+        roles = [r for r, c in (("client", "cli"), ("server", "srv")) if c in cap_paths]
+        files = {r: out / f"{r}.pcapng" for r in roles}
+        sources = {r: work / f"{r}.pcap" for r in roles}
         if middle_src is not None:
             if not middle_src.exists() or "middle" not in fwd:
                 raise LabError(f"{name}: the forwarder wrote no middle capture")
@@ -372,7 +413,7 @@ def run(
                 ].dropped_by_kernel,
                 "bytes": files[role].stat().st_size,
             }
-            for role in ("client", "server")
+            for role in roles
         },
         "forwarder": {
             "stats": fwd["stats"],

@@ -8,7 +8,7 @@ the propagation along a corked socket and the §3.3 traps on SYNTHETIC connectio
 from __future__ import annotations
 
 import pytest
-from test_nagle import FIX, Sim, fixture, of_kind, role, scenario
+from test_nagle import FIX, Sim, fixture, of_kind, role, scenario, vantages_of
 
 
 @pytest.mark.parametrize("vantage", ["client", "server"])
@@ -56,7 +56,7 @@ def test_tcp_cork_cleared_is_clean():
     ),
 )
 def test_no_tcp_cork_on_other_fixtures(name):
-    for v in ("client", "server"):
+    for v in vantages_of(name):
         t = fixture(name, v)
         assert of_kind(t, {"tcp_cork"}).empty
         # autocork coalescing is informational: a µs–sub-ms delay, never more

@@ -55,19 +55,19 @@ def test_slow_start_restart_fixture(vantage):
     extra = gt["summary"]["burst2_rtts"] - flights_needed(burst, window)
     assert d["extra_rtts"] == extra == 1
     assert f.cost_ms == pytest.approx(extra * gt["handshake"][0]["rtt_ms"], rel=0.2)
-    assert d["cost_lower_bound_ms"] <= f.cost_ms
+    assert d["cost_lower_bound_ms"] <= f.cost_ms + 1e-3  # details are rounded to µs
     assert f.cost_method == "estimate" and f.severity == "medium"
     assert "tcp_slow_start_after_idle=0" in f.remedy and "BBR" in f.remedy
     assert "server 10.77.0.2:9000" in f.explanation
 
 
 def test_slow_start_restart_frames_at_the_server():
-    # fixtures/README: "first flight frames 89–98 (10 segments), first ACK frame 99"
+    # fixtures/README: "first flight frames 93–102 (10 segments), first ACK frame 103"
     (f,) = ssr.detect(pcapkit.open(FIX / "slow_start_restart/server.pcapng").detect_context)
     roles = {e.role: e.frame for e in f.evidence}
-    assert roles["first flight after idle (start)"] == 89
-    assert roles["first flight after idle (end)"] == 98
-    assert roles["first ACK of the burst"] == 99
+    assert roles["first flight after idle (start)"] == 93
+    assert roles["first flight after idle (end)"] == 102
+    assert roles["first ACK of the burst"] == 103
 
 
 @pytest.mark.parametrize("vantage", VANTAGES)
@@ -83,9 +83,9 @@ def test_no_restart_findings_on_other_fixtures():
     for sc in sorted(FIX.glob("*/scenario.json")):
         if sc.parent.name == "slow_start_restart":
             continue
-        for v in VANTAGES:
-            t = pcapkit.open(sc.parent / f"{v}.pcapng")
-            assert ssr.detect(t.detect_context) == [], (sc.parent.name, v)
+        for p in sorted(sc.parent.glob("*.pcapng")):  # every vantage the fixture holds
+            t = pcapkit.open(p)
+            assert ssr.detect(t.detect_context) == [], (sc.parent.name, p.name)
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason=f"external corpus not found at {CORPUS}")

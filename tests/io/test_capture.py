@@ -149,6 +149,12 @@ def no_ambient_keylog(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SSLKEYLOGFILE", raising=False)
 
 
+def _sigint_default() -> None:
+    """A test run as a background job (non-interactive shells start those with SIGINT
+    ignored, and exec keeps it ignored) must still deliver SIGINT to the capture."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for(path: Path, proc: subprocess.Popen[bytes] | None = None) -> dict[str, object]:
     deadline = time.monotonic() + WAIT_S
     while not path.exists():
@@ -337,7 +343,10 @@ def test_sigint_to_pcapkit_reaches_the_command_once_and_file_keeps_keys(
     script = [str(tls_script), str(port), str(pki[0]), str(pki[1]), str(marker), "wait"]
     argv = cli_argv("-i", "lo", "-w", str(out), "-f", f"tcp port {port}", "--json", "--")
     proc = subprocess.Popen(
-        [*argv, sys.executable, *script], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*argv, sys.executable, *script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=_sigint_default,
     )
     try:
         seen = wait_for(Path(f"{marker}.exchanged"), proc)
@@ -424,6 +433,7 @@ def test_sigint_stops_a_plain_capture_without_losing_packets(tmp_path: Path) -> 
         cli_argv("-i", "lo", "-w", str(out), "-f", f"udp port {port}", "--json"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        preexec_fn=_sigint_default,
     )
     try:
         deadline = time.monotonic() + WAIT_S

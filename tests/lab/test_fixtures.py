@@ -31,7 +31,10 @@ from pcapkit.lab.fixtures import (
     CAPTURE_BUDGET_BYTES,
     FOLDER_BUDGET_BYTES,
     check_fixture,
+    path_lateness,
     render_readme,
+    topology_of,
+    wants_middle,
 )
 from pcapkit.lab.scenarios import get
 
@@ -131,7 +134,13 @@ def test_every_scenario_has_a_fixture_within_budget() -> None:
     total = sum(p.stat().st_size for p in FIXTURES.rglob("*") if p.is_file())
     assert total < FOLDER_BUDGET_BYTES
     for name in NAMES:
-        for role in ("client", "server"):
+        # the capture files are the ones scenario.json lists: client and server (loopback:
+        # client only, both ends' vantage), plus middle where the scenario wants one
+        files = {p.stem for p in (FIXTURES / name).glob("*.pcapng")}
+        assert files == set(doc(name)["captures"]), name
+        want = {"client"} if topology_of(doc(name)) == "loopback" else {"client", "server"}
+        assert files == want | ({"middle"} if wants_middle(name) else set()), name
+        for role in files:
             assert (FIXTURES / name / f"{role}.pcapng").stat().st_size < CAPTURE_BUDGET_BYTES
 
 
@@ -141,12 +150,13 @@ def test_fixture_metadata_matches_registry_and_capture(name: str) -> None:
     assert d["scenario"] == name and d["schema"] == "pcapkit.lab.scenario/1"
     assert d["expected"] == list(sc.expected) and d["variant"] == sc.variant
     assert d["controls"] == list(sc.controls) and d["incidental"] == list(sc.incidental)
-    if sc.variant == "control":
+    if sc.variant == "control" and sc.pair is not None:
         assert d["expected"] == [] and d["controls"] == list(get(sc.pair).expected)
-    for role in ("client", "server"):
+    for role in d["captures"]:
         t = trace(name, role)
         assert t.frames == d["captures"][role]["packets"]
-        assert d["captures"][role]["dropped_by_kernel"] == 0
+        # the middle tap is the forwarder's own writer: no kernel, no drop count
+        assert d["captures"][role]["dropped_by_kernel"] == (None if role == "middle" else 0)
         assert (FIXTURES / name / f"{role}.pcapng").read_bytes()[:4] == b"\x0a\x0d\x0d\x0a"
         secrets = [s for s in t.raw.secrets if s.secrets_type == 0x544C534B]
         if d["tls"] is None:
@@ -178,7 +188,25 @@ def test_fixture_path_has_the_configured_rtt(name: str) -> None:
     syn = tcp[(tcp["tcp_flags"] & 0x12) == 0x02]["ts_ns"].iloc[0]
     synack = tcp[(tcp["tcp_flags"] & 0x12) == 0x12]["ts_ns"].iloc[0]
     rtt = doc(name)["path"]["rtt_ms"]
+    if topology_of(doc(name)) != "tun":  # loopback/veth: no delay, two stacks' processing
+        assert rtt == 0 and (synack - syn) / MS < 5.0
+        return
     assert rtt <= (synack - syn) / MS <= 1.05 * rtt
+
+
+def test_path_lateness_flags_packets_later_than_the_configured_delay() -> None:
+    """check_fixture's path-fidelity rule: every packet crosses each leg (client → middle →
+    server) within the configured delay + 5 ms; a path claimed 10 ms shorter fails it."""
+    name = "nagle_wwr"
+    assert path_lateness(doc(name), FIXTURES / name) == []
+    d = json.loads(json.dumps(doc(name)))
+    for leg in ("c2s", "s2c"):
+        d["path"][leg]["delay_ms"] -= 10.0
+        if d["path"]["middle"]:
+            d["path"]["middle"][leg] = {k: v - 8.0 for k, v in d["path"]["middle"][leg].items()}
+    problems = path_lateness(d, FIXTURES / name)
+    assert problems and all("later than the path's delay" in p for p in problems)
+    assert len(problems) == (3 if (FIXTURES / name / "middle.pcapng").exists() else 1)
 
 
 def test_readme_is_current() -> None:
@@ -606,3 +634,32 @@ def test_h3_drop_blocks_only_its_stream() -> None:
     assert all(o > off for _, o in beyond)  # only bytes behind the hole: undeliverable
     assert gt["summary"]["streams_progressing_during_hole"] == sorted(others)
     assert doc("h3_streams_nodrop")["ground_truth"]["summary"]["lost_packets"] == 0
+
+
+# --------------------------------------------------------------------------- bulk controls
+
+
+@pytest.mark.parametrize(
+    "name,eff_mss", [("bulk_loopback_tls", 65_483), ("bulk_veth_gso_tls", 1_448)]
+)
+def test_bulk_captures_show_the_offload_artefacts(name: str, eff_mss: int) -> None:
+    """DETECTION.md §1.4: loopback — MSS 65 483 and full 64 KB segments; veth — GSO
+    super-segments (> MSS) at *both* ends.  Every response record is a 16 KiB one."""
+    d = doc(name)
+    assert d["ground_truth"]["summary"]["server_snd_mss"] == eff_mss
+    assert d["ground_truth"]["summary"]["retransmissions"] == 0
+    for role in d["captures"]:
+        f = trace(name, role).flows.iloc[0]
+        assert f.eff_mss == eff_mss and f.retransmissions == 0
+        data = segs(name, role, "s2c")
+        if eff_mss == 65_483:
+            assert (data["length"] == eff_mss).sum() >= 2  # a 64 KiB send: 65 483 + 141 B
+            assert data["length"].max() == eff_mss
+        else:
+            big = data[data["length"] > eff_mss]
+            assert len(big) >= 5 and big["super_segment"].all(), role
+            assert data["length"].max() > 20 * eff_mss
+        end = int((data["offset"] + data["length"]).max())
+        recs = tls_records(name, role, int(data["offset"].min()), end)
+        full = [r for r in recs if r[1] == 23 and r[2] == 16_384 + 17]  # 16 KiB + type + tag
+        assert len(full) == 10 and full[0][2] + 5 == 16_384 + TLS13_OVERHEAD

@@ -23,22 +23,46 @@ PKG = Path(__file__).resolve().parents[2] / "pcapkit"
 FIRST_SCENARIOS = {"nagle_wwr", "nagle_wwr_nodelay", "tls_sse_nagle", "tls_sse_nodelay"}
 
 
+LONE_CONTROLS = {"bulk_loopback_tls", "bulk_veth_gso_tls"}  # healthy traffic, no positive twin
+
+
 def test_registry_has_positive_control_pairs() -> None:
     items = {s["name"]: s for s in list_scenarios()}
     assert FIRST_SCENARIOS <= set(items)
+    assert {n for n, s in items.items() if s["pair"] is None} == LONE_CONTROLS
     for name, s in items.items():
+        assert all(p in PATHOLOGIES for p in s["expected"] + s["controls"])
+        if s["pair"] is None:  # a lone control: names what it controls for, no twin
+            assert s["variant"] == "control" and s["controls"], name
+            continue
         pair = items[s["pair"]]
         assert pair["pair"] == name
         assert {s["variant"], pair["variant"]} == {"positive", "control"}
-        assert all(p in PATHOLOGIES for p in s["expected"])
     assert items["nagle_wwr"]["defaults"]["delay_ms"] == 15.0  # RTT 30 ms (§8.1a)
     assert items["nagle_wwr"]["defaults"]["exchanges"] >= 5
     for name, s in items.items():  # a control names what it controls for: its pair's pathology
+        if s["pair"] is None:
+            continue
         if s["variant"] == "control":
             assert s["controls"] == items[s["pair"]]["expected"], name
         else:
             assert s["controls"] == []
         assert s["incidental"] == items[s["pair"]]["incidental"], name  # same in both variants
+
+
+def test_lone_bulk_controls_run_without_the_forwarder() -> None:
+    """The bulk controls: loopback and veth topologies, no path impairment, no middle."""
+    from pcapkit.lab.fixtures import wants_middle
+    from pcapkit.lab.scenarios import TOPOLOGIES
+
+    assert {get(n).topology for n in LONE_CONTROLS} == {"loopback", "veth"}
+    for name in LONE_CONTROLS:
+        sc = get(name)
+        assert sc.topology in TOPOLOGIES and not wants_middle(name)
+        assert {"nagle", "tcp_hol_blocking", "tls_record_spanning"} <= set(sc.controls)
+        d = sc.defaults()
+        assert d["delay_ms"] == 0 and not d["drop_s2c"] and d["rate_mbit"] is None
+    assert wants_middle("nagle_wwr") and not wants_middle("h2_flow_control")
 
 
 def test_registry_covers_issue_4_matrix_with_stable_names() -> None:
@@ -160,7 +184,7 @@ def test_generate_retries_a_run_that_fails_its_check(tmp_path: Path) -> None:
     src = PKG.parent / "fixtures" / "tcp_cork"
     calls: list[str] = []
 
-    def fake_run(name: str, outdir: Path) -> dict[str, object]:
+    def fake_run(name: str, outdir: Path, **kw: object) -> dict[str, object]:
         calls.append(name)
         shutil.copytree(src, outdir)
         doc = json.loads((src / "scenario.json").read_text(encoding="utf-8"))
@@ -177,7 +201,7 @@ def test_generate_retries_a_run_that_fails_its_check(tmp_path: Path) -> None:
     calls.clear()
     (tmp_path / "tcp_cork" / "marker").write_text("old")
 
-    def always_bad(name: str, outdir: Path) -> dict[str, object]:
+    def always_bad(name: str, outdir: Path, **kw: object) -> dict[str, object]:
         calls.append(name)
         shutil.copytree(src, outdir)
         doc = json.loads((src / "scenario.json").read_text(encoding="utf-8"))

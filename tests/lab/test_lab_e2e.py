@@ -399,9 +399,47 @@ def test_fixtures_command_writes_a_checked_fixture_and_readme(tmp_path: Path) ->
     assert "tcp_cork_cleared: attempt 1: ok" in res.output or "attempt 2: ok" in res.output
     assert sorted(p.name for p in (tmp_path / "tcp_cork_cleared").iterdir()) == [
         "client.pcapng",
+        "middle.pcapng",  # the default for forwarder scenarios (fixtures.wants_middle)
         "scenario.json",
         "server.pcapng",
     ]
     readme = (tmp_path / "README.md").read_text(encoding="utf-8")
     assert "| `tcp_cork_cleared` | control for `tcp_cork` |" in readme
     assert "1 fixtures" in readme
+
+
+# --------------------------------------------------------------------------- no forwarder
+
+
+@pytest.mark.parametrize("name", ["bulk_loopback_tls", "bulk_veth_gso_tls"])
+def test_forwarderless_topologies_run_and_leave_nothing(
+    lab_run: Callable[..., tuple[Path, Doc]], tshark: Callable[..., Rows], name: str
+) -> None:
+    """Loopback: one capture on lo (client.pcapng only), 65 483-byte segments; veth: both
+    ends, super-segments > MSS at each; no forwarder, no middle; namespaces gone after."""
+    out, doc = lab_run(name)
+    loopback = doc["topology"]["topology"] == "loopback"
+    files = sorted(p.name for p in out.iterdir())
+    assert files == (
+        ["client.pcapng", "scenario.json"]
+        if loopback
+        else ["client.pcapng", "scenario.json", "server.pcapng"]
+    )
+    assert doc["forwarder"]["events"] == [] and doc["path"]["middle"] is None
+    mss = 65_483 if loopback else 1_448
+    for role in doc["captures"]:
+        rows = tshark(out / f"{role}.pcapng")
+        lens = [r["len"] for r in data(rows, SERVER_IP)]
+        assert max(lens) == mss if loopback else max(lens) > 10 * mss, role
+        assert handshake_rtt_ns(rows) < 5 * MS
+    names = {doc["topology"]["client"]["netns"], doc["topology"]["server"]["netns"]}
+    assert names.isdisjoint(_netns_names())
+
+
+def test_forwarderless_topology_refuses_path_impairment(tmp_path: Path) -> None:
+    from pcapkit.lab import LabError, run
+
+    with pytest.raises(LabError, match="no forwarder"):
+        run("bulk_veth_gso_tls", tmp_path / "a", delay_ms=10)
+    with pytest.raises(LabError, match="middle"):
+        run("bulk_loopback_tls", tmp_path / "b", middle=True)

@@ -1,4 +1,4 @@
-"""The scenario registry: named, reproducible traffic recipes with a positive and a control.
+"""The scenario registry: named, reproducible traffic recipes, mostly positive/control pairs.
 
 A :class:`Scenario` says what runs where (a server function in the server namespace, a
 client function in the client namespace — real kernel TCP and Python ``ssl``), with which
@@ -6,6 +6,23 @@ path impairment and socket options (its ``params``, every one overridable from
 :func:`pcapkit.lab.runner.run` or ``pcapkit lab run --set``), which pathology its captures
 must show (``expected``, empty for a control), and how to turn what the processes and the
 forwarder recorded into ground truth for ``scenario.json``.
+
+Pairs and lone controls: most scenarios come as a positive and its control, each naming
+the other in ``pair`` (the control's ``controls`` = the positive's ``expected``).  A control
+may also stand alone (``pair=None``): healthy traffic that must trigger none of several
+pathologies at once — the bulk transfers of :mod:`.bulk` (DETECTION.md §1.4 offload
+artefacts; issue 5 "no false alarms on healthy traffic") have no positive twin.  A
+positive always has a pair.
+
+Topology (``topology``, DETECTION.md §8.1; :mod:`pcapkit.lab.netns`): ``"tun"`` (default)
+is the forwarder path — two namespaces joined by the userspace forwarder over TUN, with
+delay, rate, drops and the optional middle vantage, wire-sized segments.  Two
+forwarder-less topologies exist for the offload artefacts the TUN path cannot show:
+``"loopback"`` (client and server in one namespace over ``lo``: MSS 65 483, 64 KB
+segments; one capture, ``client.pcapng``, which is both ends' vantage) and ``"veth"`` (a
+veth pair between two namespaces, offloads left on: GSO super-segments at both ends).
+They have no path impairment (the path parameters must stay at their zero defaults) and
+no middle vantage.
 
 Scenario modules register themselves on import; :func:`load_all` imports the built-in ones.
 The recipes follow DETECTION.md §8.2 (positive / control matrix) and §8.1a (practical notes).
@@ -31,6 +48,7 @@ PATHOLOGIES: dict[str, tuple[str, str]] = {
     "tls_tiny_records": ("T1", "DETECTION.md §5.1"),
     "tls_record_spanning": ("T2", "DETECTION.md §5.2"),
     "tls_record_split_write": ("T3", "DETECTION.md §5.3"),
+    "tls_records_coalesced": ("T3", "DETECTION.md §5.4"),
     "slow_start_restart": ("R1", "DETECTION.md §7.1"),
     "zero_window": ("R2", "DETECTION.md §7.2"),
     "connection_not_reused": ("R3", "DETECTION.md §7.3"),
@@ -79,7 +97,9 @@ class Scenario:
     name: str
     summary: str
     expected: tuple[str, ...]  # pathology names (PATHOLOGIES keys); () for a control
-    pair: str  # the other variant (control of a positive, positive of a control)
+    # the other variant (control of a positive, positive of a control); None for a lone
+    # control (healthy traffic controlling for several pathologies, no positive twin)
+    pair: str | None
     server: str  # "module:function" run in the server namespace
     client: str  # "module:function" run in the client namespace
     params: Mapping[str, Any] = field(default_factory=dict)  # scenario defaults
@@ -93,6 +113,10 @@ class Scenario:
     incidental: tuple[str, ...] = ()
     what: str = ""  # one line for the fixtures README: what the capture shows
     validate: ValidateFn | None = None
+    topology: str = "tun"  # "tun" (forwarder path) | "loopback" | "veth" (see above)
+    # `pcapkit lab fixtures` also writes middle.pcapng (forwarder topology only); False
+    # where the fixture budget (fixtures.FOLDER_BUDGET_BYTES) has no room for a third capture
+    fixture_middle: bool = True
 
     @property
     def variant(self) -> str:
@@ -126,7 +150,9 @@ _BUILTIN_MODULES = (
     "pcapkit.lab.scenarios.h2",
     "pcapkit.lab.scenarios.h3",
     "pcapkit.lab.scenarios.reuse",
+    "pcapkit.lab.scenarios.bulk",
 )
+TOPOLOGIES = ("tun", "loopback", "veth")
 
 
 def register(scenario: Scenario) -> Scenario:
@@ -139,6 +165,10 @@ def register(scenario: Scenario) -> Scenario:
         raise ValueError(f"{scenario.name}: a positive does not control for anything")
     if not scenario.expected and not scenario.controls:
         raise ValueError(f"{scenario.name}: a control must say what it controls for")
+    if scenario.expected and scenario.pair is None:
+        raise ValueError(f"{scenario.name}: a positive needs its control (pair)")
+    if scenario.topology not in TOPOLOGIES:
+        raise ValueError(f"{scenario.name}: unknown topology {scenario.topology!r}")
     REGISTRY[scenario.name] = scenario
     return scenario
 

@@ -544,6 +544,7 @@ register(
         tls=True,
         ground_truth=ground_truth,
         validate=_validate_fc,
+        fixture_middle=False,  # 180 KB per capture: no room in the fixture budget
         incidental=("tls_record_spanning",),
     )
 )
@@ -561,6 +562,7 @@ register(
         tls=True,
         ground_truth=ground_truth,
         validate=_validate_fc,
+        fixture_middle=False,  # 180 KB per capture: no room in the fixture budget
         incidental=("tls_record_spanning",),
     )
 )

@@ -390,6 +390,7 @@ register(
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,
+        fixture_middle=False,  # QUIC: no detector reads it yet; 80 KB a capture (budget)
     )
 )
 register(
@@ -406,5 +407,6 @@ register(
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,
+        fixture_middle=False,  # QUIC: no detector reads it yet; 80 KB a capture (budget)
     )
 )
