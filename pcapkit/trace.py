@@ -35,6 +35,21 @@ from .net.decode import LINKTYPE_NAMES, PROTO_TCP, PROTO_UDP, SUPPORTED_LINKTYPE
 from .net.flows import FlowTable, build_flows
 from .net.tcp import KINDS, DirectionIndex, TcpAnalysis, analyze_tcp
 
+# records columns computed by pcapkit.align.align_all
+ALIGN_COLUMNS = (
+    "first_frame",
+    "last_frame",
+    "first_ts_ns",
+    "last_ts_ns",
+    "last_byte_frame",
+    "last_byte_ts_ns",
+    "segments",
+    "psh_end",
+    "push_unit",
+    "records_in_unit",
+    "retransmitted",
+    "missing_bytes",
+)
 TLS_VERSIONS = {
     0x0300: "SSL 3.0",
     0x0301: "TLS 1.0",
@@ -99,8 +114,10 @@ class Trace:
         keylog: str | os.PathLike[str] | bytes | None = None,
         *,
         progress: Progress | None = None,
+        redact: bool = True,
     ) -> None:
         self.path = os.fspath(path)
+        self.redact_secrets = redact
         self._progress = progress
         self._report("read", 0.0)
         self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
@@ -303,7 +320,10 @@ class Trace:
     def anomalies(self) -> pd.DataFrame:
         """Everything that could not be parsed, one row each."""
         rows = (
-            list(self.raw.anomalies) + list(self._net.dec.anomalies) + list(self._net.tcp.anomalies)
+            list(self.raw.anomalies)
+            + list(self._net.dec.anomalies)
+            + list(self._net.tcp.anomalies)
+            + [dict(a) for a in self._app.anomalies]
         )
         for intf in self.raw.interfaces:
             if intf.linktype not in SUPPORTED_LINKTYPES:
@@ -367,7 +387,7 @@ class Trace:
         """One row per TLS record, aligned with TCP frames and PSH; see ``schema.describe("records")``."""
         from dissectors.tls.session import DecryptStatus, Epoch
 
-        from .align import align_direction
+        from .align import align_all
 
         statuses = [x.value for x in DecryptStatus]
         epochs = [x.value for x in Epoch]
@@ -377,7 +397,10 @@ class Trace:
         skey = seg["flow"] * 2 + seg["dir"]
         sorder = np.argsort(skey, kind="stable")
         skey_sorted = skey[sorder]
-        cols: dict[str, list[Any]] = {c: [] for c in schema.columns("records")}
+        own = [c for c in schema.columns("records") if c not in ALIGN_COLUMNS]
+        cols: dict[str, list[Any]] = {c: [] for c in own + ["_group", "_bulk"]}
+        indexes: list[DirectionIndex] = []
+        seg_rows: list[np.ndarray] = []
         for tf in self._tls:
             for d, name in enumerate(schema.DIRS):
                 res = [r for r in tf.results if r.direction == name]
@@ -391,45 +414,43 @@ class Trace:
                     a = np.array(slow, dtype=dtype) if slow else np.zeros(0, dtype)
                     return a if fast is None else np.concatenate([a, np.asarray(fast, dtype=dtype)])
 
-                off = cat([r.offset for r in res], bulk.offset if nb else None)
-                ln = cat([r.length for r in res], bulk.length if nb else None)
-                outer = cat([r.content_type for r in res], bulk.content_type if nb else None)
-                inner = cat(
-                    [
-                        r.inner_content_type if r.inner_content_type is not None else r.content_type
-                        for r in res
-                    ],
-                    bulk.content_type if nb else None,
-                )
+                g = len(indexes)
+                indexes.append(self.stream_index(tf.flow, name))
                 lo, hi = np.searchsorted(skey_sorted, [tf.flow * 2 + d, tf.flow * 2 + d + 1])
-                rows = sorder[lo:hi]
-                al = align_direction(
-                    off, ln, self.stream_index(tf.flow, name), {k: v[rows] for k, v in seg.items()}
-                )
-                st_codes = cat(
-                    [statuses.index(r.status.value) for r in res],
-                    np.full(nb, statuses.index(bulk.status)) if nb else None,
-                )
-                if nb:  # header-walked records with bytes never captured are incomplete
-                    st_codes[len(res) :] = np.where(
-                        al["missing_bytes"][len(res) :] > 0,
-                        statuses.index("incomplete"),
-                        st_codes[len(res) :],
-                    )
+                seg_rows.append(sorder[lo:hi])
+                cols["_group"].append(np.full(n_all, g, np.int64))
+                cols["_bulk"].append(np.r_[np.zeros(len(res), bool), np.ones(nb, bool)])
                 cols["flow"].append(np.full(n_all, tf.flow, np.int64))
                 cols["dir"].append(np.full(n_all, d, np.int64))
-                cols["offset"].append(off)
-                cols["length"].append(ln)
-                cols["content_type"].append(inner)
+                cols["offset"].append(cat([r.offset for r in res], bulk.offset if nb else None))
+                cols["length"].append(cat([r.length for r in res], bulk.length if nb else None))
+                cols["outer_content_type"].append(
+                    cat([r.content_type for r in res], bulk.content_type if nb else None)
+                )
+                cols["content_type"].append(
+                    cat(
+                        [
+                            r.inner_content_type
+                            if r.inner_content_type is not None
+                            else r.content_type
+                            for r in res
+                        ],
+                        bulk.content_type if nb else None,
+                    )
+                )
                 cols["plaintext_len"].append(
                     cat(
                         [-1 if r.plaintext_len is None else r.plaintext_len for r in res],
                         np.full(nb, -1) if nb else None,
                     )
                 )
-                cols["outer_content_type"].append(outer)
                 cols["version"].append(cat([r.version for r in res], bulk.version if nb else None))
-                cols["status"].append(st_codes)
+                cols["status"].append(
+                    cat(
+                        [statuses.index(r.status.value) for r in res],
+                        np.full(nb, statuses.index(bulk.status)) if nb else None,
+                    )
+                )
                 cols["epoch"].append(
                     cat(
                         [epochs.index(r.epoch.value) for r in res],
@@ -449,18 +470,27 @@ class Trace:
                 hs[: len(res)] = [",".join(type(m).__name__ for m in r.handshake) for r in res]
                 hs[len(res) :] = ""
                 cols["handshake"].append(hs)
-                for k, v in al.items():
-                    cols[k].append(v)
         n = sum(len(x) for x in cols["flow"])
         if n == 0:
             return schema.frame("records", n=0)
         data: dict[str, Any] = {k: np.concatenate(parts) for k, parts in cols.items()}
-        flow, off = data["flow"], data["offset"]
-        order = np.lexsort((off, data["dir"], flow))
-        data = {
-            k: (np.asarray(v)[order] if not isinstance(v, list) else [v[i] for i in order])
-            for k, v in data.items()
-        }
+        order = np.lexsort((data["offset"], data["_group"]))  # groups are (flow, dir) in order
+        data = {k: v[order] for k, v in data.items()}
+        rows = np.concatenate(seg_rows)
+        seg_group = np.repeat(np.arange(len(indexes)), [r.shape[0] for r in seg_rows])
+        al = align_all(
+            data["_group"],
+            data["offset"],
+            data["length"],
+            indexes,
+            seg_group,
+            {k: v[rows] for k, v in seg.items()},
+        )
+        data.update(al)
+        # header-walked records with bytes never captured are incomplete
+        incomplete = data.pop("_bulk") & (al["missing_bytes"] > 0)
+        data["status"] = np.where(incomplete, statuses.index("incomplete"), data["status"])
+        del data["_group"]
         data["dir"] = schema.categorical(data["dir"], schema.DIRS)
         data["plaintext_len"] = schema.masked(
             data["plaintext_len"], data["plaintext_len"] < 0, "Int64"
@@ -473,16 +503,28 @@ class Trace:
     @cached_property
     def tls(self) -> pd.DataFrame:
         """One row per TLS session; see ``schema.describe("tls")``."""
-        from .align import alignment_kpis
+        from .align import alignment_kpis_by_flow
 
         recs = self.records
-        rflow = recs["flow"].to_numpy(np.int64)  # records are sorted by flow
+        kpis = alignment_kpis_by_flow(
+            recs["flow"].to_numpy(np.int64),
+            recs["dir"].cat.codes.to_numpy(np.int64),
+            recs["content_type"].to_numpy(np.int64),
+            recs["psh_end"].to_numpy(bool),
+            recs["push_unit"].to_numpy(np.int64),
+        )
+        hs_ms = {f: (t1 - t0) / 1e6 for f, (t0, t1) in self._handshake_times.items()}
+        counts = recs.groupby("flow").size().to_dict() if len(recs) else {}
+        dec = (
+            recs.loc[recs.status == "decrypted"].groupby("flow").size().to_dict()
+            if len(recs)
+            else {}
+        )
+        no_kpi = {"pct_psh_end": None, "pct_single_record_units": None, "records_per_unit_hist": {}}
         rows: dict[str, list[Any]] = {c: [] for c in schema.columns("tls")}
         for tf in self._tls:
             sm = tf.summary
-            lo, hi = np.searchsorted(rflow, [tf.flow, tf.flow + 1])
-            r = recs.iloc[lo:hi]
-            kpi = alignment_kpis(r[r.content_type == 23] if (r.content_type == 23).any() else r)
+            kpi = kpis.get(tf.flow, no_kpi)
             rows["flow"].append(tf.flow)
             rows["version"].append(
                 TLS_VERSIONS.get(sm.version, f"0x{sm.version:04x}") if sm.version else None
@@ -498,11 +540,11 @@ class Trace:
             rows["early_data_accepted"].append(sm.early_data_accepted)
             rows["hello_retry_request"].append(sm.hello_retry_request)
             rows["handshake_complete"].append(sm.handshake_complete)
-            rows["handshake_ms"].append(_handshake_ms(r, sm.version))
+            rows["handshake_ms"].append(hs_ms.get(tf.flow))
             rows["decrypted"].append(sm.decrypted)
             rows["why_not"].append(sm.why_not)
-            rows["records"].append(int(len(r)))  # incl. header-walked records (bulk path)
-            rows["decrypted_records"].append(int((r.status == "decrypted").sum()))
+            rows["records"].append(int(counts.get(tf.flow, 0)))  # incl. header-walked (bulk)
+            rows["decrypted_records"].append(int(dec.get(tf.flow, 0)))
             rows["key_updates"].append(sm.key_updates)
             rows["cert_chain_len"].append(len(sm.server_certificate_lengths) or None)
             rows["pct_psh_end"].append(kpi["pct_psh_end"])
@@ -518,6 +560,48 @@ class Trace:
             data[k] = pd.array(rows[k], dtype="Float64")
         data["cert_chain_len"] = pd.array(rows["cert_chain_len"], dtype="Int64")
         return schema.frame("tls", data, n)
+
+    @cached_property
+    def _handshake_times(self) -> dict[int, tuple[int, int]]:
+        versions = {tf.flow: tf.summary.version for tf in self._tls}
+        return _handshake_times_by_flow(self.records, versions)
+
+    # -- HTTP ----------------------------------------------------------------------
+    @cached_property
+    def _app(self) -> Any:
+        from .app import build
+
+        self._report("http", 0.0)
+        out = build(self, redact_secrets=self.redact_secrets)
+        self._report("http", 1.0)
+        return out
+
+    @cached_property
+    def messages(self) -> pd.DataFrame:
+        """HTTP/1.1 heads, SSE events, HTTP/2 frames, gRPC messages; see ``schema.describe("messages")``."""
+        m = self._app.messages
+        n = len(m["flow"])
+        if n == 0:
+            return schema.frame("messages", n=0)
+        data: dict[str, Any] = dict(m)
+        data["dir"] = schema.categorical(
+            np.asarray([DIR_CODES[d] for d in m["dir"]], np.int64), schema.DIRS
+        )
+        for k in ("stream", "frame", "ts_ns", "request"):
+            data[k] = pd.array(m[k], dtype="Int64")
+        df = schema.frame("messages", data, n)
+        return df.sort_values(["flow", "dir", "stream", "offset"], kind="stable").reset_index(
+            drop=True
+        )
+
+    @cached_property
+    def requests(self) -> pd.DataFrame:
+        """One row per HTTP exchange with its timeline; see ``schema.describe("requests")``."""
+        r = self._app.requests
+        n = len(r["flow"])
+        if n == 0:
+            return schema.frame("requests", n=0)
+        return schema.frame("requests", dict(r), n)
 
     def plaintext(self, flow: int, direction: str) -> bytes:
         """Decrypted application data of one direction, in order (b"" without keys).
@@ -710,20 +794,49 @@ class Trace:
         }
 
 
-def _handshake_ms(r: pd.DataFrame, version: int | None) -> float | None:
-    """ClientHello (first byte seen) → the client's Finished record (readable), in ms."""
-    if r.empty:
-        return None
-    c2s = r[r.dir == "c2s"]
-    ch = c2s[c2s.handshake.str.contains("ClientHello", regex=False)]
-    if ch.empty:
-        return None
-    t0 = int(ch.first_ts_ns.iloc[0])
-    fin_epoch = "handshake" if version == 0x0304 else "application"
-    fin = c2s[(c2s.epoch == fin_epoch) & ~c2s.early_data & (c2s.offset > ch.offset.iloc[0])]
-    if fin.empty:
-        return None
-    return (int(fin.last_ts_ns.iloc[0]) - t0) / 1e6
+def _handshake_times_by_flow(
+    recs: pd.DataFrame, versions: dict[int, int | None]
+) -> dict[int, tuple[int, int]]:
+    """Per flow: (ClientHello first byte seen, the client's Finished record readable), ns.
+
+    The Finished is the client's first record after the ClientHello in the
+    handshake epoch (TLS 1.3) or the first encrypted one (TLS 1.2, after
+    ChangeCipherSpec), never early data.  Records are sorted by (flow, dir,
+    offset), so "first" is the first row of a mask.
+    """
+    if recs.empty:
+        return {}
+    flow = recs["flow"].to_numpy(np.int64)
+    c2s = (recs["dir"] == "c2s").to_numpy(bool)
+    outer = recs["outer_content_type"].to_numpy(np.int64)
+    cand = np.nonzero(c2s & (outer == 22))[0]
+    hs = recs["handshake"].to_numpy(object)
+    ch_rows = [i for i in cand.tolist() if "ClientHello" in hs[i]]
+    if not ch_rows:
+        return {}
+    ch_flow, first = np.unique(flow[ch_rows], return_index=True)
+    ch_at = np.asarray(ch_rows)[first]
+    t0 = dict(
+        zip(ch_flow.tolist(), recs["first_ts_ns"].to_numpy(np.int64)[ch_at].tolist(), strict=True)
+    )
+    ch_off = np.full(int(flow.max()) + 1, np.iinfo(np.int64).max, np.int64)
+    ch_off[ch_flow] = recs["offset"].to_numpy(np.int64)[ch_at]
+    tls13 = np.zeros(ch_off.shape[0], bool)
+    for f, v in versions.items():
+        if f < tls13.shape[0]:
+            tls13[f] = v == 0x0304
+    epoch = recs["epoch"].to_numpy(object)
+    want = np.where(tls13[flow], "handshake", "application")
+    fin = (
+        c2s
+        & (epoch == want)
+        & ~recs["early_data"].to_numpy(bool)
+        & (recs["offset"].to_numpy(np.int64) > ch_off[flow])
+    )
+    rows = np.nonzero(fin)[0]
+    f_flow, f_first = np.unique(flow[rows], return_index=True)
+    last = recs["last_ts_ns"].to_numpy(np.int64)[rows[f_first]]
+    return {f: (t0[f], t) for f, t in zip(f_flow.tolist(), last.tolist(), strict=True) if f in t0}
 
 
 def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
@@ -731,11 +844,14 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     keylog: str | os.PathLike[str] | bytes | None = None,
     *,
     progress: Progress | None = None,
+    redact: bool = True,
 ) -> Trace:
     """Open a pcap/pcapng capture (optionally gzip-compressed).
 
     ``keylog`` is an NSS key log (path or bytes) for TLS/QUIC decryption; keys in
-    the file's Decryption Secrets Blocks are used as well.  Raises
+    the file's Decryption Secrets Blocks are used as well.  ``redact`` (default)
+    hides the values of credential headers (authorization, cookies) in
+    ``Trace.requests``.  Raises
     :class:`pcapkit.errors.PcapkitError` subclasses for whole-file problems.
     """
-    return Trace(path, keylog, progress=progress)
+    return Trace(path, keylog, progress=progress, redact=redact)

@@ -243,12 +243,58 @@ def test_bulk_header_walk_equals_full_session(path, monkeypatch):
     same records as feeding every record through the TLS session."""
     import pcapkit.sessions.tls as st
 
-    cols = ["flow", "dir", "offset", "length", "content_type", "status", "first_frame", "last_frame", "psh_end"]
+    cols = [
+        "flow",
+        "dir",
+        "offset",
+        "length",
+        "content_type",
+        "status",
+        "first_frame",
+        "last_frame",
+        "psh_end",
+    ]
     fast = pcapkit.open(path, keylog=b"").records[cols]
     monkeypatch.setattr(st, "_HOPELESS", frozenset())
+    monkeypatch.setattr(st, "FAST_NO_HANDSHAKE", False)
     slow = pcapkit.open(path, keylog=b"").records[cols]
     # the session marks a cut-off last record "incomplete"; so does the walk
     assert fast.astype(str).values.tolist() == slow.astype(str).values.tolist()
+
+
+def test_no_handshake_fast_path_equals_full_session(tmp_path, monkeypatch):
+    """A SYNTHETIC mid-stream TLS connection (no handshake captured): the header walk from
+    offset 0 gives the records the session would, with status no_handshake."""
+    import pcapkit.sessions.tls as st
+    from pcapkit.io.writer import write_pcap
+
+    from synth import Conn
+
+    c = Conn()
+    c.handshake()
+    recs = b"".join(
+        b"\x17\x03\x03" + len(x).to_bytes(2, "big") + x for x in (b"a" * 40, b"b" * 3000, b"c" * 7)
+    )
+    for i in range(0, len(recs), 1448):
+        c.s2c(30_000 + i, recs[i : i + 1448])
+    c.c2s(40_000, b"\x17\x03\x03\x00\x04abcd")
+    p = tmp_path / "midstream.pcap"
+    write_pcap(p, c.frames, 1)
+    cols = [
+        "dir",
+        "offset",
+        "length",
+        "content_type",
+        "status",
+        "first_frame",
+        "last_frame",
+        "psh_end",
+    ]
+    fast = pcapkit.open(p).records[cols]
+    monkeypatch.setattr(st, "FAST_NO_HANDSHAKE", False)
+    slow = pcapkit.open(p).records[cols]
+    assert fast.astype(str).values.tolist() == slow.astype(str).values.tolist()
+    assert fast.length.tolist() == [9, 45, 3005, 12] and set(fast.status) == {"no_handshake"}
 
 
 @needs_corpus

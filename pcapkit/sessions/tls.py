@@ -18,14 +18,22 @@ Secrets Block of type ``TLSK`` in the capture.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from dissectors.tls.keylog import KeyLog
 from dissectors.tls.record import is_record_header
-from dissectors.tls.session import RecordResult, ResumptionCache, TlsSession, TlsSummary
+from dissectors.tls.session import (
+    DecryptStatus,
+    Epoch,
+    RecordResult,
+    ResumptionCache,
+    TlsSession,
+    TlsSummary,
+)
 
 from ..io.reader import Secret as CaptureSecret
 from ..net.tcp import DirectionIndex
@@ -87,7 +95,6 @@ _HOPELESS = frozenset(
 )
 # RFC 8446 §5.1 / RFC 5246 §6.2.3: the largest ciphertext a record may carry.
 MAX_CIPHERTEXT_LENGTH = (1 << 14) + 2048
-_VALID_TYPES = np.array([20, 21, 22, 23, 24])
 
 
 @dataclass
@@ -114,8 +121,8 @@ class TlsFlow:
     bulk: dict[str, BulkRecords] = field(default_factory=dict)
 
 
-def looks_like_tls(buf: np.ndarray, idx: DirectionIndex) -> bool:
-    """A plausible TLS record header at stream offset 0 of this direction."""
+def stream_head(buf: np.ndarray, idx: DirectionIndex, n: int = 5) -> bytes:
+    """The first ``n`` bytes of a direction when the capture holds them contiguously from 0."""
     head = b""
     expect = 0
     for s, ce, e, o in zip(
@@ -125,27 +132,51 @@ def looks_like_tls(buf: np.ndarray, idx: DirectionIndex) -> bool:
         idx.buf_off.tolist(),
         strict=True,
     ):
-        if s != expect or len(head) >= 5:
+        if s != expect or len(head) >= n:
             break
-        head += buf[o : o + min(ce - s, 5 - len(head))].tobytes()
+        head += buf[o : o + min(ce - s, n - len(head))].tobytes()
         if ce < e:
             break
         expect = e
+    return head
+
+
+def looks_like_tls(buf: np.ndarray, idx: DirectionIndex) -> bool:
+    """A plausible TLS record header at stream offset 0 of this direction."""
+    head = stream_head(buf, idx)
     return len(head) >= 5 and is_record_header(head)
 
 
-def _feed_order(indexes: list[DirectionIndex]) -> list[tuple[int, int, int]]:
-    """(dir, piece) pairs in the order a receiver could read them."""
-    items = []
+@dataclass(frozen=True)
+class _Trigger:
+    """Stands in for the record that made a direction hopeless when there was none."""
+
+    direction: str
+    status: DecryptStatus
+    epoch: Epoch
+    key_generation: int = 0
+
+
+# A connection whose first records carry no handshake (the capture started after it)
+# cannot be decrypted by any key log (the client random is unknown): both directions
+# go straight to the header walk.  (Tests switch this off to compare with the session.)
+FAST_NO_HANDSHAKE = True
+
+
+def _feed_order(indexes: list[DirectionIndex]) -> tuple[list[int], list[int]]:
+    """(dir, piece) pairs in the order a receiver could read them (lists, for a lazy walk)."""
+    ready, dirs, pieces = [], [], []
     for d, idx in enumerate(indexes):
         k = idx.start.shape[0]
-        if k == 0:
-            continue
-        ready = np.maximum.accumulate(idx.frame)
-        for i in range(k):
-            items.append((int(ready[i]), d, i))
-    items.sort()
-    return items
+        if k:
+            ready.append(np.maximum.accumulate(idx.frame))
+            dirs.append(np.full(k, d, np.int64))
+            pieces.append(np.arange(k))
+    if not ready:
+        return [], []
+    r, dd, pp = np.concatenate(ready), np.concatenate(dirs), np.concatenate(pieces)
+    o = np.lexsort((pp, dd, r))
+    return dd[o].tolist(), pp[o].tolist()
 
 
 def run_tls(
@@ -156,16 +187,33 @@ def run_tls(
 ) -> list[TlsFlow]:
     cache = ResumptionCache()
     out: list[TlsFlow] = []
+    pending: list[tuple[int, str, _Walk]] = []  # (flow row, direction, header walk)
     empty = DirectionIndex(*(np.zeros(0, np.int64) for _ in range(6)))
     for f in flows:
         idx = [index.get((f, 0), empty), index.get((f, 1), empty)]
-        if not (looks_like_tls(buf, idx[0]) or looks_like_tls(buf, idx[1])):
+        heads = [stream_head(buf, ix) for ix in idx]
+        is_tls = [len(h) >= 5 and is_record_header(h) for h in heads]
+        if not any(is_tls):
+            continue
+        if FAST_NO_HANDSHAKE and all(
+            ok and h[0] != 22 or (not ok and ix.start.shape[0] == 0)
+            for h, ok, ix in zip(heads, is_tls, idx, strict=True)
+        ):
+            # no handshake in the capture: nothing for a session to learn or decrypt
+            summary = replace(
+                TlsSession(keys.keylog).summary(), why_not=DecryptStatus.NO_HANDSHAKE.value
+            )
+            out.append(TlsFlow(f, [], summary, [], False))
+            for d, ix in enumerate(idx):
+                if ix.start.shape[0]:
+                    trig = _Trigger(DIRS[d], DecryptStatus.NO_HANDSHAKE, Epoch.PLAINTEXT)
+                    pending.append((len(out) - 1, DIRS[d], walk_headers(buf, ix, 0, trig)))  # type: ignore[arg-type]
             continue
         sess = TlsSession(keys.keylog, resumption_cache=cache)
         results: list[RecordResult] = []
         expect = [0, 0]
         bulk_from: dict[int, RecordResult] = {}  # direction → the record that made it hopeless
-        for _, d, i in _feed_order(idx):
+        for d, i in zip(*_feed_order(idx), strict=True):
             if d in bulk_from:
                 if len(bulk_from) == 2:
                     break
@@ -195,9 +243,10 @@ def run_tls(
             tail = sess.close()
         results += tail
         summary = sess.summary()
-        bulk: dict[str, BulkRecords] = {}
         for dd, trig in bulk_from.items():
-            bulk[DIRS[dd]] = walk_headers(buf, idx[dd], trig.offset + trig.length, trig)
+            pending.append(
+                (len(out), DIRS[dd], walk_headers(buf, idx[dd], trig.offset + trig.length, trig))
+            )
         anomalies = [
             {
                 "name": a.name,
@@ -209,8 +258,11 @@ def run_tls(
             }
             for a in sess.anomalies
         ]
-        anomalies += [b.anomaly for b in bulk.values() if b.anomaly is not None]
-        out.append(TlsFlow(f, results, summary, anomalies, summary.roles_swapped, bulk))
+        out.append(TlsFlow(f, results, summary, anomalies, summary.roles_swapped))
+    for (i, name, _), b in zip(pending, finish_walks(buf, [w for _, _, w in pending]), strict=True):
+        out[i].bulk[name] = b
+        if b.anomaly is not None:
+            out[i].anomalies.append(b.anomaly)
     return out
 
 
@@ -225,15 +277,24 @@ def _past(r: RecordResult, bulk_from: dict[int, RecordResult]) -> bool:
     return trig is not None and r.offset > trig.offset
 
 
-def walk_headers(
-    buf: np.ndarray, idx: DirectionIndex, start: int, trig: RecordResult
-) -> BulkRecords:
+@dataclass
+class _Walk:
+    """Where the header walk of one direction found record headers (no fields yet)."""
+
+    offsets: list[int]
+    pos: list[int]  # buffer position of each 5-byte header, -1 when it straddles segments
+    split: dict[int, bytes]  # record index → header bytes gathered across segments
+    trig: RecordResult
+
+
+def walk_headers(buf: np.ndarray, idx: DirectionIndex, start: int, trig: RecordResult) -> _Walk:
     """Walk record headers of one direction from stream offset ``start``.
 
     The only per-record loop: follow the length field from header to header,
-    reading each 5-byte header where the capture holds it.  A header that falls
-    in a hole or past the captured end stops the walk (the boundary is lost);
-    invalid headers are found afterwards, vectorised, and cut the walk there.
+    reading each 5-byte header where the capture holds it (pieces found by
+    bisection).  A header that falls in a hole or past the captured end stops
+    the walk (the boundary is lost).  Header fields are read afterwards for all
+    directions at once (:func:`finish_walks`), where invalid headers cut the walk.
     """
     st_l, ce_l, en_l, bo_l = (
         idx.start.tolist(),
@@ -244,13 +305,12 @@ def walk_headers(
     k_max = len(st_l)
     mv = memoryview(buf)
     offs: list[int] = []
-    pos: list[int] = []  # buffer position of each header, -1 when it straddles segments
-    split: dict[int, bytes] = {}  # record index → header bytes gathered across segments
+    pos: list[int] = []
+    split: dict[int, bytes] = {}
     o = start
     k = 0
-    while k < k_max:
-        while k < k_max and en_l[k] <= o:
-            k += 1
+    while True:
+        k = bisect_right(en_l, o, k)  # first piece ending after o
         if k >= k_max or o < st_l[k]:
             break  # header inside a hole (or past the end): boundary lost
         p = bo_l[k] + (o - st_l[k])
@@ -266,44 +326,63 @@ def walk_headers(
             pos.append(-1)
         offs.append(o)
         o += 5 + ln
-    off = np.array(offs, np.int64)
-    hp = np.array(pos, np.int64)
-    ok = hp >= 0
-    q = np.where(ok, hp, 0)
+    return _Walk(offs, pos, split, trig)
+
+
+def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
+    """Header fields of every walked record, vectorised over all directions at once."""
+    if not walks:
+        return []
+    counts = np.array([len(w.offsets) for w in walks], np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    off = np.array([o for w in walks for o in w.offsets], np.int64)
+    hp = np.array([p for w in walks for p in w.pos], np.int64)
+    q = np.where(hp >= 0, hp, 0)
     b = [buf[q + j].astype(np.int64) for j in range(5)]
-    for r, h in split.items():
-        for j in range(5):
-            b[j][r] = h[j]
-    ct, ver, ln_a = b[0], (b[1] << 8) | b[2], (b[3] << 8) | b[4]
+    for w, s0 in zip(walks, starts.tolist(), strict=True):
+        for r, h in w.split.items():
+            for j in range(5):
+                b[j][s0 + r] = h[j]
+    ct, ver, ln = b[0], (b[1] << 8) | b[2], (b[3] << 8) | b[4]
     bad = (
-        ~np.isin(ct, _VALID_TYPES)
+        (ct < 20)
+        | (ct > 24)
         | ((ver >> 8) != 3)
-        | (ln_a > MAX_CIPHERTEXT_LENGTH)
-        | ((ln_a == 0) & np.isin(ct, (20, 21, 22)))
+        | (ln > MAX_CIPHERTEXT_LENGTH)
+        | ((ln == 0) & (ct >= 20) & (ct <= 22))
     )
-    anomaly = None
-    if bad.any():
-        i = int(np.argmax(bad))
-        anomaly = {
-            "name": "tls_record_malformed",
-            "frame": None,
-            "flow": None,
-            "offset": int(off[i]),
-            "detail": f"{trig.direction} record header {int(ct[i])}/0x{int(ver[i]):04x}/{int(ln_a[i])} "
-            f"at offset {int(off[i])} is not TLS; the rest of the direction is not parsed",
-            "_dir": trig.direction,
-        }
-        off, ct, ver, ln_a = off[:i], ct[:i], ver[:i], ln_a[:i]
-    return BulkRecords(
-        offset=off,
-        length=ln_a + 5,
-        content_type=ct,
-        version=ver,
-        status=trig.status.value,
-        epoch=trig.epoch.value,
-        key_generation=trig.key_generation,
-        anomaly=anomaly,
-    )
+    out = []
+    for w, s0, n in zip(walks, starts.tolist(), counts.tolist(), strict=True):
+        sl = slice(s0, s0 + n)
+        cut = n
+        anomaly = None
+        if bad[sl].any():
+            i = int(np.argmax(bad[sl]))
+            cut = i
+            g = s0 + i
+            anomaly = {
+                "name": "tls_record_malformed",
+                "frame": None,
+                "flow": None,
+                "offset": int(off[g]),
+                "detail": f"{w.trig.direction} record header {int(ct[g])}/0x{int(ver[g]):04x}/{int(ln[g])} "
+                f"at offset {int(off[g])} is not TLS; the rest of the direction is not parsed",
+                "_dir": w.trig.direction,
+            }
+        sl = slice(s0, s0 + cut)
+        out.append(
+            BulkRecords(
+                offset=off[sl],
+                length=ln[sl] + 5,
+                content_type=ct[sl],
+                version=ver[sl],
+                status=w.trig.status.value,
+                epoch=w.trig.epoch.value,
+                key_generation=w.trig.key_generation,
+                anomaly=anomaly,
+            )
+        )
+    return out
 
 
 def _gather(

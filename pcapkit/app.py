@@ -1,0 +1,574 @@
+"""The application layer: HTTP/1.1, SSE (and the HTTP/2 / gRPC hooks) over TCP and TLS.
+
+Builds ``Trace.messages`` and ``Trace.requests`` (DESIGN.md §2).  For each TCP
+connection it finds the application byte stream of each direction — the decrypted
+TLS plaintext, or the reassembled cleartext — with a *stamp*: for any byte, the
+frame and time at which it became readable in order at the capture point (for TLS,
+when the record holding it was complete; for cleartext, when every earlier byte had
+arrived: :meth:`pcapkit.net.tcp.DirectionIndex.delivered`).  Units (HTTP heads,
+SSE events, …) are stamped by their last byte: that is when the application above
+could act on them, and the frame in which Wireshark shows them.
+
+The stream stops at the first byte the capture cannot give (a hole never filled, a
+record that did not decrypt): what follows is not guessed at, and an anomaly row
+says where and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .trace import Trace
+
+# RFC 9110 §11.6.2 / §11.7.2, RFC 6265: credentials — DESIGN.md §4 says reports never
+# show them unless asked.
+SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
+REDACTED = "<redacted>"
+# How much of a unit's content goes into the messages table's ``detail``.
+DETAIL_CHARS = 80
+
+Stamp = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass
+class AppDirection:
+    """One direction's application bytes from stream position 0, and their stamps.
+
+    ``data`` ends at the first byte the capture cannot provide; ``stop`` says why
+    (None: the direction is complete as captured).  ``stamp(pos)`` maps positions
+    in ``data`` to (frame, ts_ns) of in-order readability, -1 where unknown.
+    """
+
+    data: bytes
+    stamp: Stamp
+    stop: str | None = None
+    stop_offset: int | None = None
+
+
+@dataclass
+class AppFlow:
+    flow: int
+    alpn: str | None
+    tls: bool
+    c2s: AppDirection
+    s2c: AppDirection
+
+
+@dataclass
+class AppTables:
+    messages: dict[str, list[Any]]
+    requests: dict[str, list[Any]]
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _no_stamp(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    p = np.atleast_1d(pos)
+    return np.full(p.shape, -1, np.int64), np.full(p.shape, -1, np.int64)
+
+
+def _tls_direction(trace: Trace, tf: Any, name: str, rec_lookup: Any) -> AppDirection:
+    """Plaintext of the application-data records of one direction, stamped per record."""
+    starts: list[int] = []
+    rec_off: list[int] = []
+    parts: list[bytes] = []
+    pos = 0
+    stop = None
+    stop_offset = None
+    for r in tf.results:
+        if r.direction != name:
+            continue
+        inner = r.inner_content_type
+        if r.plaintext is None:
+            if r.content_type == 23 or (inner is None and r.content_type not in (20, 21, 22, 24)):
+                if pos or r.status.value not in ("no_handshake",):
+                    stop = (
+                        f"TLS record at stream offset {r.offset} not decrypted ({r.status.value})"
+                    )
+                    stop_offset = r.offset
+                    break
+            continue
+        if inner != 23:
+            continue
+        starts.append(pos)
+        rec_off.append(r.offset)
+        parts.append(r.plaintext)
+        pos += len(r.plaintext)
+    offs, frames, ts = rec_lookup(tf.flow, name)
+    k = np.searchsorted(offs, np.asarray(rec_off, np.int64)) if offs.shape[0] else None
+    if k is not None and rec_off:
+        ok = (k < offs.shape[0]) & (offs[np.minimum(k, offs.shape[0] - 1)] == np.asarray(rec_off))
+        kk = np.minimum(k, offs.shape[0] - 1)
+        rf = np.where(ok, frames[kk], -1)
+        rt = np.where(ok, ts[kk], -1)
+    else:
+        rf = rt = np.zeros(0, np.int64)
+    st = np.asarray(starts, np.int64)
+
+    def stamp(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = np.atleast_1d(np.asarray(p, np.int64))
+        if st.shape[0] == 0:
+            return _no_stamp(p)
+        i = np.clip(np.searchsorted(st, p, side="right") - 1, 0, st.shape[0] - 1)
+        return rf[i], rt[i]
+
+    return AppDirection(b"".join(parts), stamp, stop, stop_offset)
+
+
+def _tcp_direction(trace: Trace, flow: int, name: str) -> AppDirection:
+    sb = trace.stream(flow, name)
+    idx = trace.stream_index(flow, name)
+    stop = stop_offset = None
+    data = bytes(sb)
+    if sb.gaps:
+        first_gap = sb.gaps[0][0]
+        pos = sb.at(first_gap - 1) if first_gap > 0 else 0
+        cut = 0 if pos is None or first_gap == 0 else pos + 1
+        data = data[:cut]
+        stop = f"{sb.gaps[0][1]} bytes at stream offset {first_gap} never captured"
+        stop_offset = first_gap
+
+    def stamp(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f, t = idx.delivered(np.atleast_1d(np.asarray(p, np.int64)))
+        return np.asarray(f, np.int64), np.asarray(t, np.int64)
+
+    return AppDirection(data, stamp, stop, stop_offset)
+
+
+def app_flows(trace: Trace) -> list[AppFlow]:
+    """Every TCP connection whose application bytes pcapkit can read."""
+    from .net.decode import PROTO_TCP as TCP
+
+    net = trace._net
+    recs = trace.records
+    lookup = _record_lookup(recs)
+    tls_by_flow = {tf.flow: tf for tf in trace._tls}
+    out: list[AppFlow] = []
+    for f in np.nonzero(net.flows.proto == TCP)[0].tolist():
+        tf = tls_by_flow.get(f)
+        if tf is not None:
+            sm = tf.summary
+            if not sm.decrypted_records:
+                continue
+            c2s = _tls_direction(trace, tf, "c2s", lookup)
+            s2c = _tls_direction(trace, tf, "s2c", lookup)
+            out.append(AppFlow(f, sm.alpn, True, c2s, s2c))
+        else:
+            c2s = _tcp_direction(trace, f, "c2s")
+            s2c = _tcp_direction(trace, f, "s2c")
+            if c2s.data or s2c.data:
+                out.append(AppFlow(f, None, False, c2s, s2c))
+    return out
+
+
+def _record_lookup(recs: Any) -> Callable[[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    if recs.empty:
+        z = np.zeros(0, np.int64)
+        return lambda f, d: (z, z, z)
+    flow = recs["flow"].to_numpy(np.int64)
+    d = recs["dir"].cat.codes.to_numpy(np.int64)
+    key = flow * 2 + d
+    off = recs["offset"].to_numpy(np.int64)
+    fr = recs["last_frame"].to_numpy(np.int64)
+    ts = recs["last_ts_ns"].to_numpy(np.int64)
+
+    def look(f: int, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        k = f * 2 + (0 if name == "c2s" else 1)
+        lo, hi = np.searchsorted(key, [k, k + 1])
+        return off[lo:hi], fr[lo:hi], ts[lo:hi]
+
+    return look
+
+
+# -- tables ----------------------------------------------------------------------------
+def _empty_rows(table: str) -> dict[str, list[Any]]:
+    from . import schema
+
+    return {c: [] for c in schema.columns(table)}
+
+
+def redact(headers: Any, *, redact_secrets: bool = True) -> list[tuple[str, str]]:
+    return [
+        (k, REDACTED if redact_secrets and k.lower() in SENSITIVE_HEADERS else v)
+        for k, v in headers
+    ]
+
+
+def _short(text: str) -> str:
+    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    return text if len(text) <= DETAIL_CHARS else text[: DETAIL_CHARS - 1] + "…"
+
+
+def _gap_stats(ts: list[int]) -> tuple[float | None, float | None, float | None, float | None]:
+    """(p50, p95, max) of consecutive gaps in ms and events per second."""
+    t = np.asarray([x for x in ts if x >= 0], np.int64)
+    if t.shape[0] < 2:
+        return None, None, None, None
+    g = np.diff(t) / 1e6
+    span_s = (t[-1] - t[0]) / 1e9
+    rate = (t.shape[0] - 1) / span_s if span_s > 0 else None
+    return (
+        round(float(np.percentile(g, 50)), 3),
+        round(float(np.percentile(g, 95)), 3),
+        round(float(g.max()), 3),
+        None if rate is None else round(rate, 3),
+    )
+
+
+class _Builder:
+    """Accumulates rows of the messages and requests tables."""
+
+    def __init__(self, *, redact_secrets: bool) -> None:
+        self.messages = _empty_rows("messages")
+        self.requests = _empty_rows("requests")
+        self.anomalies: list[dict[str, Any]] = []
+        self.redact_secrets = redact_secrets
+
+    def message(
+        self,
+        flow: int,
+        d: str,
+        stream: int | None,
+        protocol: str,
+        kind: str,
+        offset: int,
+        length: int,
+        frame: int,
+        ts_ns: int,
+        request: int | None,
+        detail: str,
+    ) -> None:
+        m = self.messages
+        m["flow"].append(flow)
+        m["dir"].append(d)
+        m["stream"].append(stream)
+        m["protocol"].append(protocol)
+        m["type"].append(kind)
+        m["offset"].append(offset)
+        m["length"].append(length)
+        m["frame"].append(None if frame < 0 else frame)
+        m["ts_ns"].append(None if ts_ns < 0 else ts_ns)
+        m["request"].append(request)
+        m["detail"].append(_short(detail))
+
+    def request(self, row: dict[str, Any]) -> int:
+        r = self.requests
+        n = len(r["flow"])
+        for c in r:
+            v = row.get(c)
+            if (
+                isinstance(v, (int, np.integer))
+                and not isinstance(v, bool)
+                and c.endswith(("_ts_ns", "_frame"))
+            ):
+                v = None if v < 0 else int(v)
+            r[c].append(v)
+        return n
+
+    def anomaly(self, name: str, flow: int, offset: int | None, detail: str) -> None:
+        self.anomalies.append(
+            {"name": name, "frame": None, "flow": flow, "offset": offset, "detail": detail}
+        )
+
+
+def _one(stamp: Stamp, pos: int) -> tuple[int, int]:
+    f, t = stamp(np.asarray([max(pos, 0)], np.int64))
+    return int(f[0]), int(t[0])
+
+
+def _header_fields(req: Any, resp: Any) -> dict[str, Any]:
+    """The diagnosis headers of the issue: trace ids, rate limits, content coding."""
+
+    def pick(h: Any, name: str) -> str | None:
+        return None if h is None else h.get(name)
+
+    rl = []
+    if resp is not None:
+        for k, v in resp.headers:
+            kl = k.lower()
+            if kl.startswith(("x-ratelimit-", "ratelimit")):
+                rl.append(f"{kl}={v}")
+    return {
+        "traceparent": pick(req, "traceparent"),
+        "request_id": pick(req, "x-request-id") or pick(resp, "x-request-id"),
+        "retry_after": pick(resp, "retry-after"),
+        "ratelimit": "; ".join(rl) or None,
+        "content_encoding": pick(resp, "content-encoding"),
+        "content_type": pick(resp, "content-type"),
+    }
+
+
+def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
+    from dissectors.http1 import Http1Body, Http1End, Http1Head, Http1Tunnel, dissect_connection
+    from dissectors.sse import SseEvent, SseParser
+
+    conn = dissect_connection(af.c2s.data, af.s2c.data, eof=af.s2c.stop is None)
+    for d, err in conn.error.items():
+        b.anomaly(f"http1_{err.reason}", af.flow, err.offset, f"{d}: {err.message}")
+    dirs = {"c2s": af.c2s, "s2c": af.s2c}
+    # stamp every item's last byte in one call per direction
+    stamps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for d, items in (("c2s", conn.c2s), ("s2c", conn.s2c)):
+        ends = np.asarray([max(it.end - 1, it.offset) for it in items], np.int64)
+        stamps[d] = dirs[d].stamp(ends) if items else (np.zeros(0, np.int64),) * 2
+
+    req_heads: dict[int, tuple[Any, int, int, int, int]] = {}
+    req_ends: dict[int, tuple[Any, int, int]] = {}
+    first_c2s: dict[int, int] = {}
+    for i, it in enumerate(conn.c2s):
+        fr, ts = int(stamps["c2s"][0][i]), int(stamps["c2s"][1][i])
+        if isinstance(it, Http1Head):
+            f0, t0 = _one(af.c2s.stamp, it.offset)
+            req_heads[it.message] = (it, fr, ts, f0, t0)
+        elif isinstance(it, Http1End):
+            req_ends[it.message] = (it, fr, ts)
+        elif isinstance(it, Http1Body):
+            first_c2s.setdefault(it.message, ts)
+
+    # responses, grouped per message number
+    resp: dict[int, dict[str, Any]] = {}
+    for i, it in enumerate(conn.s2c):
+        fr, ts = int(stamps["s2c"][0][i]), int(stamps["s2c"][1][i])
+        if isinstance(it, Http1Head):
+            r = resp.setdefault(it.message, {"interim": [], "pieces": [], "items": []})
+            if it.interim:
+                r["interim"].append((it, fr, ts))
+            else:
+                r["head"] = (it, fr, ts)
+        elif isinstance(it, Http1Body):
+            r = resp.setdefault(it.message, {"interim": [], "pieces": [], "items": []})
+            r["pieces"].append(it)
+            if "first_body" not in r:
+                r["first_body"] = _one(af.s2c.stamp, it.offset)
+        elif isinstance(it, Http1End):
+            r = resp.setdefault(it.message, {"interim": [], "pieces": [], "items": []})
+            r["end"] = (it, fr, ts)
+
+    n_req = max([*req_heads, *resp, -1]) + 1
+    for n in range(n_req):
+        rh = req_heads.get(n)
+        r = resp.get(n, {"interim": [], "pieces": []})
+        head = r.get("head")
+        req = rh[0] if rh else None
+        resp_head = head[0] if head else None
+        row: dict[str, Any] = {
+            "flow": af.flow,
+            "stream": None,
+            "protocol": "http/1.1",
+            "method": req.method if req else None,
+            "authority": req.get("host") if req else None,
+            "path": req.target if req else None,
+            "status": resp_head.status if resp_head else None,
+            "request_frame": rh[1] if rh else -1,
+            "response_frame": head[1] if head else -1,
+            "request_start_ts_ns": rh[4] if rh else -1,
+            "request_end_ts_ns": req_ends[n][2] if n in req_ends else -1,
+            "response_ts_ns": head[2] if head else -1,
+            "request_body_bytes": req_ends[n][0].body_bytes if n in req_ends else None,
+            "request_headers": redact(req.headers, redact_secrets=b.redact_secrets)
+            if req
+            else None,
+            "response_headers": (
+                redact(resp_head.headers, redact_secrets=b.redact_secrets) if resp_head else None
+            ),
+            **conn_times,
+            **_header_fields(req, resp_head),
+        }
+        end = r.get("end")
+        row["response_body_bytes"] = (
+            end[0].body_bytes
+            if end
+            else (sum(p.length for p in r["pieces"]) if resp_head else None)
+        )
+        row["complete"] = bool(end and end[0].complete)
+        row["first_body_ts_ns"] = r["first_body"][1] if "first_body" in r else -1
+        pieces = r["pieces"]
+        last_ts = end[2] if end else -1
+        if pieces and last_ts < 0:
+            last_ts = _one(af.s2c.stamp, pieces[-1].end - 1)[1]
+        row["last_byte_ts_ns"] = last_ts if resp_head else -1
+        req_idx = len(b.requests["flow"])
+        # SSE: parse the de-framed body, stamp each event at its last byte
+        events_ts: list[int] = []
+        ctype = (row.get("content_type") or "").split(";")[0].strip().lower()
+        if ctype == "text/event-stream" and pieces:
+            body_off = np.asarray([p.body_offset for p in pieces], np.int64)
+            strm_off = np.asarray([p.offset for p in pieces], np.int64)
+            sse = SseParser()
+            items: list[Any] = []
+            try:
+                for p in pieces:
+                    items += sse.feed(p.data)
+            except Exception as exc:  # LimitExceeded: keep what was parsed
+                b.anomaly("sse_limit_exceeded", af.flow, None, str(exc))
+            if items:
+                last = np.asarray([it.end - 1 for it in items], np.int64)
+                k = np.searchsorted(body_off, last, side="right") - 1
+                pos = strm_off[k] + (last - body_off[k])
+                fr, ts = af.s2c.stamp(pos)
+                for it, f1, t1, so in zip(
+                    items, fr.tolist(), ts.tolist(), pos.tolist(), strict=True
+                ):
+                    if isinstance(it, SseEvent):
+                        events_ts.append(t1)
+                        b.message(
+                            af.flow,
+                            "s2c",
+                            None,
+                            "sse",
+                            "event",
+                            int(so) - (it.length - 1),
+                            it.length,
+                            f1,
+                            t1,
+                            req_idx,
+                            (f"{it.event}: " if it.event != "message" else "") + it.data,
+                        )
+                    else:
+                        b.message(
+                            af.flow,
+                            "s2c",
+                            None,
+                            "sse",
+                            "comment",
+                            int(so) - (it.length - 1),
+                            it.length,
+                            f1,
+                            t1,
+                            req_idx,
+                            ":" + it.text,
+                        )
+            row["events"] = len(events_ts)
+            row["first_event_ts_ns"] = events_ts[0] if events_ts else -1
+            p50, p95, mx, rate = _gap_stats(events_ts)
+            row.update(gap_p50_ms=p50, gap_p95_ms=p95, gap_max_ms=mx, events_per_s=rate)
+        else:
+            row["first_event_ts_ns"] = -1
+        # TTFB/TTFT count from the request's header block (the request_frame point)
+        t_req = rh[2] if rh else -1
+        row["ttfb_ms"] = (head[2] - t_req) / 1e6 if head and t_req >= 0 and head[2] >= 0 else None
+        t_first = events_ts[0] if events_ts else row["first_body_ts_ns"]
+        row["ttft_ms"] = (t_first - t_req) / 1e6 if t_req >= 0 and t_first >= 0 else None
+        b.request(row)
+        # HTTP/1.1 units into the messages table
+        if rh:
+            b.message(
+                af.flow,
+                "c2s",
+                None,
+                "http/1.1",
+                "request",
+                req.offset,
+                req.length,
+                rh[1],
+                rh[2],
+                req_idx,
+                f"{req.method} {req.target} {req.version}",
+            )
+        if n in req_ends:
+            e, fr, ts = req_ends[n]
+            b.message(
+                af.flow,
+                "c2s",
+                None,
+                "http/1.1",
+                "end",
+                e.offset,
+                0,
+                fr,
+                ts,
+                req_idx,
+                f"{e.framing}, {e.body_bytes} body bytes",
+            )
+        for h, fr, ts in r["interim"]:
+            b.message(
+                af.flow,
+                "s2c",
+                None,
+                "http/1.1",
+                "interim",
+                h.offset,
+                h.length,
+                fr,
+                ts,
+                req_idx,
+                f"{h.version} {h.status} {h.reason}",
+            )
+        if head:
+            h = head[0]
+            b.message(
+                af.flow,
+                "s2c",
+                None,
+                "http/1.1",
+                "response",
+                h.offset,
+                h.length,
+                head[1],
+                head[2],
+                req_idx,
+                f"{h.version} {h.status} {h.reason}",
+            )
+        if end:
+            e, fr, ts = end
+            b.message(
+                af.flow,
+                "s2c",
+                None,
+                "http/1.1",
+                "end",
+                e.offset,
+                0,
+                fr,
+                ts,
+                req_idx,
+                f"{e.framing}, {e.body_bytes} body bytes" + ("" if e.complete else ", incomplete"),
+            )
+    for d, items in (("c2s", conn.c2s), ("s2c", conn.s2c)):
+        tun = [it for it in items if isinstance(it, Http1Tunnel)]
+        if tun:
+            fr, ts = dirs[d].stamp(np.asarray([tun[-1].end - 1], np.int64))
+            total = sum(t.length for t in tun)
+            b.message(
+                af.flow,
+                d,
+                None,
+                "http/1.1",
+                "tunnel",
+                tun[0].offset,
+                total,
+                int(fr[0]),
+                int(ts[0]),
+                None,
+                f"{total} bytes after the protocol switch",
+            )
+
+
+def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
+    """Dissect every readable connection into messages and requests rows."""
+    from dissectors.http1 import looks_like_http1
+
+    b = _Builder(redact_secrets=redact_secrets)
+    flows = trace.flows
+    first_ts = flows["first_ts_ns"].to_numpy(np.int64)
+    syn_seen = flows["handshake"].to_numpy(bool)
+    hs = trace._handshake_times
+    for af in app_flows(trace):
+        conn_times = {
+            "syn_ts_ns": int(first_ts[af.flow]) if syn_seen[af.flow] else -1,
+            "tls_done_ts_ns": hs.get(af.flow, (-1, -1))[1],
+        }
+        for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
+            if ad.stop:
+                b.anomaly("app_stream_truncated", af.flow, ad.stop_offset, f"{d}: {ad.stop}")
+        alpn = (af.alpn or "").lower()
+        head = af.c2s.data[:24] or af.s2c.data[:24]
+        if alpn == "h2" or af.c2s.data.startswith(b"PRI * HTTP/2.0"):
+            continue  # HTTP/2: dissected by the h2 pass
+        if alpn in ("http/1.1", "http/1.0") or looks_like_http1(head):
+            _http1(b, af, conn_times)
+    return AppTables(b.messages, b.requests, b.anomalies)
