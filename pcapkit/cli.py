@@ -84,12 +84,14 @@ def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def open_trace(path: str, keylog: str | None) -> tuple[Trace, _Progress | None]:
+def open_trace(
+    path: str, keylog: str | None, *, redact: bool = True
+) -> tuple[Trace, _Progress | None]:
     prog = None
     if sys.stderr.isatty() and os.path.getsize(path) >= PROGRESS_MIN_BYTES:
         prog = _Progress()
     try:
-        return Trace(path, keylog, progress=prog), prog
+        return Trace(path, keylog, progress=prog, redact=redact), prog
     except PcapkitError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -246,6 +248,54 @@ def records(path: str, keylog: str | None, flow: int | None, fmt: str) -> None:
             click.echo(r.to_csv(index=False), nl=False)
         else:
             click.echo(records_text(trace, flow), nl=False)
+
+
+@cli.command(epilog=EXIT_HELP)
+@trace_options
+@click.option("--flow", type=int, default=None, help="Only this flow id.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "csv"]),
+    default="text",
+    show_default=True,
+    help="text for people; json/csv carry every column of Trace.requests.",
+)
+@click.option(
+    "--show-secrets",
+    is_flag=True,
+    help="Do not redact authorization / cookie header values (json/csv header columns).",
+)
+def requests(path: str, keylog: str | None, flow: int | None, fmt: str, show_secrets: bool) -> None:
+    """HTTP exchanges with their timelines: TTFB, TTFT, events and gaps.
+
+    One block per request (HTTP/1.1 and HTTP/2 over cleartext TCP or decrypted TLS):
+    method, authority, path, status, content type; time to the response headers
+    (TTFB) and to the first SSE event / gRPC message / body byte (TTFT), counted from
+    the frame that completed the request's header block; event count and inter-event
+    gaps; the frames where Wireshark shows the request and the response.
+
+    \b
+    Examples:
+      pcapkit requests fixtures/tls_sse_nagle/client.pcapng
+      pcapkit requests trace.pcapng --keylog keys.log --format csv > requests.csv
+    """
+    from .report.json import records as df_records
+    from .report.text import requests_text
+
+    trace, prog = open_trace(path, keylog, redact=not show_secrets)
+    with trace:
+        r = trace.requests
+        if flow is not None:
+            r = r[r.flow == flow]
+        if prog:
+            prog.done()
+        if fmt == "json":
+            click.echo(json.dumps(df_records(r), indent=2))
+        elif fmt == "csv":
+            click.echo(r.to_csv(index=False), nl=False)
+        else:
+            click.echo(requests_text(trace, flow), nl=False)
 
 
 @cli.command(

@@ -12,6 +12,7 @@ from ..trace import Trace
 # Flows beyond this many are summarised in one line unless --all is given.
 DEFAULT_MAX_FLOWS = 50
 MAX_ANOMALIES_SHOWN = 20
+MAX_REQUESTS_SHOWN = 10  # per flow in `analyze`; `pcapkit requests` lists them all
 
 
 def _b(n: int) -> str:
@@ -174,6 +175,53 @@ def flow_lines(r: Any, t0: int, tls: Any = None) -> list[str]:
     return lines
 
 
+def request_line(q: Any) -> str:
+    """One HTTP exchange: what was asked, the answer, and its timeline."""
+    where = f"{'' if _na(q.authority) else q.authority}{'' if _na(q.path) else q.path}"
+    stream = "" if _na(q.stream) else f"[stream {q.stream}] "
+    status = "no response" if _na(q.status) else str(q.status)
+    ctype = "" if _na(q.content_type) else f" {str(q.content_type).split(';')[0]}"
+    parts = [f"TTFB {_ms(q.ttfb_ms)}"]
+    if not _na(q.events):
+        parts.append(f"TTFT {_ms(q.ttft_ms)}")
+        parts.append(_n(int(q.events), "event"))
+        if not _na(q.gap_max_ms):
+            parts.append(
+                f"gaps p50 {_ms(q.gap_p50_ms)} / p95 {_ms(q.gap_p95_ms)} / max {_ms(q.gap_max_ms)}"
+            )
+    if not _na(q.response_body_bytes):
+        parts.append(_b(int(q.response_body_bytes)))
+    frames = f"frames {'?' if _na(q.request_frame) else q.request_frame}→"
+    frames += "?" if _na(q.response_frame) else str(q.response_frame)
+    done = "" if q.complete or _na(q.status) else ", incomplete"
+    return (
+        f"    {stream}{q.method or '?'} {where} → {status}{ctype}: "
+        + ", ".join(parts)
+        + f" ({frames}{done})"
+    )
+
+
+def requests_text(trace: Trace, flow: int | None = None) -> str:
+    """The table of ``pcapkit requests``: one block per HTTP exchange."""
+    r = trace.requests
+    if flow is not None:
+        r = r[r.flow == flow]
+    if r.empty:
+        return "no HTTP requests (HTTP/1.1 and HTTP/2 need cleartext or TLS keys)\n"
+    out = []
+    for q in r.itertuples(index=False):
+        out.append(f"flow {q.flow} {q.protocol}")
+        out.append(request_line(q))
+        extra = [
+            f"{k} {getattr(q, k)}"
+            for k in ("request_id", "traceparent", "retry_after", "ratelimit", "content_encoding")
+            if not _na(getattr(q, k))
+        ]
+        if extra:
+            out.append("      " + "; ".join(extra))
+    return "\n".join(out) + "\n"
+
+
 def analysis_text(
     trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS, findings: Any = None
 ) -> str:
@@ -191,6 +239,9 @@ def analysis_text(
     t0 = cap["first_ts_ns"] or 0
     shown = flows if max_flows is None else flows.head(max_flows)
     tls = {int(x.flow): x for x in trace.tls.itertuples(index=False)}
+    reqs: dict[int, list[Any]] = {}
+    for q in trace.requests.itertuples(index=False):
+        reqs.setdefault(int(q.flow), []).append(q)
     findings = trace.findings if findings is None else findings
     per_flow: dict[int, list[Any]] = {}
     for fnd in findings.itertuples(index=False):
@@ -198,6 +249,13 @@ def analysis_text(
     for r in shown.itertuples(index=False):
         out.append("")
         out.extend(flow_lines(r, t0, tls.get(int(r.flow))))
+        flow_reqs = reqs.get(int(r.flow), [])
+        for q in flow_reqs[:MAX_REQUESTS_SHOWN]:
+            out.append(request_line(q))
+        if len(flow_reqs) > MAX_REQUESTS_SHOWN:
+            out.append(
+                f"    … {len(flow_reqs) - MAX_REQUESTS_SHOWN} more requests (pcapkit requests)"
+            )
         for fnd in per_flow.get(int(r.flow), []):
             out.extend(finding_lines(fnd))
     for fnd in per_flow.get(-1, []):

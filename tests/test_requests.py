@@ -1,0 +1,98 @@
+"""Trace.messages / Trace.requests on the real lab fixtures (HTTP/1.1 + SSE over TLS 1.3).
+
+The fixtures' scenario.json holds what the applications logged: when the server wrote
+each event and when the client read it.  The capture's event stamps must sit between
+those times as the vantage implies (DETECTION.md §1.1).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import pcapkit
+from pcapkit import schema
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+SSE_FIXTURES = ["tls_sse_nagle", "tls_sse_nodelay"]
+
+
+def _truth(name: str) -> dict:
+    return json.loads((FIX / name / "scenario.json").read_text())
+
+
+@pytest.mark.parametrize("name", SSE_FIXTURES)
+@pytest.mark.parametrize("vantage", ["client", "server", "middle"])
+def test_sse_events_match_the_applications_clock(name: str, vantage: str) -> None:
+    sc = _truth(name)
+    truth = sc["ground_truth"]["events"]
+    delay_ms = sc["params"]["delay_ms"]
+    with pcapkit.open(FIX / name / f"{vantage}.pcapng") as t:
+        req = t.requests
+        msgs = t.messages
+    assert list(req.columns) == schema.columns("requests")
+    assert len(req) == 1
+    q = req.iloc[0]
+    assert (q.protocol, q.method, q.path, q.status) == ("http/1.1", "GET", "/v1/stream", 200)
+    assert q.content_type == "text/event-stream"
+    assert q.events == len(truth) == 20
+    assert q.complete
+    ev = msgs[(msgs.type == "event") & (msgs.protocol == "sse")]
+    assert ev.detail.tolist() == [f"token {g['n']}" for g in truth]
+    assert q.first_event_ts_ns == ev.ts_ns.iloc[0]
+    for ts, g in zip(ev.ts_ns.tolist(), truth, strict=True):
+        # the capture sees each event after the server wrote it and before the client read it
+        assert g["write_ns"] <= ts <= g["read_ns"]
+        late_ms = (g["read_ns"] - ts) / 1e6
+        if vantage == "client":
+            assert late_ms < 5.0  # the client read it as soon as it arrived
+        elif vantage == "server":
+            assert delay_ms - 1.0 < late_ms < delay_ms + 5.0  # one path delay still to go
+        else:
+            assert delay_ms / 2 - 1.0 < late_ms < delay_ms / 2 + 5.0
+    # TTFT counts from the request's header block; at the client it includes one RTT
+    assert q.ttft_ms == pytest.approx((q.first_event_ts_ns - q.request_end_ts_ns) / 1e6)
+    if vantage == "client":
+        assert q.ttft_ms > 2 * delay_ms
+
+
+def test_nagle_delays_the_first_token_not_the_control() -> None:
+    def ttft(name: str) -> float:
+        with pcapkit.open(FIX / name / "client.pcapng") as t:
+            return float(t.requests.ttft_ms.iloc[0])
+
+    held, control = ttft("tls_sse_nagle"), ttft("tls_sse_nodelay")
+    # the applications' own first-event latencies (write → read) differ by the hold
+    extra = (
+        _truth("tls_sse_nagle")["ground_truth"]["first_event_latency_ms"]
+        - _truth("tls_sse_nodelay")["ground_truth"]["first_event_latency_ms"]
+    )
+    assert extra > 40.0  # at least one delayed-ACK timer (TCP_DELACK_MIN)
+    assert held - control == pytest.approx(extra, rel=0.1)
+
+
+def test_messages_rows_point_at_wireshark_frames() -> None:
+    """request_frame / response_frame are the frames whose record completed the head:
+    the record table's last_frame of the record holding the head's last byte."""
+    with pcapkit.open(FIX / "tls_sse_nodelay" / "client.pcapng") as t:
+        q = t.requests.iloc[0]
+        rec = t.records
+        app = rec[(rec.content_type == 23) & (rec.status == "decrypted")]
+        c2s_first = app[app.dir == "c2s"].iloc[0]
+        assert q.request_frame == c2s_first.last_frame
+        s2c_first = app[app.dir == "s2c"].iloc[0]
+        assert q.response_frame == s2c_first.last_frame
+        m = t.messages
+        assert set(m.request.dropna().tolist()) == {0}
+        assert m.frame.notna().all()
+        heads = m[m.type.isin(["request", "response"])]
+        assert heads.detail.tolist() == ["GET /v1/stream HTTP/1.1", "HTTP/1.1 200 OK"]
+
+
+def test_requests_need_keys_and_say_why() -> None:
+    """Without keys the TLS flows have no readable HTTP: an empty table with every column."""
+    with pcapkit.open(FIX / "bulk_loopback_tls" / "client.pcapng") as t:
+        r = t.requests
+    assert list(r.columns) == schema.columns("requests")
