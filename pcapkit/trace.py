@@ -603,6 +603,14 @@ class Trace:
             return schema.frame("requests", n=0)
         return schema.frame("requests", dict(r), n)
 
+    @cached_property
+    def gaps(self) -> pd.DataFrame:
+        """Why each streamed response waited: the first event (TTFT) and every long gap,
+        split into path, network findings and server time (:mod:`pcapkit.detect.gaps`)."""
+        from .detect.gaps import attribute
+
+        return attribute(self.requests, self.messages, self.flows, self.finding_objects)
+
     def plaintext(self, flow: int, direction: str) -> bytes:
         """Decrypted application data of one direction, in order (b"" without keys).
 
@@ -628,7 +636,15 @@ class Trace:
         """The tables, indexed per flow for the detectors (:mod:`pcapkit.detect`)."""
         from .detect import DetectContext
 
-        return DetectContext(self.packets, self.flows, self.segments, self.records, self.tls)
+        return DetectContext(
+            self.packets,
+            self.flows,
+            self.segments,
+            self.records,
+            self.tls,
+            requests=self.requests,
+            messages=self.messages,
+        )
 
     @cached_property
     def finding_objects(self) -> list[Any]:

@@ -96,3 +96,92 @@ def test_requests_need_keys_and_say_why() -> None:
     with pcapkit.open(FIX / "bulk_loopback_tls" / "client.pcapng") as t:
         r = t.requests
     assert list(r.columns) == schema.columns("requests")
+
+
+# -- detectors and gap attribution ------------------------------------------------------
+@pytest.mark.parametrize("vantage", ["client", "server", "middle"])
+def test_sse_batching_and_first_event_attributed_to_nagle(vantage: str) -> None:
+    with pcapkit.open(FIX / "tls_sse_nagle" / f"{vantage}.pcapng") as t:
+        f = t.findings
+        gaps = t.gaps
+        flows = t.flows
+    sb = f[f.kind == "sse_batching"]
+    assert len(sb) == 1
+    row = sb.iloc[0]
+    assert row.details["cause"] == "nagle_delayed_ack"
+    assert row.details["bursts"] == [[1, 2]]  # tokens 1 and 2 arrived together
+    assert row.cost_ms == pytest.approx(50.0, abs=2.0)  # one cadence period
+    nda = f[f.kind == "nagle_delayed_ack"].iloc[0]
+    first = gaps[gaps.event == 0].iloc[0]
+    assert first.cause == "nagle_delayed_ack"
+    assert first.network_ms == pytest.approx(nda.cost_ms, abs=0.5)
+    assert first.path_ms == pytest.approx(float(flows.server_leg_ms.iloc[0]), abs=0.5)
+    assert first.gap_ms == pytest.approx(
+        first.path_ms + first.network_ms + first.server_ms, abs=0.01
+    )
+    assert first.server_ms < 5.0  # the server wrote the first token at once (ground truth)
+
+
+@pytest.mark.parametrize("vantage", ["client", "server", "middle"])
+def test_control_has_no_batching_and_no_network_wait(vantage: str) -> None:
+    with pcapkit.open(FIX / "tls_sse_nodelay" / f"{vantage}.pcapng") as t:
+        f = t.findings
+        gaps = t.gaps
+    assert "sse_batching" not in set(f.kind)
+    assert (gaps.network_ms == 0).all()
+    assert gaps.event.tolist() == [0]  # no long gap in a steady 50 ms stream
+    assert gaps.cause.iloc[0] in ("path", "server")
+
+
+def _http_capture(tmp_path: Path, response: bytes, name: str) -> Path:
+    """A SYNTHETIC cleartext HTTP/1.1 exchange (scapy-built frames)."""
+    from pcapkit.io.writer import write_pcap
+
+    from synth import Conn
+
+    c = Conn(sport=80)
+    c.handshake()
+    c.c2s(
+        30_000,
+        b"GET /v1/chat HTTP/1.1\r\nHost: api.example\r\nAuthorization: Bearer sk-secret\r\n"
+        b"X-Request-Id: abc-123\r\n\r\n",
+    )
+    c.ack_s(50_000)
+    c.s2c(70_000, response)
+    c.ack_c(90_000)
+    p = tmp_path / name
+    write_pcap(p, c.frames, 1)
+    return p
+
+
+def test_rate_limited_429_with_retry_after(tmp_path: Path) -> None:
+    p = _http_capture(
+        tmp_path,
+        b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 7\r\nx-ratelimit-remaining-requests: 0\r\n"
+        b"Content-Length: 2\r\n\r\n{}",
+        "429.pcap",
+    )
+    with pcapkit.open(p) as t:
+        q = t.requests.iloc[0]
+        f = t.findings
+    assert (q.status, q.retry_after, q.request_id) == (429, "7", "abc-123")
+    assert q.ratelimit == "x-ratelimit-remaining-requests=0"
+    assert dict(q.request_headers)["Authorization"] == "<redacted>"
+    rl = f[f.kind == "rate_limited"]
+    assert len(rl) == 1
+    assert rl.iloc[0].cost_ms == 7000.0
+    assert rl.iloc[0].frames == [4, 6]
+    with pcapkit.open(p, redact=False) as t:
+        assert dict(t.requests.iloc[0].request_headers)["Authorization"] == "Bearer sk-secret"
+
+
+def test_503_without_hint_and_200_are_not_rate_limiting(tmp_path: Path) -> None:
+    for i, resp in enumerate(
+        [
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        ]
+    ):
+        with pcapkit.open(_http_capture(tmp_path, resp, f"r{i}.pcap")) as t:
+            assert "rate_limited" not in set(t.findings.kind)
+            assert len(t.requests) == 1

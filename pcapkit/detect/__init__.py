@@ -11,7 +11,18 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import cork, delayed_ack, hol, nagle, resumption, reuse, ssr, tls_records, zero_window
+from . import (
+    cork,
+    delayed_ack,
+    hol,
+    http,
+    nagle,
+    resumption,
+    reuse,
+    ssr,
+    tls_records,
+    zero_window,
+)
 from .base import KINDS, SEVERITIES, Evidence, Finding, severity_for
 from .context import DetectContext
 
@@ -27,6 +38,7 @@ DETECTORS: list[ModuleType] = [
     hol,  # H1
     reuse,  # R3
     resumption,  # R4
+    http,  # application level, after the TCP/TLS causes it attributes to
 ]
 
 IMPLEMENTED_KINDS: frozenset[str] = frozenset(k for m in DETECTORS for k in m.KINDS)
@@ -38,6 +50,7 @@ def run_detectors(ctx: DetectContext, only: set[str] | None = None) -> list[Find
     for mod in DETECTORS:
         if only is not None and not (set(mod.KINDS) & only):
             continue
+        ctx.prior = list(out)
         found = mod.detect(ctx)
         out.extend(f for f in found if only is None or f.kind in only)
     out.sort(

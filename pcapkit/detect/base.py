@@ -29,6 +29,9 @@ KINDS = (
     "zero_window",
     "connection_not_reused",
     "tls_resumption_missing",
+    # HTTP / SSE (issue 6)
+    "sse_batching",
+    "rate_limited",
 )
 
 SEVERITIES = ("info", "low", "medium", "high")

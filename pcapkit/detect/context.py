@@ -63,7 +63,16 @@ class DetectContext:
         segments: pd.DataFrame,
         records: pd.DataFrame,
         tls: pd.DataFrame,
+        requests: pd.DataFrame | None = None,
+        messages: pd.DataFrame | None = None,
     ) -> None:
+        from .. import schema
+
+        self.requests = schema.frame("requests", n=0) if requests is None else requests
+        self.messages = schema.frame("messages", n=0) if messages is None else messages
+        # findings of the detectors that ran before (run_detectors fills it), for the
+        # application-level detectors that attribute a symptom to a TCP/TLS cause
+        self.prior: list[Any] = []
         self.packets = packets
         self.flows = flows
         self.segments = segments

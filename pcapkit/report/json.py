@@ -60,6 +60,7 @@ def analysis_json(trace: Trace, findings: pd.DataFrame | None = None) -> dict[st
         "flows": records(trace.flows),
         "tls": records(trace.tls),
         "requests": records(trace.requests),
+        "gaps": records(trace.gaps),
         "findings": records(trace.findings if findings is None else findings),
         "anomalies": records(trace.anomalies),
     }

@@ -201,6 +201,19 @@ def request_line(q: Any) -> str:
     )
 
 
+def gap_line(g: Any) -> str:
+    """Why one streamed response waited (a row of Trace.gaps)."""
+    what = "first event" if g.event == 0 else f"event {g.event + 1}"
+    parts = []
+    if g.network_ms > 0 and g.findings:
+        frames = ", ".join(str(x) for x in g.frames)
+        parts.append(f"{g.findings[0]} {_ms(g.network_ms)} (frames {frames})")
+    if g.path_ms > 0:
+        parts.append(f"path {_ms(g.path_ms)}")
+    parts.append(f"server {_ms(g.server_ms)}")
+    return f"      {what} waited {_ms(g.gap_ms)} (frame {g.frame}): " + ", ".join(parts)
+
+
 def requests_text(trace: Trace, flow: int | None = None) -> str:
     """The table of ``pcapkit requests``: one block per HTTP exchange."""
     r = trace.requests
@@ -209,9 +222,14 @@ def requests_text(trace: Trace, flow: int | None = None) -> str:
     if r.empty:
         return "no HTTP requests (HTTP/1.1 and HTTP/2 need cleartext or TLS keys)\n"
     out = []
-    for q in r.itertuples(index=False):
+    gaps: dict[int, list[Any]] = {}
+    for g in trace.gaps.itertuples(index=False):
+        gaps.setdefault(int(g.request), []).append(g)
+    for i, q in zip(r.index.tolist(), r.itertuples(index=False), strict=True):
         out.append(f"flow {q.flow} {q.protocol}")
         out.append(request_line(q))
+        for g in gaps.get(i, []):
+            out.append(gap_line(g))
         extra = [
             f"{k} {getattr(q, k)}"
             for k in ("request_id", "traceparent", "retry_after", "ratelimit", "content_encoding")
@@ -240,8 +258,11 @@ def analysis_text(
     shown = flows if max_flows is None else flows.head(max_flows)
     tls = {int(x.flow): x for x in trace.tls.itertuples(index=False)}
     reqs: dict[int, list[Any]] = {}
-    for q in trace.requests.itertuples(index=False):
-        reqs.setdefault(int(q.flow), []).append(q)
+    for i, q in enumerate(trace.requests.itertuples(index=False)):
+        reqs.setdefault(int(q.flow), []).append((i, q))
+    gaps: dict[int, list[Any]] = {}
+    for g in trace.gaps.itertuples(index=False):
+        gaps.setdefault(int(g.request), []).append(g)
     findings = trace.findings if findings is None else findings
     per_flow: dict[int, list[Any]] = {}
     for fnd in findings.itertuples(index=False):
@@ -250,8 +271,9 @@ def analysis_text(
         out.append("")
         out.extend(flow_lines(r, t0, tls.get(int(r.flow))))
         flow_reqs = reqs.get(int(r.flow), [])
-        for q in flow_reqs[:MAX_REQUESTS_SHOWN]:
+        for i, q in flow_reqs[:MAX_REQUESTS_SHOWN]:
             out.append(request_line(q))
+            out.extend(gap_line(g) for g in gaps.get(i, []))
         if len(flow_reqs) > MAX_REQUESTS_SHOWN:
             out.append(
                 f"    … {len(flow_reqs) - MAX_REQUESTS_SHOWN} more requests (pcapkit requests)"

@@ -1,0 +1,136 @@
+"""Gap attribution for streamed responses (issue 6): why did the tokens wait?
+
+For every response with events (SSE events; gRPC messages with HTTP/2) the wait
+before each event is split into its causes:
+
+* the wait for the **first** event (TTFT, from the request's header block at the
+  capture point) always: ``path_ms`` — the round trip between the capture point
+  and the server (the flow's server leg, DETECTION.md §1.1), ``network_ms`` — time
+  inside TCP/TLS findings of the response direction that overlap the wait (a Nagle
+  hold, a retransmission wait, a zero window, …), and ``server_ms`` — the rest:
+  no network cause, the server sent late (thinking, queueing, upstream);
+* every later gap longer than ``max(GAP_FACTOR × median gap, median + MIN_EXTRA_MS)``:
+  ``network_ms`` from overlapping findings again, ``server_ms`` the rest (the path
+  delay cancels between two events of one stream).
+
+``cause`` names the largest share: a finding kind, ``server`` or ``path``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .http import overlapping
+
+# A gap is "long" when it exceeds twice the stream's median gap and the median by
+# 20 ms (one perceptible frame at 50 Hz, as base.MEDIUM_COST_MS): a steady token
+# stream has gaps close to its median.
+GAP_FACTOR = 2.0
+MIN_EXTRA_MS = 20.0
+
+COLUMNS = [
+    ("request", "int64", "row of Trace.requests"),
+    ("flow", "int64", "flow id"),
+    ("stream", "Int64", "HTTP/2 / HTTP/3 stream id"),
+    ("event", "int64", "index of the event that ended the wait (0: the first event, TTFT)"),
+    ("frame", "Int64", "frame of that event"),
+    ("from_ts_ns", "int64", "start of the wait (request, or the previous event)"),
+    ("to_ts_ns", "int64", "the event's arrival at the capture point"),
+    ("gap_ms", "float64", "length of the wait"),
+    ("path_ms", "float64", "round trip capture point ↔ server (first event only)"),
+    ("network_ms", "float64", "time inside overlapping TCP/TLS findings"),
+    ("server_ms", "float64", "the rest: no network cause, the server sent late"),
+    ("cause", "str", "largest share: a finding kind, server or path"),
+    ("findings", "object", "kinds of the overlapping findings, costliest first"),
+    ("frames", "object", "evidence frames of the costliest overlapping finding"),
+]
+
+
+def _union_ms(intervals: list[tuple[int, int]]) -> float:
+    tot = 0
+    end = None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            tot += b - a
+            end = b
+        elif b > end:
+            tot += b - end
+            end = b
+    return tot / 1e6
+
+
+def attribute(
+    requests: pd.DataFrame,
+    messages: pd.DataFrame,
+    flows: pd.DataFrame,
+    findings: list[Any],
+    *,
+    gap_factor: float = GAP_FACTOR,
+    min_extra_ms: float = MIN_EXTRA_MS,
+) -> pd.DataFrame:
+    rows: dict[str, list[Any]] = {c: [] for c, _, _ in COLUMNS}
+    if messages.empty or requests.empty:
+        return _frame(rows)
+    ev = messages[messages["type"].isin(["event", "message"]) & messages["request"].notna()]
+    legs = {
+        int(r.flow): (None if pd.isna(r.server_leg_ms) else float(r.server_leg_ms))
+        for r in flows.itertuples(index=False)
+    }
+    for req_id, grp in ev.groupby("request"):
+        q = requests.iloc[int(req_id)]
+        ts = grp["ts_ns"].to_numpy(np.int64, na_value=-1)
+        fr = grp["frame"].to_numpy(np.int64, na_value=-1)
+        if (ts < 0).any() or pd.isna(q.request_start_ts_ns):
+            continue
+        flow = int(q.flow)
+        t_req = int(q.response_ts_ns) if pd.isna(q.request_end_ts_ns) else int(q.request_end_ts_ns)
+        t_req = int(q.request_start_ts_ns) if pd.isna(t_req) else t_req
+        gaps = np.diff(ts) / 1e6
+        med = float(np.median(gaps)) if gaps.shape[0] else 0.0
+        limit = max(gap_factor * med, med + min_extra_ms)
+        todo = [0] + [i + 1 for i in np.nonzero(gaps > limit)[0].tolist()]
+        for k in todo:
+            t0 = t_req if k == 0 else int(ts[k - 1])
+            t1 = int(ts[k])
+            if t1 < t0:
+                continue
+            gap = (t1 - t0) / 1e6
+            hits = overlapping(findings, flow, "s2c", t0, t1)
+            net = _union_ms([(max(f.t_start_ns, t0), min(f.t_end_ns, t1)) for f in hits])
+            path = (legs.get(flow) or 0.0) if k == 0 else 0.0
+            path = min(path, max(gap - net, 0.0))
+            server = max(gap - net - path, 0.0)
+            shares = {"server": server, "path": path}
+            if hits:
+                shares[hits[0].kind] = net
+            cause = max(shares, key=lambda s: shares[s])
+            rows["request"].append(int(req_id))
+            rows["flow"].append(flow)
+            rows["stream"].append(None if pd.isna(q.stream) else int(q.stream))
+            rows["event"].append(k)
+            rows["frame"].append(int(fr[k]) if fr[k] >= 0 else None)
+            rows["from_ts_ns"].append(t0)
+            rows["to_ts_ns"].append(t1)
+            rows["gap_ms"].append(round(gap, 3))
+            rows["path_ms"].append(round(path, 3))
+            rows["network_ms"].append(round(net, 3))
+            rows["server_ms"].append(round(server, 3))
+            rows["cause"].append(cause)
+            rows["findings"].append([f.kind for f in hits])
+            rows["frames"].append(hits[0].frames if hits else [])
+    return _frame(rows)
+
+
+def _frame(rows: dict[str, list[Any]]) -> pd.DataFrame:
+    data = {}
+    for c, dt, _ in COLUMNS:
+        v = rows[c]
+        data[c] = (
+            pd.array(v, dtype=dt)
+            if dt in ("Int64",)
+            else pd.Series(v, dtype=dt if dt != "str" else object)
+        )
+    return pd.DataFrame(data)

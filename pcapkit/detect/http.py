@@ -1,0 +1,238 @@
+"""Application-level symptoms: SSE batching and rate limiting (issue 6).
+
+``sse_batching`` — events of a text/event-stream response that arrive together
+(within :data:`BURST_GAP_MS` of each other) although the stream otherwise arrives
+at a steady cadence: the earlier events of a burst were held somewhere and
+released with the later ones.  The hold is attributed to a TCP/TLS finding of the
+same flow and direction that overlaps it in time (Nagle, delayed ACK, cork, a
+retransmission wait, a zero window, a record that completed late); with none, the
+batching happened before the capture point saw the bytes — an upstream proxy's
+response buffering (nginx ``proxy_buffering``, compression) or the server's own
+write buffering.  Cost (an estimate): the first event of a burst of n would have
+arrived (n − 1) median gaps earlier at the stream's cadence.
+
+``rate_limited`` — a 429 response (RFC 6585 §4), or a 503 with ``Retry-After`` or
+rate-limit fields (RFC 9110 §15.6.4, §10.2.3; draft-ietf-httpapi-ratelimit-headers).
+Cost: the ``Retry-After`` delay when it gives seconds (a lower bound on the wait the
+server asked for), else unknown.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .base import Evidence, Finding, frame_filter
+from .context import DetectContext
+
+KINDS = ("sse_batching", "rate_limited")
+
+# Events delivered within 1 ms of each other arrived in one segment or back to back:
+# below any cadence an application produces deliberately, above capture jitter.
+BURST_GAP_MS = 1.0
+# The stream must show a cadence of its own to call a burst abnormal: at least 5 ms
+# median gap (a token stream is ~10–100 ms per token) and 3 events.
+MIN_CADENCE_MS = 5.0
+MIN_EVENTS = 3
+# Findings that can hold bytes of a direction and so explain a burst.
+HOLDING_KINDS = (
+    "nagle",
+    "nagle_delayed_ack",
+    "delayed_ack",
+    "tcp_cork",
+    "tcp_hol_blocking",
+    "tls_record_spanning",
+    "tls_record_split_write",
+    "zero_window",
+    "slow_start_restart",
+)
+
+
+def _na(v: Any) -> bool:
+    return v is None or v is np.nan or str(v) in ("<NA>", "nan", "None")
+
+
+def overlapping(prior: list[Finding], flow: int, d: str, t0: int, t1: int) -> list[Finding]:
+    """Holding findings of (flow, d) whose interval overlaps [t0, t1], costliest first."""
+    hits = [
+        f
+        for f in prior
+        if f.kind in HOLDING_KINDS
+        and f.flow == flow
+        and f.dir == d
+        and f.t_start_ns <= t1
+        and f.t_end_ns >= t0
+    ]
+    return sorted(hits, key=lambda f: -(f.cost_ms or 0.0))
+
+
+def _sse_batching(ctx: DetectContext) -> list[Finding]:
+    out: list[Finding] = []
+    m = ctx.messages
+    if m.empty:
+        return out
+    ev = m[(m["protocol"] == "sse") & (m["type"] == "event") & m["request"].notna()]
+    for req_id, grp in ev.groupby("request"):
+        ts = grp["ts_ns"].to_numpy(np.int64, na_value=-1)
+        fr = grp["frame"].to_numpy(np.int64, na_value=-1)
+        if ts.shape[0] < MIN_EVENTS or (ts < 0).any():
+            continue
+        gaps = np.diff(ts) / 1e6
+        steady = gaps[gaps >= BURST_GAP_MS]
+        if steady.shape[0] == 0:
+            continue
+        cadence = float(np.median(steady))
+        if cadence < MIN_CADENCE_MS:
+            continue
+        flow = int(grp["flow"].iloc[0])
+        bursts = []
+        i = 0
+        n = ts.shape[0]
+        while i < n - 1:
+            j = i
+            while j < n - 1 and gaps[j] < BURST_GAP_MS:
+                j += 1
+            if j > i:
+                bursts.append((i, j))  # events i..j arrived together
+                i = j + 1
+            else:
+                i += 1
+        if not bursts:
+            continue
+        worst = max(bursts, key=lambda b: b[1] - b[0])
+        held_ms = (worst[1] - worst[0]) * cadence
+        b0, b1 = worst
+        t_release = int(ts[b1])
+        t_hold0 = t_release - int(held_ms * 1e6)
+        causes = overlapping(ctx.prior, flow, "s2c", t_hold0, t_release)
+        ev_frames = sorted({int(x) for x in fr[b0 : b1 + 1]})
+        evidence = [Evidence(ev_frames[0], "burst of events", t_release)]
+        prev = None
+        if b0 > 0:
+            prev = int(fr[b0 - 1])
+            evidence.insert(0, Evidence(prev, "previous event", int(ts[b0 - 1])))
+        for c in causes[:1]:
+            for e in c.evidence:
+                evidence.append(Evidence(e.frame, f"{c.kind}: {e.role}", e.ts_ns))
+        total = sum(b[1] - b[0] + 1 for b in bursts)
+        where = f"events {b0 + 1}–{b1 + 1}"
+        if causes:
+            c = causes[0]
+            why = (
+                f"They were held by {c.kind} (frames "
+                + ", ".join(str(x) for x in c.frames)
+                + f", {c.cost_ms:.1f} ms) on this connection at the same time."
+            )
+            remedy = c.remedy
+            checks = [f"TCP/TLS cause found: {c.kind}"]
+        else:
+            why = (
+                "No TCP or TLS hold on this connection explains it: the events were batched "
+                "before this capture point saw them — typically a proxy buffering the "
+                "response (nginx proxy_buffering, gzip), or the server's own write buffer."
+            )
+            remedy = (
+                "Disable response buffering for event streams on every proxy on the path "
+                "(nginx: proxy_buffering off or 'X-Accel-Buffering: no'; no compression of "
+                "text/event-stream) and flush after each event in the server."
+            )
+            checks = ["no nagle/cork/delayed-ACK/retransmission/zero-window hold overlaps"]
+        out.append(
+            Finding(
+                kind="sse_batching",
+                flow=flow,
+                dir="s2c",
+                t_start_ns=t_hold0,
+                t_end_ns=t_release,
+                cost_ms=held_ms,
+                cost_method="estimate",
+                evidence=evidence,
+                explanation=(
+                    f"The event stream of request {int(req_id)} arrives every "
+                    f"{cadence:.1f} ms, but {where} arrived together (within "
+                    f"{BURST_GAP_MS:g} ms) in frame {ev_frames[-1]}: the first of them "
+                    f"waited ≈{held_ms:.0f} ms for the others. {why} "
+                    f"{len(bursts)} burst(s), {total} events in bursts."
+                ),
+                remedy=remedy,
+                display_filter=frame_filter([e.frame for e in evidence]),
+                confidence=0.8 if causes else 0.6,
+                checks=checks,
+                details={
+                    "request": int(req_id),
+                    "cadence_ms": round(cadence, 3),
+                    "bursts": [[int(a) + 1, int(b) + 1] for a, b in bursts],
+                    "cause": causes[0].kind if causes else "upstream",
+                },
+            )
+        )
+    return out
+
+
+def _retry_after_s(v: Any) -> float | None:
+    if _na(v):
+        return None
+    s = str(v).strip()
+    return float(s) if s.isdigit() else None
+
+
+def _rate_limited(ctx: DetectContext) -> list[Finding]:
+    out: list[Finding] = []
+    r = ctx.requests
+    if r.empty:
+        return out
+    for i, q in enumerate(r.itertuples(index=False)):
+        if _na(q.status):
+            continue
+        status = int(q.status)
+        has_hint = not _na(q.retry_after) or not _na(q.ratelimit)
+        if not (status == 429 or (status == 503 and has_hint)):
+            continue
+        wait = _retry_after_s(q.retry_after)
+        frames = [int(x) for x in (q.request_frame, q.response_frame) if not _na(x)]
+        evidence = []
+        if not _na(q.request_frame):
+            evidence.append(Evidence(int(q.request_frame), "request", None))
+        if not _na(q.response_frame):
+            evidence.append(Evidence(int(q.response_frame), f"{status} response", None))
+        t0 = int(q.response_ts_ns) if not _na(q.response_ts_ns) else 0
+        hint = []
+        if not _na(q.retry_after):
+            hint.append(f"Retry-After: {q.retry_after}")
+        if not _na(q.ratelimit):
+            hint.append(str(q.ratelimit))
+        out.append(
+            Finding(
+                kind="rate_limited",
+                flow=int(q.flow),
+                dir="s2c",
+                stream=None if _na(q.stream) else int(q.stream),
+                t_start_ns=t0,
+                t_end_ns=t0 + int((wait or 0) * 1e9),
+                cost_ms=None if wait is None else wait * 1000.0,
+                cost_method="lower_bound",
+                evidence=evidence,
+                explanation=(
+                    f"{q.method} {'' if _na(q.authority) else q.authority}"
+                    f"{'' if _na(q.path) else q.path} was refused with {status}"
+                    + (f" ({'; '.join(hint)})" if hint else "")
+                    + ": the server (or a gateway) is rate limiting this client; nothing in "
+                    "the network is slow."
+                ),
+                remedy=(
+                    "Back off as Retry-After says (exponential backoff with jitter without "
+                    "it), lower request concurrency, or raise the quota/tier; read the "
+                    "rate-limit fields to pace requests before hitting the limit."
+                ),
+                display_filter=frame_filter(frames),
+                confidence=0.95,
+                checks=["status and headers read from the decrypted response"],
+                details={"request": i, "status": status, "retry_after_s": wait},
+            )
+        )
+    return out
+
+
+def detect(ctx: DetectContext) -> list[Finding]:
+    return _sse_batching(ctx) + _rate_limited(ctx)
