@@ -48,6 +48,10 @@ class AppDirection:
     stamp: Stamp
     stop: str | None = None
     stop_offset: int | None = None
+    # positions in ``data`` where a delivery unit (TLS record / TCP piece) starts, and the
+    # frame that made it readable: feeds a parser that needs both directions in wire order
+    cuts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cut_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass
@@ -64,6 +68,10 @@ class AppTables:
     messages: dict[str, list[Any]]
     requests: dict[str, list[Any]]
     anomalies: list[dict[str, Any]] = field(default_factory=list)
+    # HTTP/2 flow control per DATA / WINDOW_UPDATE frame, for the h2 detectors:
+    # {flow, dir, stream, frame, ts_ns, type, length, end_stream, stream_window,
+    #  connection_window, increment}
+    h2_flow: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _no_stamp(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -116,7 +124,7 @@ def _tls_direction(trace: Trace, tf: Any, name: str, rec_lookup: Any) -> AppDire
         i = np.clip(np.searchsorted(st, p, side="right") - 1, 0, st.shape[0] - 1)
         return rf[i], rt[i]
 
-    return AppDirection(b"".join(parts), stamp, stop, stop_offset)
+    return AppDirection(b"".join(parts), stamp, stop, stop_offset, st, np.asarray(rf, np.int64))
 
 
 def _tcp_direction(trace: Trace, flow: int, name: str) -> AppDirection:
@@ -136,7 +144,11 @@ def _tcp_direction(trace: Trace, flow: int, name: str) -> AppDirection:
         f, t = idx.delivered(np.atleast_1d(np.asarray(p, np.int64)))
         return np.asarray(f, np.int64), np.asarray(t, np.int64)
 
-    return AppDirection(data, stamp, stop, stop_offset)
+    cuts = np.unique(idx.start[idx.start < len(data)]) if len(data) else np.zeros(0, np.int64)
+    if cuts.shape[0] == 0 or cuts[0] != 0:
+        cuts = np.r_[0, cuts].astype(np.int64) if len(data) else cuts
+    cut_frames = stamp(cuts)[0] if cuts.shape[0] else np.zeros(0, np.int64)
+    return AppDirection(data, stamp, stop, stop_offset, cuts, cut_frames)
 
 
 def app_flows(trace: Trace) -> list[AppFlow]:
@@ -226,6 +238,7 @@ class _Builder:
         self.messages = _empty_rows("messages")
         self.requests = _empty_rows("requests")
         self.anomalies: list[dict[str, Any]] = []
+        self.h2_flow: list[dict[str, Any]] = []
         self.redact_secrets = redact_secrets
 
     def message(
@@ -548,9 +561,214 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             )
 
 
+def _wire_order(af: AppFlow) -> list[tuple[int, str, int, bytes]]:
+    """Both directions' delivery units as (frame, dir, offset, bytes), in frame order."""
+    units: list[tuple[int, str, int, bytes]] = []
+    for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
+        cuts = ad.cuts.tolist()
+        frames = ad.cut_frames.tolist()
+        ends = cuts[1:] + [len(ad.data)]
+        for a, e, fr in zip(cuts, ends, frames, strict=True):
+            if e > a:
+                units.append((fr if fr >= 0 else 1 << 62, d, a, ad.data[a:e]))
+    units.sort(key=lambda u: (u[0], u[1] == "s2c", u[2]))
+    return units
+
+
+def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
+    """HTTP/2 (RFC 9113) frames into messages, streams into requests, SSE/gRPC events."""
+    from dissectors.grpc import dissect_grpc_stream, is_grpc
+    from dissectors.http2 import H2Connection, H2Error, H2Frame
+    from dissectors.sse import SseEvent, SseParser
+
+    conn = H2Connection()
+    events: list[Any] = []
+    for _fr, d, off, data in _wire_order(af):
+        events += conn.feed(d, data, off)
+    events += conn.close()
+    dirs = {"c2s": af.c2s, "s2c": af.s2c}
+
+    def stamp_all(d: str, ends: list[int]) -> tuple[list[int], list[int]]:
+        if not ends:
+            return [], []
+        f, t = dirs[d].stamp(np.asarray([max(e - 1, 0) for e in ends], np.int64))
+        return f.tolist(), t.tolist()
+
+    req_of_stream: dict[int, int] = {}
+    # requests first, so frames can point at their request row
+    for sid in sorted(conn.streams):
+        st = conn.streams[sid]
+        if sid == 0 or (st.request_headers is None and st.response_headers is None):
+            continue
+        rq, rs = st.request_headers, st.response_headers
+        (rf,), (rt,) = stamp_all("c2s", [rq.end]) if rq else ([-1], [-1])
+        (sf,), (stt,) = stamp_all("s2c", [rs.end]) if rs else ([-1], [-1])
+        chunks = st.body_chunks["s2c"]
+        req_end = st.end_stream_offset["c2s"]
+        (_,), (ret,) = stamp_all("c2s", [req_end]) if req_end is not None else ([-1], [-1])
+        first_body = -1
+        if chunks:
+            first_body = int(dirs["s2c"].stamp(np.asarray([chunks[0].offset], np.int64))[1][0])
+        end_off = st.end_stream_offset["s2c"]
+        last = -1
+        if end_off is not None:
+            last = stamp_all("s2c", [end_off])[1][0]
+        elif chunks:
+            last = stamp_all("s2c", [chunks[-1].end])[1][0]
+        row: dict[str, Any] = {
+            "flow": af.flow,
+            "stream": sid,
+            "protocol": "h2",
+            "method": st.method,
+            "authority": st.authority,
+            "path": st.path,
+            "status": int(st.status)
+            if st.status is not None and str(st.status).isdigit()
+            else None,
+            "request_frame": rf,
+            "response_frame": sf,
+            "request_start_ts_ns": rt,
+            "request_end_ts_ns": ret if req_end is not None else rt,
+            "response_ts_ns": stt,
+            "first_body_ts_ns": first_body,
+            "last_byte_ts_ns": last,
+            "request_body_bytes": st.body_bytes["c2s"],
+            "response_body_bytes": st.body_bytes["s2c"] if rs else None,
+            "complete": end_off is not None,
+            "request_headers": redact(rq.headers or (), redact_secrets=b.redact_secrets)
+            if rq
+            else None,
+            "response_headers": redact(rs.headers or (), redact_secrets=b.redact_secrets)
+            if rs
+            else None,
+            **conn_times,
+            **_header_fields(rq, rs),
+        }
+        req_idx = len(b.requests["flow"])
+        req_of_stream[sid] = req_idx
+        ev_ts: list[int] = []
+        ctype = (row.get("content_type") or "").split(";")[0].strip().lower()
+        if is_grpc(st):
+            call = dissect_grpc_stream(st, keep_data=False)
+            s2c_msgs = [
+                m for m in call.messages if m.end <= (end_off or 1 << 62) and m in call.messages
+            ]
+            # the call's messages of the response direction: those inside s2c DATA chunks
+            s2c_ranges = [(c.offset, c.end) for c in chunks]
+            s2c_msgs = [m for m in call.messages if any(a <= m.end - 1 < e for a, e in s2c_ranges)]
+            fr, ts = stamp_all("s2c", [m.end for m in s2c_msgs])
+            for m, f1, t1 in zip(s2c_msgs, fr, ts, strict=True):
+                ev_ts.append(t1)
+                b.message(
+                    af.flow,
+                    "s2c",
+                    sid,
+                    "grpc",
+                    "message",
+                    m.offset,
+                    m.end - m.offset,
+                    f1,
+                    t1,
+                    req_idx,
+                    f"{m.length} bytes" + (", compressed" if m.compressed else ""),
+                )
+            if call.status is not None:
+                row["grpc_status"] = call.status.code
+        elif ctype == "text/event-stream" and chunks:
+            sse = SseParser()
+            body_pos = 0
+            spans = []  # (body offset, stream offset) per chunk
+            items: list[Any] = []
+            for c in chunks:
+                if c.data is None:
+                    break
+                spans.append((body_pos, c.offset))
+                items += sse.feed(c.data)
+                body_pos += len(c.data)
+            if items:
+                bo = np.asarray([x[0] for x in spans], np.int64)
+                so = np.asarray([x[1] for x in spans], np.int64)
+                last_b = np.asarray([it.end - 1 for it in items], np.int64)
+                k = np.searchsorted(bo, last_b, side="right") - 1
+                pos = so[k] + (last_b - bo[k])
+                fr, ts = dirs["s2c"].stamp(pos)
+                for it, f1, t1, p1 in zip(
+                    items, fr.tolist(), ts.tolist(), pos.tolist(), strict=True
+                ):
+                    if isinstance(it, SseEvent):
+                        ev_ts.append(t1)
+                        b.message(
+                            af.flow,
+                            "s2c",
+                            sid,
+                            "sse",
+                            "event",
+                            int(p1) - (it.length - 1),
+                            it.length,
+                            f1,
+                            t1,
+                            req_idx,
+                            (f"{it.event}: " if it.event != "message" else "") + it.data,
+                        )
+        if ev_ts or is_grpc(st) or ctype == "text/event-stream":
+            row["events"] = len(ev_ts)
+            p50, p95, mx, rate = _gap_stats(ev_ts)
+            row.update(gap_p50_ms=p50, gap_p95_ms=p95, gap_max_ms=mx, events_per_s=rate)
+        row["first_event_ts_ns"] = ev_ts[0] if ev_ts else -1
+        t_req = rt
+        row["ttfb_ms"] = (stt - t_req) / 1e6 if rs and t_req >= 0 and stt >= 0 else None
+        t_first = ev_ts[0] if ev_ts else first_body
+        row["ttft_ms"] = (t_first - t_req) / 1e6 if t_req >= 0 and t_first >= 0 else None
+        b.request(row)
+    # every frame into messages
+    frames = [e for e in events if isinstance(e, H2Frame)]
+    for d in ("c2s", "s2c"):
+        fs = [f for f in frames if f.direction == d]
+        fr, ts = stamp_all(d, [f.end for f in fs])
+        for f, f1, t1 in zip(fs, fr, ts, strict=True):
+            detail = f"flags 0x{f.flags:02x}"
+            if f.type_name == "DATA":
+                detail = f"{f.data_length} data bytes" + (", END_STREAM" if f.end_stream else "")
+            elif f.type_name == "WINDOW_UPDATE":
+                detail = f"increment {f.window_size_increment}"
+            b.message(
+                af.flow,
+                d,
+                f.stream_id,
+                "h2",
+                f.type_name,
+                f.offset,
+                f.wire_length,
+                f1,
+                t1,
+                req_of_stream.get(f.stream_id),
+                detail,
+            )
+            if f.type_name in ("DATA", "WINDOW_UPDATE"):
+                b.h2_flow.append(
+                    {
+                        "flow": af.flow,
+                        "dir": d,
+                        "stream": f.stream_id,
+                        "frame": f1,
+                        "ts_ns": t1,
+                        "type": f.type_name,
+                        "length": f.flow_controlled_length,
+                        "end_stream": f.end_stream,
+                        "stream_window": f.stream_window,
+                        "connection_window": f.connection_window,
+                        "increment": f.window_size_increment,
+                    }
+                )
+    for e in events:
+        if isinstance(e, H2Error):
+            b.anomaly(f"h2_{e.name}", af.flow, e.offset, f"{e.direction}: {e.detail}")
+
+
 def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
     """Dissect every readable connection into messages and requests rows."""
     from dissectors.http1 import looks_like_http1
+    from dissectors.http2 import is_h2_preface
 
     b = _Builder(redact_secrets=redact_secrets)
     flows = trace.flows
@@ -567,8 +785,8 @@ def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
                 b.anomaly("app_stream_truncated", af.flow, ad.stop_offset, f"{d}: {ad.stop}")
         alpn = (af.alpn or "").lower()
         head = af.c2s.data[:24] or af.s2c.data[:24]
-        if alpn == "h2" or af.c2s.data.startswith(b"PRI * HTTP/2.0"):
-            continue  # HTTP/2: dissected by the h2 pass
-        if alpn in ("http/1.1", "http/1.0") or looks_like_http1(head):
+        if alpn == "h2" or is_h2_preface(af.c2s.data[:24]):
+            _http2(b, af, conn_times)
+        elif alpn in ("http/1.1", "http/1.0") or looks_like_http1(head):
             _http1(b, af, conn_times)
-    return AppTables(b.messages, b.requests, b.anomalies)
+    return AppTables(b.messages, b.requests, b.anomalies, b.h2_flow)

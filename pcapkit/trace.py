@@ -611,6 +611,78 @@ class Trace:
 
         return attribute(self.requests, self.messages, self.flows, self.finding_objects)
 
+    # -- QUIC ----------------------------------------------------------------------
+    @cached_property
+    def _quic(self) -> list[Any]:
+        """One :class:`pcapkit.sessions.quic.QuicFlow` per QUIC connection."""
+        from .sessions.quic import run_quic
+
+        self._report("quic", 0.0)
+        out = run_quic(self)
+        self._report("quic", 1.0)
+        return out
+
+    @cached_property
+    def quic(self) -> pd.DataFrame:
+        """One row per QUIC connection; see ``schema.describe("quic")``."""
+        from .sessions.quic import summary_rows
+
+        rows = summary_rows(self._quic)
+        n = len(rows["flow"])
+        if n == 0:
+            return schema.frame("quic", n=0)
+        data: dict[str, Any] = dict(rows)
+        data["handshake_ms"] = pd.array(rows["handshake_ms"], dtype="Float64")
+        return schema.frame("quic", data, n)
+
+    @cached_property
+    def quic_messages(self) -> pd.DataFrame:
+        """QUIC frames (not PADDING) with the columns of ``schema.describe("messages")``."""
+        from .sessions.quic import message_rows
+
+        m = message_rows(self._quic)
+        n = len(m["flow"])
+        if n == 0:
+            return schema.frame("messages", n=0)
+        data: dict[str, Any] = dict(m)
+        data["dir"] = schema.categorical(
+            np.asarray([DIR_CODES[d] for d in m["dir"]], np.int64), schema.DIRS
+        )
+        for k in ("stream", "frame", "ts_ns", "request"):
+            data[k] = pd.array(m[k], dtype="Int64")
+        return schema.frame("messages", data, n)
+
+    @cached_property
+    def quic_anomalies(self) -> list[dict[str, Any]]:
+        """What the QUIC dissector could not parse (rows of the "anomalies" schema)."""
+        from .sessions.quic import anomaly_rows
+
+        return anomaly_rows(self._quic)
+
+    def quic_stream(self, flow: int, stream_id: int, direction: str) -> StreamBytes:
+        """Reassembled bytes of one QUIC stream direction (``c2s``/``s2c`` of the flow).
+
+        Holes are not filled (``.gaps`` lists them, as for :meth:`stream`).  Raises
+        KeyError when the flow is not a QUIC connection or the stream carried no data
+        in that direction.
+        """
+        self._flow_dir(flow, direction)
+        for qf in self._quic:
+            if qf.flow != flow:
+                continue
+            qd = qf.quic_dir(direction)
+            if (stream_id, qd) not in set(qf.conn.streams()):
+                raise KeyError(f"flow {flow} has no QUIC stream {stream_id} in {direction}")
+            sd = qf.conn.stream_bytes(stream_id, qd)
+            runs, pos = [], 0
+            for off, chunk in sd.chunks:
+                runs.append((off, pos, len(chunk)))
+                pos += len(chunk)
+            return StreamBytes(
+                sd.data, np.array(runs, np.int64).reshape(-1, 3), [tuple(g) for g in sd.gaps]
+            )
+        raise KeyError(f"flow {flow} is not a QUIC connection")
+
     def plaintext(self, flow: int, direction: str) -> bytes:
         """Decrypted application data of one direction, in order (b"" without keys).
 
@@ -644,6 +716,8 @@ class Trace:
             self.tls,
             requests=self.requests,
             messages=self.messages,
+            h2_flow=self._app.h2_flow,
+            quic=self._quic,
         )
 
     @cached_property

@@ -185,3 +185,44 @@ def test_503_without_hint_and_200_are_not_rate_limiting(tmp_path: Path) -> None:
         with pcapkit.open(_http_capture(tmp_path, resp, f"r{i}.pcap")) as t:
             assert "rate_limited" not in set(t.findings.kind)
             assert len(t.requests) == 1
+
+
+# -- HTTP/2 ------------------------------------------------------------------------------
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_h2_flow_control_stalls_match_ground_truth(vantage: str) -> None:
+    truth = _truth("h2_flow_control")["ground_truth"]["stalls"]
+    with pcapkit.open(FIX / "h2_flow_control" / f"{vantage}.pcapng") as t:
+        f = t.findings
+        q = t.requests
+    st = f[f.kind == "h2_flow_control_stall"].sort_values("t_start_ns")
+    assert len(st) == len(truth) == 3
+    assert set(st.stream) == {1}
+    for got, want in zip(st.cost_ms.tolist(), [s["idle_ms"] for s in truth], strict=True):
+        assert got == pytest.approx(want, rel=0.2)
+    assert (q.protocol.tolist(), q.stream.tolist(), q.status.tolist()) == (["h2"], [1], [200])
+    assert q.response_body_bytes.iloc[0] == 160 * 1024
+    if vantage == "server":  # the reopening WINDOW_UPDATEs the fixtures README names
+        assert sorted(e[1] for e in st.frames) == [75, 116, 144]
+
+
+def test_h2_large_windows_do_not_stall() -> None:
+    for v in ("client", "server"):
+        with pcapkit.open(FIX / "h2_flow_control_large" / f"{v}.pcapng") as t:
+            assert "h2_flow_control_stall" not in set(t.findings.kind)
+
+
+def test_h2_hol_requests_and_frames() -> None:
+    """Eight streams of one connection: one request row each; the frames in messages
+    are the HTTP/2 frames tshark shows (types per stream)."""
+    with pcapkit.open(FIX / "h2_hol_drop" / "client.pcapng") as t:
+        q = t.requests
+        m = t.messages
+    assert q.stream.tolist() == [1, 3, 5, 7, 9, 11, 13, 15]
+    assert (q.status == 200).all() and (q.response_body_bytes == 8192).all()
+    assert q.request_frame.notna().all() and q.response_frame.notna().all()
+    h2 = m[m.protocol == "h2"]
+    data = h2[h2.type == "DATA"]
+    assert set(data.stream) == set(q.stream)
+    # streams whose bytes sat behind the dropped segment got their first byte later
+    late = q.sort_values("ttft_ms").stream.tolist()[-3:]
+    assert q.ttft_ms.max() - q.ttft_ms.min() > 15.0, late

@@ -14,6 +14,7 @@ from types import ModuleType
 from . import (
     cork,
     delayed_ack,
+    h2,
     hol,
     http,
     nagle,
@@ -38,6 +39,7 @@ DETECTORS: list[ModuleType] = [
     hol,  # H1
     reuse,  # R3
     resumption,  # R4
+    h2,  # H2 (HTTP/2 flow control)
     http,  # application level, after the TCP/TLS causes it attributes to
 ]
 

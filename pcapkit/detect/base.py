@@ -32,6 +32,7 @@ KINDS = (
     # HTTP / SSE (issue 6)
     "sse_batching",
     "rate_limited",
+    "h2_flow_control_stall",
 )
 
 SEVERITIES = ("info", "low", "medium", "high")

@@ -65,6 +65,8 @@ class DetectContext:
         tls: pd.DataFrame,
         requests: pd.DataFrame | None = None,
         messages: pd.DataFrame | None = None,
+        h2_flow: list[dict[str, Any]] | None = None,
+        quic: list[Any] | None = None,
     ) -> None:
         from .. import schema
 
@@ -73,6 +75,8 @@ class DetectContext:
         # findings of the detectors that ran before (run_detectors fills it), for the
         # application-level detectors that attribute a symptom to a TCP/TLS cause
         self.prior: list[Any] = []
+        self.h2_flow = h2_flow or []  # HTTP/2 DATA / WINDOW_UPDATE rows (pcapkit.app)
+        self.quic = quic or []  # QUIC connections (pcapkit.sessions.quic.QuicFlow)
         self.packets = packets
         self.flows = flows
         self.segments = segments

@@ -20,7 +20,7 @@ from pcapkit.detect import IMPLEMENTED_KINDS, KINDS
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.glob("*/scenario.json"))
-LATER = {"h2_flow_control_stall": "issue 6 (HTTP/2)", "quic_stream_hol": "issue 7 (QUIC)"}
+LATER = {"quic_stream_hol": "issue 7 (QUIC)"}
 
 _cache: dict[Path, pcapkit.Trace] = {}
 
