@@ -324,6 +324,7 @@ class Trace:
             + list(self._net.dec.anomalies)
             + list(self._net.tcp.anomalies)
             + [dict(a) for a in self._app.anomalies]
+            + [dict(a) for a in self.quic_anomalies]
         )
         for intf in self.raw.interfaces:
             if intf.linktype not in SUPPORTED_LINKTYPES:
@@ -578,18 +579,25 @@ class Trace:
 
     @cached_property
     def messages(self) -> pd.DataFrame:
-        """HTTP/1.1 heads, SSE events, HTTP/2 frames, gRPC messages; see ``schema.describe("messages")``."""
+        """HTTP/1.1 heads, SSE events, HTTP/2 frames, gRPC messages and QUIC frames, ordered
+        by (flow, dir, stream, offset); see ``schema.describe("messages")``."""
         m = self._app.messages
         n = len(m["flow"])
-        if n == 0:
+        parts = []
+        if n:
+            data: dict[str, Any] = dict(m)
+            data["dir"] = schema.categorical(
+                np.asarray([DIR_CODES[d] for d in m["dir"]], np.int64), schema.DIRS
+            )
+            for k in ("stream", "frame", "ts_ns", "request"):
+                data[k] = pd.array(m[k], dtype="Int64")
+            parts.append(schema.frame("messages", data, n))
+        q = self.quic_messages
+        if len(q):
+            parts.append(q)
+        if not parts:
             return schema.frame("messages", n=0)
-        data: dict[str, Any] = dict(m)
-        data["dir"] = schema.categorical(
-            np.asarray([DIR_CODES[d] for d in m["dir"]], np.int64), schema.DIRS
-        )
-        for k in ("stream", "frame", "ts_ns", "request"):
-            data[k] = pd.array(m[k], dtype="Int64")
-        df = schema.frame("messages", data, n)
+        df = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
         return df.sort_values(["flow", "dir", "stream", "offset"], kind="stable").reset_index(
             drop=True
         )

@@ -226,3 +226,45 @@ def test_h2_hol_requests_and_frames() -> None:
     # streams whose bytes sat behind the dropped segment got their first byte later
     late = q.sort_values("ttft_ms").stream.tolist()[-3:]
     assert q.ttft_ms.max() - q.ttft_ms.min() > 15.0, late
+
+
+# -- planted gaps: server think time vs a dropped segment -----------------------------------
+@pytest.mark.parametrize("vantage", ["client", "server", "middle"])
+def test_think_time_gap_is_attributed_to_the_server(vantage: str) -> None:
+    sc = _truth("tls_sse_think")
+    p = sc["params"]
+    with pcapkit.open(FIX / "tls_sse_think" / f"{vantage}.pcapng") as t:
+        gaps = t.gaps
+        kinds = set(t.findings.kind)
+    g = gaps[gaps.event > 0]
+    assert g.event.tolist() == [p["think_before"] - 1]  # the one long gap, before event 11
+    row = g.iloc[0]
+    assert row.cause == "server"
+    assert row.network_ms == 0
+    assert row.server_ms == pytest.approx(p["think_ms"], abs=10.0)
+    assert row.cadence_ms == pytest.approx(p["interval_ms"], abs=2.0)
+    assert not kinds & {"sse_batching", "tcp_hol_blocking", "nagle_delayed_ack"}
+
+
+@pytest.mark.parametrize("vantage", ["client", "middle"])
+def test_dropped_event_gap_is_attributed_to_the_loss(vantage: str) -> None:
+    sc = _truth("tls_sse_drop")
+    delay = sc["params"]["delay_ms"]
+    late = [e for e in sc["ground_truth"]["events"] if e["latency_ms"] > delay + 5]
+    extra_ms = late[0]["latency_ms"] - delay  # what the lost event lost, as the apps saw it
+    with pcapkit.open(FIX / "tls_sse_drop" / f"{vantage}.pcapng") as t:
+        gaps = t.gaps
+        f = t.findings
+    g = gaps[gaps.event == late[0]["n"] - 1].iloc[0]
+    assert g.cause == "tcp_hol_blocking"
+    assert g.network_ms == pytest.approx(extra_ms, rel=0.2)
+    assert g.server_ms < 5.0
+    sb = f[f.kind == "sse_batching"]
+    assert len(sb) == 1 and sb.iloc[0].details["cause"] == "tcp_hol_blocking"
+
+
+def test_dropped_event_is_on_time_at_the_server() -> None:
+    """The server sent every event on schedule: its capture shows no long gap."""
+    with pcapkit.open(FIX / "tls_sse_drop" / "server.pcapng") as t:
+        assert (t.gaps.event == 0).all()
+        assert "tcp_hol_blocking" in set(t.findings.kind)

@@ -18,6 +18,7 @@ from . import (
     hol,
     http,
     nagle,
+    quic,
     resumption,
     reuse,
     ssr,
@@ -40,6 +41,7 @@ DETECTORS: list[ModuleType] = [
     reuse,  # R3
     resumption,  # R4
     h2,  # H2 (HTTP/2 flow control)
+    quic,  # Q1, Q3 (QUIC stream HoL)
     http,  # application level, after the TCP/TLS causes it attributes to
 ]
 

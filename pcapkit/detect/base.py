@@ -33,6 +33,9 @@ KINDS = (
     "sse_batching",
     "rate_limited",
     "h2_flow_control_stall",
+    # QUIC (issue 7)
+    "quic_stream_hol",
+    "h3_single_stream_hol",
 )
 
 SEVERITIES = ("info", "low", "medium", "high")

@@ -10,8 +10,16 @@ before each event is split into its causes:
   hold, a retransmission wait, a zero window, …), and ``server_ms`` — the rest:
   no network cause, the server sent late (thinking, queueing, upstream);
 * every later gap longer than ``max(GAP_FACTOR × median gap, median + MIN_EXTRA_MS)``:
-  ``network_ms`` from overlapping findings again, ``server_ms`` the rest (the path
-  delay cancels between two events of one stream).
+  ``cadence_ms`` — the stream's normal spacing (its median gap), ``network_ms`` and
+  ``server_ms`` as above for the excess (the path delay cancels between two events
+  of one stream).
+
+When the costliest overlapping finding *released* the event (the event arrived
+within its interval: a retransmission that filled the hole, the ACK that freed a
+Nagle-held segment), the whole excess is the network's: the finding's own cost may
+measure a different part of the same wait (e.g. tcp_hol_blocking prices the wait of
+the bytes *behind* a hole, while the lost event itself waited from its first
+transmission).
 
 ``cause`` names the largest share: a finding kind, ``server`` or ``path``.
 """
@@ -30,6 +38,9 @@ from .http import overlapping
 # stream has gaps close to its median.
 GAP_FACTOR = 2.0
 MIN_EXTRA_MS = 20.0
+# An event that arrives within 1 ms after a finding's interval ends was released by it
+# (the releasing frame and the event's frame can be consecutive captures).
+RELEASE_SLACK_NS = 1_000_000
 
 COLUMNS = [
     ("request", "int64", "row of Trace.requests"),
@@ -41,9 +52,10 @@ COLUMNS = [
     ("to_ts_ns", "int64", "the event's arrival at the capture point"),
     ("gap_ms", "float64", "length of the wait"),
     ("path_ms", "float64", "round trip capture point ↔ server (first event only)"),
+    ("cadence_ms", "float64", "the stream's median gap (later events only)"),
     ("network_ms", "float64", "time inside overlapping TCP/TLS findings"),
     ("server_ms", "float64", "the rest: no network cause, the server sent late"),
-    ("cause", "str", "largest share: a finding kind, server or path"),
+    ("cause", "str", "largest share: a finding kind, server, path or cadence"),
     ("findings", "object", "kinds of the overlapping findings, costliest first"),
     ("frames", "object", "evidence frames of the costliest overlapping finding"),
 ]
@@ -101,9 +113,13 @@ def attribute(
             hits = overlapping(findings, flow, "s2c", t0, t1)
             net = _union_ms([(max(f.t_start_ns, t0), min(f.t_end_ns, t1)) for f in hits])
             path = (legs.get(flow) or 0.0) if k == 0 else 0.0
-            path = min(path, max(gap - net, 0.0))
-            server = max(gap - net - path, 0.0)
-            shares = {"server": server, "path": path}
+            cadence = min(med, gap) if k > 0 else 0.0
+            if hits and hits[0].t_start_ns <= t1 <= hits[0].t_end_ns + RELEASE_SLACK_NS:
+                net = max(net, gap - path - cadence)  # the finding released this event
+            net = min(net, max(gap - cadence, 0.0))
+            path = min(path, max(gap - net - cadence, 0.0))
+            server = max(gap - net - path - cadence, 0.0)
+            shares = {"server": server, "path": path, "cadence": cadence}
             if hits:
                 shares[hits[0].kind] = net
             cause = max(shares, key=lambda s: shares[s])
@@ -116,6 +132,7 @@ def attribute(
             rows["to_ts_ns"].append(t1)
             rows["gap_ms"].append(round(gap, 3))
             rows["path_ms"].append(round(path, 3))
+            rows["cadence_ms"].append(round(cadence, 3))
             rows["network_ms"].append(round(net, 3))
             rows["server_ms"].append(round(server, 3))
             rows["cause"].append(cause)

@@ -276,6 +276,29 @@ def _tls_sse(doc: dict[str, Any], caps: Caps) -> list[str]:
     return out
 
 
+def _tls_sse_gap(doc: dict[str, Any], caps: Caps) -> list[str]:
+    """The planted gap: server think time, or the dropped event's retransmission."""
+    gt, p = doc["ground_truth"], doc["params"]
+    ev = gt["events"]
+    out = []
+    if p.get("think_before"):
+        k = p["think_before"] - 1
+        out.append(
+            f"server: event {k + 1} written {_ms(ev[k]['write_ns'] - ev[k - 1]['write_ns'])} "
+            f"after event {k} (planted think time {p['think_ms']:.0f} ms)"
+        )
+    for n in p.get("drop_s2c") or []:
+        late = [e for e in ev if e["latency_ms"] and e["latency_ms"] > float(p["delay_ms"]) + 5]
+        out.append(
+            f"s2c payload packet {n} dropped; events "
+            + ", ".join(str(e["n"]) for e in late)
+            + " late by "
+            + ", ".join(f"{e['latency_ms'] - float(p['delay_ms']):.1f}" for e in late)
+            + " ms (write → read minus the path delay)"
+        )
+    return out + _tls_sse(doc, caps)[-1:]
+
+
 def _tiny(doc: dict[str, Any], caps: Caps) -> list[str]:
     gt = doc["ground_truth"]
     rec = gt["app_records"]
@@ -552,6 +575,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "nagle_wwr_nodelay": _nagle,
     "tls_sse_nagle": _tls_sse,
     "tls_sse_nodelay": _tls_sse,
+    "tls_sse_think": _tls_sse_gap,
+    "tls_sse_drop": _tls_sse_gap,
     "tls_tiny_records": _tiny,
     "tls_buffered_records": _tiny,
     "tls_large_record_drop": _large,

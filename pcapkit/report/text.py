@@ -210,6 +210,8 @@ def gap_line(g: Any) -> str:
         parts.append(f"{g.findings[0]} {_ms(g.network_ms)} (frames {frames})")
     if g.path_ms > 0:
         parts.append(f"path {_ms(g.path_ms)}")
+    if g.cadence_ms > 0:
+        parts.append(f"normal spacing {_ms(g.cadence_ms)}")
     parts.append(f"server {_ms(g.server_ms)}")
     return f"      {what} waited {_ms(g.gap_ms)} (frame {g.frame}): " + ", ".join(parts)
 

@@ -53,6 +53,7 @@ PATHOLOGIES: dict[str, tuple[str, str]] = {
     "zero_window": ("R2", "DETECTION.md §7.2"),
     "connection_not_reused": ("R3", "DETECTION.md §7.3"),
     "tls_resumption_missing": ("R4", "DETECTION.md §7.4"),
+    "sse_batching": ("S1", "issue 6: events arrive in bursts"),
 }
 
 # Parameters every scenario understands (the path and the run); scenarios add their own.

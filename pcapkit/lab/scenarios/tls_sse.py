@@ -46,6 +46,9 @@ PARAMS: dict[str, Any] = {
     "interval_ms": 50.0,
     "server_nodelay": False,
     "client_nodelay": True,
+    # planted server think time: pause think_ms more before event think_before (0: none)
+    "think_before": 0,
+    "think_ms": 0.0,
 }
 
 RESPONSE_HEAD = (
@@ -85,6 +88,8 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     start = time.monotonic()
     for n in range(1, p["events"] + 1):
         # event 1 right after the headers, then one every interval_ms (absolute schedule)
+        if p["think_before"] and n == p["think_before"]:
+            start += p["think_ms"] / 1000  # the schedule shifts: one long gap, then steady
         delay = start + (n - 1) * p["interval_ms"] / 1000 - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -223,7 +228,16 @@ def _validate(doc: dict[str, Any]) -> list[str]:
     one_way = p["delay_s2c_ms"] or p["delay_ms"]
     first = gt["first_event_latency_ms"]
     problems = [] if s["events_read"] == p["events"] else [f"events lost: {s}"]
-    if p["server_nodelay"]:
+    if p["drop_s2c"]:
+        if s["late_events"] < 1:
+            problems.append(f"the drop delayed no event: {s}")
+    elif p["think_before"]:
+        ev = gt["events"]
+        k = p["think_before"] - 1
+        gap = (ev[k]["write_ns"] - ev[k - 1]["write_ns"]) / 1e6
+        if gap < p["think_ms"] + p["interval_ms"] - 5 or s["late_events"] > 2:
+            problems.append(f"think gap {gap:.1f} ms not planted, or events late: {s}")
+    elif p["server_nodelay"]:
         if first is None or first >= one_way + 5 or s["late_events"] > 2:
             problems.append(f"control events were late: first {first} ms, {s}")
     elif first is None or first < one_way + doc["path"]["rtt_ms"] + 30:
@@ -260,6 +274,43 @@ register(
         server=_SERVER,
         client=_CLIENT,
         params={**PARAMS, "server_nodelay": True},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="tls_sse_think",
+        summary="TLS 1.3 SSE token stream with TCP_NODELAY and a 400 ms server pause before event 11",
+        what="20 SSE events every 50 ms, the server thinks 400 ms more before event 11: a long "
+        "gap with no network cause (attributed to the server)",
+        expected=(),
+        controls=("nagle_delayed_ack", "sse_batching", "tcp_hol_blocking"),
+        pair="tls_sse_drop",
+        server=_SERVER,
+        client=_CLIENT,
+        params={**PARAMS, "server_nodelay": True, "think_before": 11, "think_ms": 400.0},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="tls_sse_drop",
+        summary="TLS 1.3 SSE token stream with TCP_NODELAY; the segment carrying event 10 is dropped",
+        what="20 SSE events every 50 ms; the s2c packet of event 10 is lost: events 10–12 wait for "
+        "the retransmission and arrive together (gap attributed to tcp_hol_blocking)",
+        expected=("tcp_hol_blocking",),
+        # seen downstream of the drop only (client, middle); the server sends on schedule
+        incidental=("sse_batching",),
+        pair="tls_sse_think",
+        server=_SERVER,
+        client=_CLIENT,
+        # s2c payload packets: 1 server flight, 2 session tickets, 3 response head, then
+        # one per event: event 10 is payload packet 14 (checked by the validation)
+        params={**PARAMS, "server_nodelay": True, "drop_s2c": [14]},
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,

@@ -1,0 +1,265 @@
+"""Drive the QUIC dissector over the UDP flows of a trace (RFC 9000, RFC 9001).
+
+A UDP flow is QUIC when its first datagram looks like a QUIC long header
+(:func:`dissectors.quic.looks_like_quic`, by content, not port).  All datagrams of
+both directions are fed, in frame order, into one
+:class:`dissectors.quic.QuicConnection` with the trace's key log: the same keys as
+TLS over TCP (``--keylog`` file, ``SSLKEYLOGFILE``, pcapng Decryption Secrets
+Blocks; :func:`pcapkit.sessions.tls.load_keys`).  Initial packets decrypt without
+keys (RFC 9001 §5.2).
+
+The QUIC client is the endpoint that sent the flow's first datagram (RFC 9000 §7:
+the client's Initial opens the connection).  When the flow table decided the
+roles the other way (ports, first packet lost), ``QuicFlow.swapped`` is set and
+every table here speaks in the *flow's* directions (``Trace.flows`` c2s/s2c),
+like ``Trace.tls`` does for TLS.
+
+This module also turns the connections into the rows of ``Trace.quic``,
+``Trace.quic_messages`` and the QUIC anomalies — per-connection loops over the
+dissector's records, no per-packet pandas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dissectors.quic import PacketType, QuicConnection, looks_like_quic
+from dissectors.quic.frames import (
+    Ack,
+    Crypto,
+    MaxStreamData,
+    Padding,
+    ResetStream,
+    StopSending,
+    Stream,
+    StreamDataBlocked,
+    frame_name,
+)
+
+from ..net.decode import PROTO_UDP
+
+__all__ = ["QuicFlow", "anomaly_rows", "message_rows", "run_quic", "summary_rows"]
+
+DIRS = ("c2s", "s2c")
+_FLIP = {"c2s": "s2c", "s2c": "c2s"}
+# Packets that are not protected by design: not "undecryptable".
+_CLEAR = (PacketType.RETRY, PacketType.VERSION_NEGOTIATION)
+_STREAM_ID_FRAMES = (ResetStream, StopSending, MaxStreamData, StreamDataBlocked)
+_KEY_NAMES = {
+    PacketType.INITIAL: "Initial",
+    PacketType.HANDSHAKE: "Handshake",
+    PacketType.ZERO_RTT: "0-RTT",
+    PacketType.ONE_RTT: "1-RTT",
+}
+
+
+@dataclass
+class QuicFlow:
+    """One UDP flow dissected as one QUIC connection."""
+
+    flow: int
+    conn: QuicConnection
+    swapped: bool  # the QUIC client is the flow's server (roles decided otherwise)
+    datagrams: int
+
+    def flow_dir(self, quic_direction: str) -> str:
+        """The flow direction (``Trace.flows`` roles) of a QUIC direction."""
+        return _FLIP[quic_direction] if self.swapped else quic_direction
+
+    def quic_dir(self, flow_direction: str) -> str:
+        """The QUIC direction (the dissector's c2s/s2c) of a flow direction."""
+        return _FLIP[flow_direction] if self.swapped else flow_direction
+
+
+def run_quic(trace: Any, keylog: Any = None) -> list[QuicFlow]:
+    """Every QUIC connection of ``trace``, in flow order.
+
+    ``keylog`` is a :class:`dissectors.tls.keylog.KeyLog` (or a mapping accepted by
+    :class:`QuicConnection`); by default the trace's keys are loaded as for TLS.
+    """
+    net = trace._net
+    ft = net.flows
+    udp_flows = np.nonzero(ft.proto == PROTO_UDP)[0]
+    if udp_flows.shape[0] == 0:
+        return []
+    c = net.dec.cols
+    buf = trace.raw.buf
+    off = c["payload_off"]
+    caplen = c["payload_caplen"]
+    quic = []
+    for f in udp_flows.tolist():
+        i0 = int(ft.first_idx[f])
+        o = int(off[i0])
+        if looks_like_quic(buf[o : o + int(caplen[i0])]):
+            quic.append(f)
+    if not quic:
+        return []
+    if keylog is None:
+        from .tls import load_keys
+
+        keylog = load_keys(trace.keylog, trace.raw.secrets).keylog
+    # packets of the QUIC flows grouped by flow, frame order inside each group
+    pkt_flow = ft.pkt_flow
+    sel = np.nonzero(np.isin(pkt_flow, np.asarray(quic, np.int64)))[0]
+    order = sel[np.argsort(pkt_flow[sel], kind="stable")]
+    keys = pkt_flow[order]
+    bounds = np.searchsorted(keys, np.asarray(quic, np.int64), side="left").tolist() + [
+        order.shape[0]
+    ]
+    ts = trace.raw.ts_ns
+    pkt_dir = ft.pkt_dir
+    out: list[QuicFlow] = []
+    for k, f in enumerate(quic):
+        rows = order[bounds[k] : bounds[k + 1]]
+        if rows.shape[0] == 0:
+            continue
+        swapped = int(pkt_dir[rows[0]]) == 1  # the first datagram is the QUIC client's
+        conn = QuicConnection(keylog)
+        for i, o, ln, t, d in zip(
+            rows.tolist(),
+            off[rows].tolist(),
+            caplen[rows].tolist(),
+            ts[rows].tolist(),
+            pkt_dir[rows].tolist(),
+            strict=True,
+        ):
+            if ln <= 0:
+                continue
+            conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
+        out.append(QuicFlow(flow=f, conn=conn, swapped=swapped, datagrams=int(rows.shape[0])))
+    return out
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
+    """Columns of ``Trace.quic`` (schema "quic"), one row per connection."""
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "flow",
+            "version",
+            "version_name",
+            "client_dcid",
+            "sni",
+            "alpn",
+            "cipher",
+            "decrypted",
+            "packets",
+            "undecrypted_packets",
+            "why_not",
+            "handshake_ms",
+            "retry",
+            "version_negotiation",
+            "key_updates",
+            "streams",
+            "stream_bytes",
+            "retransmitted_stream_bytes",
+            "roles_swapped",
+        )
+    }
+    for qf in flows:
+        c = qf.conn
+        prot = [p for p in c.packets if p.packet_type not in _CLEAR]
+        bad = [p for p in prot if not p.decrypted]
+        hs = c.handshake
+        cols["flow"].append(qf.flow)
+        cols["version"].append(None if c.version is None else f"0x{c.version:08x}")
+        cols["version_name"].append(c.version_name or None)
+        cols["client_dcid"].append(c.client_dcid_hex)
+        cols["sni"].append(c.sni)
+        cols["alpn"].append(c.alpn)
+        cols["cipher"].append(c.cipher_name)
+        cols["decrypted"].append(bool(prot) and not bad)
+        cols["packets"].append(len(c.packets))
+        cols["undecrypted_packets"].append(len(bad))
+        cols["why_not"].append(bad[0].reason if bad else None)
+        cols["handshake_ms"].append(hs.handshake_ms)
+        cols["retry"].append(hs.retry is not None)
+        cols["version_negotiation"].append(hs.version_negotiation is not None)
+        cols["key_updates"].append(sum(c.key_updates.values()))
+        cols["streams"].append(len({s for s, _ in c.streams()}))
+        cols["stream_bytes"].append(sum(r.new_bytes for r in c.stream_frames))
+        cols["retransmitted_stream_bytes"].append(sum(r.duplicate_bytes for r in c.stream_frames))
+        cols["roles_swapped"].append(qf.swapped)
+    return cols
+
+
+def _detail(p: Any, f: Any) -> str:
+    kind = _KEY_NAMES.get(p.packet_type, str(p.packet_type))
+    head = f"{kind} pn {p.packet_number}"
+    if isinstance(f, Stream):
+        return f"{head} stream {f.stream_id}" + (" FIN" if f.fin else "")
+    if isinstance(f, Ack):
+        rng = ",".join(f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in reversed(f.ranges))
+        return f"{head} acks {rng}"
+    if isinstance(f, Crypto):
+        return head
+    if isinstance(f, _STREAM_ID_FRAMES):
+        return f"{head} stream {f.stream_id}"
+    return head
+
+
+def message_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
+    """Columns of the "messages" schema: one row per QUIC frame except PADDING.
+
+    ``offset``/``length`` are the stream (or CRYPTO) offset and data length for
+    STREAM and CRYPTO frames; for every other frame the packet's offset in its
+    datagram and the frame's length on the wire.  ``frame``/``ts_ns`` are the
+    packet's (when the frame arrived at the capture point).
+    """
+    cols: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "flow",
+            "dir",
+            "stream",
+            "protocol",
+            "type",
+            "offset",
+            "length",
+            "frame",
+            "ts_ns",
+            "request",
+            "detail",
+        )
+    }
+    for qf in flows:
+        dmap = {d: qf.flow_dir(d) for d in DIRS}
+        for p in qf.conn.packets:
+            if not p.frames:
+                continue
+            d = dmap[p.direction]
+            for f in p.frames:
+                if isinstance(f, Padding):
+                    continue
+                if isinstance(f, (Stream, Crypto)):
+                    off, ln = f.offset, f.length
+                else:
+                    off, ln = p.offset, f.frame_length
+                sid = f.stream_id if isinstance(f, (Stream, *_STREAM_ID_FRAMES)) else None
+                cols["flow"].append(qf.flow)
+                cols["dir"].append(d)
+                cols["stream"].append(sid)
+                cols["protocol"].append("quic")
+                cols["type"].append(frame_name(f.frame_type))
+                cols["offset"].append(off)
+                cols["length"].append(ln)
+                cols["frame"].append(p.frame)
+                cols["ts_ns"].append(p.ts_ns)
+                cols["request"].append(None)
+                cols["detail"].append(_detail(p, f))
+    return cols
+
+
+def anomaly_rows(flows: list[QuicFlow]) -> list[dict[str, Any]]:
+    """The dissector's anomalies as rows of the "anomalies" schema."""
+    return [
+        {"name": a.name, "frame": a.frame, "flow": qf.flow, "offset": None, "detail": a.detail}
+        for qf in flows
+        for a in qf.conn.anomalies
+    ]
