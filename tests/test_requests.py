@@ -268,3 +268,19 @@ def test_dropped_event_is_on_time_at_the_server() -> None:
     with pcapkit.open(FIX / "tls_sse_drop" / "server.pcapng") as t:
         assert (t.gaps.event == 0).all()
         assert "tcp_hol_blocking" in set(t.findings.kind)
+
+
+@pytest.mark.parametrize("vantage", ["client", "server", "middle"])
+def test_tcp_hol_blocking_names_the_http2_streams(vantage: str) -> None:
+    """The lab knows which HTTP/2 streams' frames were in the dropped segment and that
+    the fill released every stream; the finding says the same per stream."""
+    gt = _truth("h2_hol_drop")["ground_truth"]["summary"]
+    with pcapkit.open(FIX / "h2_hol_drop" / f"{vantage}.pcapng") as t:
+        f = t.findings
+    hol = f[f.kind == "tcp_hol_blocking"].iloc[0]
+    assert hol.details["h2_streams_lost"] == gt["drop_streams_hit"]
+    victims = hol.details["h2_victim_streams"]
+    assert sorted(victims) == gt["streams_released_by_fill"]
+    for w in victims.values():
+        assert w == pytest.approx(gt["retransmit_after_ms"], abs=3.0)
+    assert "stream(s) 1, 3, 15" in hol.explanation

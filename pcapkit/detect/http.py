@@ -234,5 +234,88 @@ def _rate_limited(ctx: DetectContext) -> list[Finding]:
     return out
 
 
+def _plaintext_map(ctx: DetectContext, flow: int, d: int) -> Any:
+    """TCP stream range → plaintext range of one direction (identity without TLS)."""
+    recs = ctx.records_of(flow, d)
+    if not len(recs):
+        return lambda a, b: [(a, b)]
+    app = recs[(recs["content_type"] == 23) & (recs["status"] == "decrypted")]
+    off = app["offset"].to_numpy(np.int64)
+    end = off + app["length"].to_numpy(np.int64)
+    plen = app["plaintext_len"].to_numpy(np.int64, na_value=0)
+    pstart = np.concatenate([[0], np.cumsum(plen)[:-1]]) if plen.shape[0] else plen
+
+    def to_plain(a: int, b: int) -> list[tuple[int, int]]:
+        k = np.nonzero((off < b) & (end > a))[0]
+        return [(int(pstart[i]), int(pstart[i] + plen[i])) for i in k.tolist()]
+
+    return to_plain
+
+
+def _refine_h2_hol(ctx: DetectContext) -> None:
+    """tcp_hol_blocking on an HTTP/2 connection, per stream (DETECTION.md §4.1): which
+    streams' bytes were lost, which streams waited behind them and for how long.  Adds
+    ``h2_streams_lost`` / ``h2_victim_streams`` to the finding's details and a sentence
+    to its explanation (the finding itself, its cost and frames are unchanged)."""
+    m = ctx.messages
+    if m.empty:
+        return
+    h2 = m[(m["protocol"] == "h2") & m["type"].isin(["DATA", "HEADERS", "CONTINUATION"])]
+    if h2.empty:
+        return
+    for f in ctx.prior:
+        if f.kind != "tcp_hol_blocking" or f.flow is None or f.dir is None:
+            continue
+        fr = h2[(h2["flow"] == f.flow) & (h2["dir"] == f.dir)]
+        if fr.empty:
+            continue
+        d = 0 if f.dir == "c2s" else 1
+        to_plain = _plaintext_map(ctx, f.flow, d)
+        fo = fr["offset"].to_numpy(np.int64)
+        fe = fo + fr["length"].to_numpy(np.int64)
+        fs_ = fr["stream"].to_numpy(np.int64, na_value=0)
+
+        def streams_in(
+            a: int, b: int, tp: Any = to_plain, o: Any = fo, e: Any = fe, s: Any = fs_
+        ) -> set[int]:
+            out: set[int] = set()
+            for pa, pb in tp(a, b):
+                out |= {int(x) for x in s[(o < pb) & (e > pa)].tolist() if x}
+            return out
+
+        det = f.details
+        h0 = det.get("hole_offset")
+        lost: set[int] = set()
+        if h0 is not None:
+            lost = streams_in(int(h0), int(h0) + int(det.get("hole_bytes") or 1))
+        for u in det.get("hit_units") or []:
+            lost |= streams_in(u["offset"], u["offset"] + u["length"])
+        victims: dict[int, float] = {}
+        for u in det.get("victim_units") or []:
+            w = u.get("wait_ms")
+            for sid in streams_in(u["offset"], u["offset"] + u["length"]):
+                if w is not None and w > victims.get(sid, -1.0):
+                    victims[sid] = round(float(w), 3)
+        if not lost and not victims:
+            continue
+        det["h2_streams_lost"] = sorted(lost)
+        det["h2_victim_streams"] = {k: victims[k] for k in sorted(victims)}
+        others = {k: v for k, v in victims.items() if k not in lost}
+        note = ""
+        if lost:
+            note += " HTTP/2: the lost bytes belonged to stream(s) " + ", ".join(
+                str(x) for x in sorted(lost)
+            )
+        if others:
+            note += (
+                "; stream(s) "
+                + ", ".join(f"{k} ({v:.1f} ms)" for k, v in sorted(others.items()))
+                + " had their own bytes already and still waited behind them"
+            )
+        if note:
+            f.explanation = f.explanation.rstrip() + note + "."
+
+
 def detect(ctx: DetectContext) -> list[Finding]:
+    _refine_h2_hol(ctx)
     return _sse_batching(ctx) + _rate_limited(ctx)
