@@ -298,6 +298,40 @@ def requests(path: str, keylog: str | None, flow: int | None, fmt: str, show_sec
             click.echo(requests_text(trace, flow), nl=False)
 
 
+@cli.command(epilog=EXIT_HELP)
+@trace_options
+@click.option(
+    "--qlog",
+    "qlog_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Directory for one <capture>-flow<N>.sqlog (qlog 0.3, JSON-SEQ) per QUIC connection.",
+)
+def export(path: str, keylog: str | None, qlog_dir: str) -> None:
+    """Export the QUIC connections of a capture as qlog files for qvis.
+
+    One JSON-SEQ qlog per connection (network vantage, named from the client's side:
+    its packets are packet_sent, the server's packet_received), with every packet's
+    header and decrypted frames; packets without keys keep their header and say why.
+
+    \b
+    Examples:
+      pcapkit export fixtures/h3_streams_drop/client.pcapng --qlog out/qlog
+      pcapkit export trace.pcapng --keylog keys.log --qlog /tmp/q
+    """
+    from .export.qlog import export_qlog
+
+    trace, prog = open_trace(path, keylog)
+    with trace:
+        written = export_qlog(trace, qlog_dir)
+        if prog:
+            prog.done()
+    if not written:
+        click.echo(f"{path}: no QUIC connections", err=True)
+    for w in written:
+        click.echo(str(w))
+
+
 @cli.command(
     epilog="Exit codes: 0 the capture was written (the command's own exit status is in the "
     "summary on stderr and in --json); 1 the capture failed (one line on stderr); 2 usage error.",

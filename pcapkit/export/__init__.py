@@ -1,0 +1,1 @@
+"""Exports of a trace to other tools' formats (qlog for qvis)."""
