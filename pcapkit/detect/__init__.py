@@ -19,6 +19,7 @@ from . import (
     http,
     nagle,
     quic,
+    quic_handshake,
     resumption,
     reuse,
     ssr,
@@ -42,6 +43,7 @@ DETECTORS: list[ModuleType] = [
     resumption,  # R4
     h2,  # H2 (HTTP/2 flow control)
     quic,  # Q1, Q3 (QUIC stream HoL)
+    quic_handshake,  # QUIC handshake round trips
     http,  # application level, after the TCP/TLS causes it attributes to
 ]
 

@@ -36,6 +36,7 @@ KINDS = (
     # QUIC (issue 7)
     "quic_stream_hol",
     "h3_single_stream_hol",
+    "quic_handshake_extra_rtt",
 )
 
 SEVERITIES = ("info", "low", "medium", "high")

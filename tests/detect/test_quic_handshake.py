@@ -1,0 +1,45 @@
+"""quic_handshake_extra_rtt on the corpus capture with a draft-29 Retry and a HelloRetryRequest."""
+
+from __future__ import annotations
+
+import pytest
+
+import pcapkit
+
+from tshark_util import CORPUS, fields, needs_corpus, needs_tshark
+
+CAP = CORPUS / "wireshark" / "quic-fragmented-handshakes.pcapng.gz"
+
+
+@needs_corpus
+def test_retry_and_hrr_each_cost_a_round_trip() -> None:
+    with pcapkit.open(CAP) as t:
+        f = t.findings
+        pk = t.packets.set_index("frame")
+    x = f[f.kind == "quic_handshake_extra_rtt"].sort_values("t_start_ns")
+    assert [d["cause"] for d in x.details] == ["retry", "hello_retry_request"]
+    assert x.frames.tolist() == [[1, 2, 3], [3, 4, 5]]
+    assert set(x.flow) == {0}
+    for frames, cost in zip(x.frames, x.cost_ms, strict=True):
+        a, b = frames[0], frames[-1]
+        assert cost == pytest.approx((pk.ts_ns[b] - pk.ts_ns[a]) / 1e6, abs=1e-3)
+    # the other 16 connections of the file are single Initials: nothing to say
+    assert (f.kind == "quic_handshake_extra_rtt").sum() == 2
+
+
+@needs_corpus
+@needs_tshark
+def test_tshark_sees_the_same_retry_and_hrr() -> None:
+    rows = fields(
+        CAP,
+        "frame.number",
+        "quic.long.packet_type",
+        "tls.handshake.type",
+        display_filter="frame.number <= 5",
+    )
+    by_frame = {int(r[0]): r for r in rows}
+    assert "3" in by_frame[2][1].split(",")  # long packet type 3 = Retry
+    # frames 1, 3 and 5 carry a ClientHello (type 1); frame 4 the HRR (a ServerHello, type 2)
+    assert "2" in by_frame[4][2].split(",")
+    for fr in (1, 5):
+        assert "1" in by_frame[fr][2].split(",")
