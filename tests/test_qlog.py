@@ -72,3 +72,38 @@ def test_export_cli(tmp_path: Path) -> None:
         cli, ["export", str(FIX / "nagle_wwr" / "client.pcapng"), "--qlog", str(tmp_path / "x")]
     )
     assert r.exit_code == 0 and "no QUIC connections" in r.output
+
+
+@pytest.mark.parametrize("name", ["h3_streams_nodrop", "h3_streams_drop"])
+def test_qlog_agrees_with_the_servers_own_qlog(tmp_path: Path, name: str) -> None:
+    """The lab kept aioquic's qlog of every packet the server sent (scenario.json); the
+    qlog pcapkit writes from the server-side capture names the same packets, packet
+    numbers, STREAM frames and frame types."""
+    truth = json.loads((FIX / name / "scenario.json").read_text())["ground_truth"]["server_packets"]
+    with pcapkit.open(FIX / name / "server.pcapng") as t:
+        (path,) = export_qlog(t, tmp_path)
+    events = [e for e in _records(path)[1:] if e["name"] == "transport:packet_received"]
+
+    def key(types: list[str], pn: int, ptype: str, streams: list[list]) -> tuple:
+        return (
+            ptype,
+            pn,
+            tuple(tuple(s) for s in streams),
+            tuple(sorted(set(types) - {"padding"})),
+        )
+
+    ours = [
+        key(
+            [f["frame_type"] for f in e["data"]["frames"]],
+            e["data"]["header"]["packet_number"],
+            e["data"]["header"]["packet_type"],
+            [
+                [f["stream_id"], f["offset"], f["length"], f["fin"]]
+                for f in e["data"]["frames"]
+                if f["frame_type"] == "stream"
+            ],
+        )
+        for e in events
+    ]
+    theirs = [key(p["frames"], p["pn"], p["type"], p["stream_frames"]) for p in truth]
+    assert sorted(ours) == sorted(theirs)
