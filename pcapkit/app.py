@@ -765,6 +765,128 @@ def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             b.anomaly(f"h2_{e.name}", af.flow, e.offset, f"{e.direction}: {e.detail}")
 
 
+def _http3(b: _Builder, qf: Any) -> None:
+    """HTTP/3 (RFC 9114) over a decrypted QUIC connection into requests and messages."""
+    from dissectors.http3 import dissect_quic
+    from dissectors.sse import SseEvent, SseParser
+
+    h3 = dissect_quic(qf.conn)
+    if h3 is None:
+        return
+    hs = qf.conn.handshake
+    conn_times = {
+        "syn_ts_ns": hs.client_initial.ts_ns if hs.client_initial else -1,
+        "tls_done_ts_ns": hs.client_finished.ts_ns if hs.client_finished else -1,
+    }
+    c2s, s2c = qf.flow_dir("c2s"), qf.flow_dir("s2c")
+
+    def st(block: Any) -> tuple[int, int]:
+        if block is None or block.frame is None:
+            return -1, -1
+        return int(block.frame), int(block.ts_ns if block.ts_ns is not None else -1)
+
+    for sid in sorted(h3.streams):
+        strm = h3.streams[sid]
+        rq, rs = strm.request_headers, strm.response_headers
+        if rq is None and rs is None:
+            continue
+        rf, rt = st(rq)
+        sf, stt = st(rs)
+        chunks = strm.body_chunks["s2c"]
+        # a DATA chunk is stamped when the whole DATA frame was readable; the first body
+        # byte came with the STREAM frame that carried the chunk's first byte
+        first_body = -1
+        if chunks:
+            o0 = chunks[0].offset
+            qd = "s2c"
+            hit = [
+                r.ts_ns
+                for r in qf.conn.stream_frames
+                if r.stream_id == sid and r.direction == qd and r.offset <= o0 < r.offset + r.length
+            ]
+            first_body = max(min(hit), stt) if hit else int(chunks[0].ts_ns or -1)
+        last = max([int(c.ts_ns) for c in chunks if c.ts_ns is not None] + [stt])
+        req_idx = len(b.requests["flow"])
+        row: dict[str, Any] = {
+            "flow": qf.flow,
+            "stream": sid,
+            "protocol": "h3",
+            "method": strm.method,
+            "authority": strm.authority,
+            "path": strm.path,
+            "status": int(strm.status) if strm.status and str(strm.status).isdigit() else None,
+            "request_frame": rf,
+            "response_frame": sf,
+            "request_start_ts_ns": rt,
+            "request_end_ts_ns": rt,
+            "response_ts_ns": stt,
+            "first_body_ts_ns": first_body,
+            "last_byte_ts_ns": last if rs else -1,
+            "request_body_bytes": strm.body_bytes["c2s"],
+            "response_body_bytes": strm.body_bytes["s2c"] if rs else None,
+            "complete": strm.end_stream_offset["s2c"] is not None,
+            "request_headers": redact(rq.headers or (), redact_secrets=b.redact_secrets)
+            if rq
+            else None,
+            "response_headers": redact(rs.headers or (), redact_secrets=b.redact_secrets)
+            if rs
+            else None,
+            **conn_times,
+            **_header_fields(rq, rs),
+        }
+        ev_ts: list[int] = []
+        ctype = (row.get("content_type") or "").split(";")[0].strip().lower()
+        if ctype == "text/event-stream" and chunks:
+            sse = SseParser()
+            for c in chunks:
+                if c.data is None:
+                    break
+                base = c.offset
+                for it in sse.feed(c.data):
+                    if isinstance(it, SseEvent):
+                        t1 = int(c.ts_ns) if c.ts_ns is not None else -1
+                        ev_ts.append(t1)
+                        b.message(
+                            qf.flow,
+                            s2c,
+                            sid,
+                            "sse",
+                            "event",
+                            base,
+                            it.length,
+                            int(c.frame) if c.frame is not None else -1,
+                            t1,
+                            req_idx,
+                            (f"{it.event}: " if it.event != "message" else "") + it.data,
+                        )
+            row["events"] = len(ev_ts)
+            p50, p95, mx, rate = _gap_stats(ev_ts)
+            row.update(gap_p50_ms=p50, gap_p95_ms=p95, gap_max_ms=mx, events_per_s=rate)
+        row["first_event_ts_ns"] = ev_ts[0] if ev_ts else -1
+        row["ttfb_ms"] = (stt - rt) / 1e6 if rs and rt >= 0 and stt >= 0 else None
+        t_first = ev_ts[0] if ev_ts else first_body
+        row["ttft_ms"] = (t_first - rt) / 1e6 if rt >= 0 and t_first >= 0 else None
+        b.request(row)
+        for blk, d in ((rq, c2s), (rs, s2c)):
+            if blk is not None:
+                f1, t1 = st(blk)
+                b.message(
+                    qf.flow,
+                    d,
+                    sid,
+                    "h3",
+                    "HEADERS",
+                    blk.offset,
+                    blk.end - blk.offset,
+                    f1,
+                    t1,
+                    req_idx,
+                    f"{blk.kind}" + (" (QPACK-blocked)" if blk.blocked else ""),
+                )
+    for e in h3.errors:
+        b.anomaly(f"h3_{e.name}", qf.flow, getattr(e, "offset", None), str(e.detail))
+
+
 def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
     """Dissect every readable connection into messages and requests rows."""
     from dissectors.http1 import looks_like_http1
@@ -789,4 +911,7 @@ def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
             _http2(b, af, conn_times)
         elif alpn in ("http/1.1", "http/1.0") or looks_like_http1(head):
             _http1(b, af, conn_times)
+    for qf in trace._quic:
+        if qf.conn.alpn and qf.conn.alpn.startswith("h3"):
+            _http3(b, qf)
     return AppTables(b.messages, b.requests, b.anomalies, b.h2_flow)

@@ -284,3 +284,34 @@ def test_tcp_hol_blocking_names_the_http2_streams(vantage: str) -> None:
     for w in victims.values():
         assert w == pytest.approx(gt["retransmit_after_ms"], abs=3.0)
     assert "stream(s) 1, 3, 15" in hol.explanation
+
+
+# -- HTTP/3 ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["h3_streams_drop", "h3_streams_nodrop"])
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_h3_requests_match_the_lab(name: str, vantage: str) -> None:
+    sc = _truth(name)
+    sizes = {int(k): v for k, v in sc["ground_truth"]["stream_bytes"].items()}
+    with pcapkit.open(FIX / name / f"{vantage}.pcapng") as t:
+        q = t.requests
+        m = t.messages
+    assert q.protocol.unique().tolist() == ["h3"]
+    assert dict(zip(q.stream.tolist(), q.response_body_bytes.tolist(), strict=True)) == sizes
+    assert (q.status == 200).all() and q.complete.all()
+    assert q.path.tolist() == [f"/blob/{i}" for i in range(len(sizes))]
+    assert q.request_frame.notna().all() and q.response_frame.notna().all()
+    assert (q.ttfb_ms > 0).all() and (q.ttft_ms >= q.ttfb_ms).all()
+    h3 = m[m.protocol == "h3"]
+    assert len(h3) == 2 * len(sizes)  # request and response header sections
+
+
+def test_h3_lost_stream_completes_only_after_the_retransmission() -> None:
+    """Only stream 0's bytes were in the dropped packet: its response cannot complete
+    before the retransmission that quic_stream_hol names; the others are not blocked."""
+    hit = _truth("h3_streams_drop")["ground_truth"]["summary"]["drop_streams_hit"]
+    with pcapkit.open(FIX / "h3_streams_drop" / "client.pcapng") as t:
+        q = t.requests.set_index("stream")
+        f = t.findings
+    hol = f[f.kind == "quic_stream_hol"]
+    assert hol.stream.tolist() == hit
+    assert q.last_byte_ts_ns[hit[0]] >= hol.t_end_ns.iloc[0]
