@@ -72,6 +72,8 @@ class AppTables:
     # {flow, dir, stream, frame, ts_ns, type, length, end_stream, stream_window,
     #  connection_window, increment}
     h2_flow: list[dict[str, Any]] = field(default_factory=list)
+    # HTTP/3 connections as (flow, QuicFlow, H3Connection), for the h3 detectors
+    h3: list[tuple[int, Any, Any]] = field(default_factory=list)
 
 
 def _no_stamp(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -239,6 +241,7 @@ class _Builder:
         self.requests = _empty_rows("requests")
         self.anomalies: list[dict[str, Any]] = []
         self.h2_flow: list[dict[str, Any]] = []
+        self.h3: list[tuple[int, Any, Any]] = []
         self.redact_secrets = redact_secrets
 
     def message(
@@ -773,6 +776,7 @@ def _http3(b: _Builder, qf: Any) -> None:
     h3 = dissect_quic(qf.conn)
     if h3 is None:
         return
+    b.h3.append((qf.flow, qf, h3))
     hs = qf.conn.handshake
     conn_times = {
         "syn_ts_ns": hs.client_initial.ts_ns if hs.client_initial else -1,
@@ -914,4 +918,4 @@ def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
     for qf in trace._quic:
         if qf.conn.alpn and qf.conn.alpn.startswith("h3"):
             _http3(b, qf)
-    return AppTables(b.messages, b.requests, b.anomalies, b.h2_flow)
+    return AppTables(b.messages, b.requests, b.anomalies, b.h2_flow, b.h3)

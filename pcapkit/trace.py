@@ -725,6 +725,7 @@ class Trace:
             requests=self.requests,
             messages=self.messages,
             h2_flow=self._app.h2_flow,
+            h3=self._app.h3,
             quic=self._quic,
         )
 

@@ -15,6 +15,7 @@ from . import (
     cork,
     delayed_ack,
     h2,
+    h3,
     hol,
     http,
     nagle,
@@ -44,6 +45,7 @@ DETECTORS: list[ModuleType] = [
     h2,  # H2 (HTTP/2 flow control)
     quic,  # Q1, Q3 (QUIC stream HoL)
     quic_handshake,  # QUIC handshake round trips
+    h3,  # QPACK-blocked streams
     http,  # application level, after the TCP/TLS causes it attributes to
 ]
 

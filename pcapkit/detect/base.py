@@ -37,6 +37,7 @@ KINDS = (
     "quic_stream_hol",
     "h3_single_stream_hol",
     "quic_handshake_extra_rtt",
+    "qpack_blocked_stream",
 )
 
 SEVERITIES = ("info", "low", "medium", "high")

@@ -66,6 +66,7 @@ class DetectContext:
         requests: pd.DataFrame | None = None,
         messages: pd.DataFrame | None = None,
         h2_flow: list[dict[str, Any]] | None = None,
+        h3: list[Any] | None = None,
         quic: list[Any] | None = None,
     ) -> None:
         from .. import schema
@@ -76,6 +77,7 @@ class DetectContext:
         # application-level detectors that attribute a symptom to a TCP/TLS cause
         self.prior: list[Any] = []
         self.h2_flow = h2_flow or []  # HTTP/2 DATA / WINDOW_UPDATE rows (pcapkit.app)
+        self.h3 = h3 or []  # (flow, QuicFlow, H3Connection) per HTTP/3 connection
         self.quic = quic or []  # QUIC connections (pcapkit.sessions.quic.QuicFlow)
         self.packets = packets
         self.flows = flows
