@@ -402,75 +402,110 @@ class Trace:
         cols: dict[str, list[Any]] = {c: [] for c in own + ["_group", "_bulk"]}
         indexes: list[DirectionIndex] = []
         seg_rows: list[np.ndarray] = []
+        # Per direction: the records the session dissected ("slow", a list) and those the
+        # header walk found ("bulk", arrays).  Columns constant over a part are expanded
+        # once at the end (np.repeat), so a capture with thousands of connections does
+        # not pay a few numpy calls per column per direction.
+        consts: dict[str, list[int]] = {c: [] for c in ("_group", "flow", "dir")}
+        part_len: list[int] = []
+        bulk_consts: dict[str, list[int]] = {
+            c: [] for c in ("plaintext_len", "status", "epoch", "key_generation")
+        }
+        is_bulk: list[bool] = []
         for tf in self._tls:
             for d, name in enumerate(schema.DIRS):
-                res = [r for r in tf.results if r.direction == name]
+                res = [r for r in tf.results if r.direction == name] if tf.results else []
                 bulk = tf.bulk.get(name)
                 nb = 0 if bulk is None else bulk.offset.shape[0]
                 if not res and not nb:
                     continue
-                n_all = len(res) + nb
-
-                def cat(slow: list[Any], fast: Any, dtype: Any = np.int64) -> np.ndarray:
-                    a = np.array(slow, dtype=dtype) if slow else np.zeros(0, dtype)
-                    return a if fast is None else np.concatenate([a, np.asarray(fast, dtype=dtype)])
-
                 g = len(indexes)
                 indexes.append(self.stream_index(tf.flow, name))
                 lo, hi = np.searchsorted(skey_sorted, [tf.flow * 2 + d, tf.flow * 2 + d + 1])
                 seg_rows.append(sorder[lo:hi])
-                cols["_group"].append(np.full(n_all, g, np.int64))
-                cols["_bulk"].append(np.r_[np.zeros(len(res), bool), np.ones(nb, bool)])
-                cols["flow"].append(np.full(n_all, tf.flow, np.int64))
-                cols["dir"].append(np.full(n_all, d, np.int64))
-                cols["offset"].append(cat([r.offset for r in res], bulk.offset if nb else None))
-                cols["length"].append(cat([r.length for r in res], bulk.length if nb else None))
-                cols["outer_content_type"].append(
-                    cat([r.content_type for r in res], bulk.content_type if nb else None)
-                )
-                cols["content_type"].append(
-                    cat(
-                        [
-                            r.inner_content_type
-                            if r.inner_content_type is not None
-                            else r.content_type
-                            for r in res
-                        ],
-                        bulk.content_type if nb else None,
+                if res:
+                    part_len.append(len(res))
+                    is_bulk.append(False)
+                    for c, v in (("_group", g), ("flow", tf.flow), ("dir", d)):
+                        consts[c].append(v)
+                    for c in bulk_consts:
+                        bulk_consts[c].append(0)  # unused for slow parts
+                    cols["offset"].append(np.array([r.offset for r in res], np.int64))
+                    cols["length"].append(np.array([r.length for r in res], np.int64))
+                    cols["outer_content_type"].append(
+                        np.array([r.content_type for r in res], np.int64)
                     )
-                )
-                cols["plaintext_len"].append(
-                    cat(
-                        [-1 if r.plaintext_len is None else r.plaintext_len for r in res],
-                        np.full(nb, -1) if nb else None,
+                    cols["content_type"].append(
+                        np.array(
+                            [
+                                r.inner_content_type
+                                if r.inner_content_type is not None
+                                else r.content_type
+                                for r in res
+                            ],
+                            np.int64,
+                        )
                     )
-                )
-                cols["version"].append(cat([r.version for r in res], bulk.version if nb else None))
-                cols["status"].append(
-                    cat(
-                        [statuses.index(r.status.value) for r in res],
-                        np.full(nb, statuses.index(bulk.status)) if nb else None,
+                    cols["plaintext_len"].append(
+                        np.array(
+                            [-1 if r.plaintext_len is None else r.plaintext_len for r in res],
+                            np.int64,
+                        )
                     )
-                )
-                cols["epoch"].append(
-                    cat(
-                        [epochs.index(r.epoch.value) for r in res],
-                        np.full(nb, epochs.index(bulk.epoch)) if nb else None,
+                    cols["version"].append(np.array([r.version for r in res], np.int64))
+                    cols["status"].append(
+                        np.array([statuses.index(r.status.value) for r in res], np.int64)
                     )
-                )
-                cols["key_generation"].append(
-                    cat(
-                        [r.key_generation for r in res],
-                        np.full(nb, bulk.key_generation) if nb else None,
+                    cols["epoch"].append(
+                        np.array([epochs.index(r.epoch.value) for r in res], np.int64)
                     )
-                )
-                cols["early_data"].append(
-                    cat([r.early_data for r in res], np.zeros(nb, bool) if nb else None, bool)
-                )
-                hs = np.empty(n_all, dtype=object)
-                hs[: len(res)] = [",".join(type(m).__name__ for m in r.handshake) for r in res]
-                hs[len(res) :] = ""
-                cols["handshake"].append(hs)
+                    cols["key_generation"].append(
+                        np.array([r.key_generation for r in res], np.int64)
+                    )
+                    cols["early_data"].append(np.array([r.early_data for r in res], bool))
+                    hs = np.empty(len(res), dtype=object)
+                    hs[:] = [",".join(type(m).__name__ for m in r.handshake) for r in res]
+                    cols["handshake"].append(hs)
+                if nb:
+                    assert bulk is not None
+                    part_len.append(nb)
+                    is_bulk.append(True)
+                    for c, v in (("_group", g), ("flow", tf.flow), ("dir", d)):
+                        consts[c].append(v)
+                    bulk_consts["plaintext_len"].append(-1)
+                    bulk_consts["status"].append(statuses.index(bulk.status))
+                    bulk_consts["epoch"].append(epochs.index(bulk.epoch))
+                    bulk_consts["key_generation"].append(bulk.key_generation)
+                    cols["offset"].append(bulk.offset)
+                    cols["length"].append(bulk.length)
+                    cols["outer_content_type"].append(bulk.content_type)
+                    cols["content_type"].append(bulk.content_type)
+                    cols["version"].append(bulk.version)
+                    for c in ("plaintext_len", "status", "epoch", "key_generation"):
+                        cols[c].append(None)  # filled from bulk_consts below
+                    cols["early_data"].append(None)
+                    cols["handshake"].append(None)
+        plen = np.asarray(part_len, np.int64)
+        bmask = np.asarray(is_bulk, bool)
+        for c, vals in consts.items():
+            cols[c] = [np.repeat(np.asarray(vals, np.int64), plen)]
+        cols["_bulk"] = [np.repeat(bmask, plen)]
+        for c, vals in bulk_consts.items():
+            rep = np.repeat(np.asarray(vals, np.int64), np.where(bmask, plen, 0))
+            it = iter(np.split(rep, np.cumsum(np.where(bmask, plen, 0))[:-1]))
+            cols[c] = [next(it) if part is None else (next(it), part)[1] for part in cols[c]]
+        cols["early_data"] = [
+            np.zeros(k, bool) if part is None else part
+            for part, k in zip(cols["early_data"], part_len, strict=True)
+        ]
+        hs_parts = []
+        for part, k in zip(cols["handshake"], part_len, strict=True):
+            if part is None:
+                e = np.empty(k, dtype=object)
+                e[:] = ""
+                part = e
+            hs_parts.append(part)
+        cols["handshake"] = hs_parts
         n = sum(len(x) for x in cols["flow"])
         if n == 0:
             return schema.frame("records", n=0)

@@ -125,11 +125,12 @@ def stream_head(buf: np.ndarray, idx: DirectionIndex, n: int = 5) -> bytes:
     """The first ``n`` bytes of a direction when the capture holds them contiguously from 0."""
     head = b""
     expect = 0
+    k = min(idx.start.shape[0], n)  # n bytes need at most n pieces
     for s, ce, e, o in zip(
-        idx.start.tolist(),
-        idx.cap_end.tolist(),
-        idx.end.tolist(),
-        idx.buf_off.tolist(),
+        idx.start[:k].tolist(),
+        idx.cap_end[:k].tolist(),
+        idx.end[:k].tolist(),
+        idx.buf_off[:k].tolist(),
         strict=True,
     ):
         if s != expect or len(head) >= n:
@@ -189,6 +190,7 @@ def run_tls(
     out: list[TlsFlow] = []
     pending: list[tuple[int, str, _Walk]] = []  # (flow row, direction, header walk)
     empty = DirectionIndex(*(np.zeros(0, np.int64) for _ in range(6)))
+    no_hs_summary = None
     for f in flows:
         idx = [index.get((f, 0), empty), index.get((f, 1), empty)]
         heads = [stream_head(buf, ix) for ix in idx]
@@ -200,9 +202,11 @@ def run_tls(
             for h, ok, ix in zip(heads, is_tls, idx, strict=True)
         ):
             # no handshake in the capture: nothing for a session to learn or decrypt
-            summary = replace(
-                TlsSession(keys.keylog).summary(), why_not=DecryptStatus.NO_HANDSHAKE.value
-            )
+            if no_hs_summary is None:  # the same for every such connection
+                no_hs_summary = replace(
+                    TlsSession(keys.keylog).summary(), why_not=DecryptStatus.NO_HANDSHAKE.value
+                )
+            summary = no_hs_summary
             out.append(TlsFlow(f, [], summary, [], False))
             for d, ix in enumerate(idx):
                 if ix.start.shape[0]:
