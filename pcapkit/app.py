@@ -653,12 +653,8 @@ def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
         ctype = (row.get("content_type") or "").split(";")[0].strip().lower()
         if is_grpc(st):
             call = dissect_grpc_stream(st, keep_data=False)
-            s2c_msgs = [
-                m for m in call.messages if m.end <= (end_off or 1 << 62) and m in call.messages
-            ]
-            # the call's messages of the response direction: those inside s2c DATA chunks
-            s2c_ranges = [(c.offset, c.end) for c in chunks]
-            s2c_msgs = [m for m in call.messages if any(a <= m.end - 1 < e for a, e in s2c_ranges)]
+            # the call's response messages (GrpcCall.messages is keyed by direction)
+            s2c_msgs = list(call.messages.get("s2c", []))
             fr, ts = stamp_all("s2c", [m.end for m in s2c_msgs])
             for m, f1, t1 in zip(s2c_msgs, fr, ts, strict=True):
                 ev_ts.append(t1)

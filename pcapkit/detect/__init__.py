@@ -15,11 +15,13 @@ from . import (
     cork,
     delayed_ack,
     h2,
+    h2_send_buffer,
     h3,
     hol,
     http,
     nagle,
     quic,
+    quic_fc,
     quic_handshake,
     resumption,
     reuse,
@@ -43,7 +45,9 @@ DETECTORS: list[ModuleType] = [
     reuse,  # R3
     resumption,  # R4
     h2,  # H2 (HTTP/2 flow control)
+    h2_send_buffer,  # H3 (HTTP/2 send-buffer HoL)
     quic,  # Q1, Q3 (QUIC stream HoL)
+    quic_fc,  # QUIC flow-control stalls
     quic_handshake,  # QUIC handshake round trips
     h3,  # QPACK-blocked streams
     http,  # application level, after the TCP/TLS causes it attributes to

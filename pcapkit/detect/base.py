@@ -33,11 +33,13 @@ KINDS = (
     "sse_batching",
     "rate_limited",
     "h2_flow_control_stall",
+    "h2_send_buffer_hol",
     # QUIC (issue 7)
     "quic_stream_hol",
     "h3_single_stream_hol",
     "quic_handshake_extra_rtt",
     "qpack_blocked_stream",
+    "quic_flow_control_stall",
 )
 
 SEVERITIES = ("info", "low", "medium", "high")

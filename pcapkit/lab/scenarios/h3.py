@@ -44,6 +44,10 @@ PARAMS: dict[str, Any] = {
     # STREAM data ≈ 20 packets into the response (≥ 3 later packets: packet-threshold loss)
     "drop_s2c": [24],
     "idle_timeout_s": 10.0,
+    # the client's receive limits (transport parameters initial_max_data /
+    # initial_max_stream_data_*); None: aioquic's default 1 MiB each
+    "client_max_data": None,
+    "client_max_stream_data": None,
 }
 
 
@@ -70,6 +74,12 @@ def _compact_qlog(qlog: dict[str, Any]) -> dict[str, Any]:
                         if f.get("frame_type") == "stream"
                     ],
                     "frames": sorted({f.get("frame_type", "?") for f in frames}),
+                    # credit granted: [stream id or None (MAX_DATA), maximum]
+                    "limits": [
+                        [f.get("stream_id"), f["maximum"]]
+                        for f in frames
+                        if f.get("frame_type") in ("max_data", "max_stream_data") and "maximum" in f
+                    ],
                 }
                 if name == "transport:packet_sent":
                     sent.append(row)
@@ -232,6 +242,10 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
             server_name=DEFAULT_HOSTNAME,
             idle_timeout=p["idle_timeout_s"],
         )
+        if p["client_max_data"]:
+            cfg.max_data = int(p["client_max_data"])
+        if p["client_max_stream_data"]:
+            cfg.max_stream_data = int(p["client_max_stream_data"])
         cfg.load_verify_locations(cafile=p["cert"])
         meta["connect_ns"] = now_ns()
         async with connect(
@@ -325,6 +339,41 @@ def ground_truth(run: RunData) -> dict[str, Any]:
                 "per_stream": per_stream,
             }
         )
+    # the server's credit stalls (aioquic's own logs): a pause in its STREAM data right
+    # after the data reached a stream limit the client had granted (the initial
+    # transport parameter or a MAX_STREAM_DATA value the client logged sending)
+    granted = {int(run.params.get("client_max_stream_data") or 1_048_576)}
+    granted |= {m for x in cq["sent"] for s_, m in x.get("limits", []) if s_ is not None}
+    data_pkts = [x for x in sq["sent"] if x["stream_frames"] and x["type"] == "1RTT"]
+    wire = {p.idx: p.t_in_ns for p in truth.packets(run.forwarder) if p.dir == "s2c" and p.len > 0}
+    stalls = []
+    for a, b in zip(data_pkts, data_pkts[1:], strict=False):
+        idle = (b["t_ns"] - a["t_ns"]) / 1e6
+        end = max(f[1] + f[2] for f in a["stream_frames"])
+        if end in granted and idle > 1.0:
+            # the same pause on the wire: the forwarder's arrival times of the two
+            # datagrams (aioquic logs a packet when it builds it, pacing sends it later)
+            ta, tb = wire.get(a.get("datagram")), wire.get(b.get("datagram"))
+            stalls.append(
+                {
+                    "last_pn": a["pn"],
+                    "resume_pn": b["pn"],
+                    "t_ns": a["t_ns"],
+                    "limit": end,
+                    "idle_ms": round(idle, 3),
+                    "wire_idle_ms": None if ta is None or tb is None else truth.ms(tb - ta),
+                }
+            )
+    limit_updates = [
+        {
+            "t_ns": x["t_ns"],
+            "pn": x["pn"],
+            "frames": [f for f in x["frames"] if f.startswith("max_")],
+            "limits": x.get("limits", []),
+        }
+        for x in cq["sent"]
+        if any(f in ("max_data", "max_stream_data") for f in x["frames"])
+    ]
     per: dict[str, int] = {}
     for _, sid, n in cli["data"]:
         per[str(sid)] = per.get(str(sid), 0) + n
@@ -340,7 +389,10 @@ def ground_truth(run: RunData) -> dict[str, Any]:
         "drops": drops,
         "stream_bytes": per,
         "server_packets": sq["sent"],
+        "server_stalls": stalls,
+        "client_limit_updates": limit_updates,
         "summary": {
+            "server_stalls": len(stalls),
             "streams": len(per),
             "bytes": sum(per.values()),
             "transfer_ms": truth.ms(cli["done_ns"] - cli["get_write_ns"]),
@@ -373,6 +425,10 @@ def _validate(doc: dict[str, Any]) -> list[str]:
             problems.append(f"no other stream progressed during the hole: {s}")
     elif s["lost_packets"]:
         problems.append(f"control lost packets: {gt['server_lost']}")
+    if p.get("client_max_stream_data") and s.get("server_stalls", 0) < 2:
+        problems.append(f"small windows but the server never stalled: {s}")
+    if not p.get("client_max_stream_data") and not p["drop_s2c"] and s.get("server_stalls"):
+        problems.append(f"the control stalled: {gt['server_stalls']}")
     return problems
 
 
@@ -408,5 +464,45 @@ register(
         ground_truth=ground_truth,
         validate=_validate,
         fixture_middle=False,  # QUIC: no detector reads it yet; 80 KB a capture (budget)
+    )
+)
+register(
+    Scenario(
+        name="h3_flow_control",
+        summary="HTTP/3 (aioquic), one 32 KiB response, client stream window 8 KiB: the server stalls on credit",
+        what="1 h3 stream × 32 KiB; the client allows 8 KiB per stream and raises it "
+        "(MAX_STREAM_DATA) only after half is consumed: the server waits a round trip per window",
+        expected=("quic_flow_control_stall",),
+        pair="h3_flow_control_large",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={
+            **PARAMS,
+            "streams": 1,
+            "body_len": 32_768,
+            "drop_s2c": [],
+            "client_max_stream_data": 8_192,
+        },
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+        fixture_middle=False,
+    )
+)
+register(
+    Scenario(
+        name="h3_flow_control_large",
+        summary="HTTP/3 (aioquic), one 32 KiB response with 1 MiB windows (control for QUIC flow-control stalls)",
+        what="the same response with aioquic's default 1 MiB limits: no credit stall",
+        expected=(),
+        controls=("quic_flow_control_stall",),
+        pair="h3_flow_control",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**PARAMS, "streams": 1, "body_len": 32_768, "drop_s2c": []},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+        fixture_middle=False,
     )
 )

@@ -1,0 +1,204 @@
+"""QUIC flow-control stalls (issue 7; RFC 9000 §4, DETECTION.md §4.5).
+
+Mechanism: a QUIC receiver Y grants credit per stream (initial_max_stream_data_* in
+its transport parameters, then MAX_STREAM_DATA frames) and per connection
+(initial_max_data, then MAX_DATA).  A sender X that has used the credit must stop
+— it may say so with (STREAM_)DATA_BLOCKED — until Y's next MAX_* frame arrives:
+a pause of up to a round trip per window, as in HTTP/2 (§4.2).
+
+Signature (keys needed: the frames are encrypted): X's STREAM data on a stream
+reaches exactly the stream's limit (or the connection's total reaches MAX_DATA),
+X then sends no new data on it for at least ``min_idle_ms``, and resumes only after
+a MAX_STREAM_DATA / MAX_DATA from Y raised that limit.  "At the limit" means the
+stream's highest offset sent equals a limit Y granted (the transport parameter or a
+MAX_STREAM_DATA value; for the connection, the sum over streams equals MAX_DATA):
+senders stop exactly there when out of credit.  Timing is not used to decide which
+grant X knew (QUIC handshake legs include user-space crypto time, so they are a
+poor clock for the capture ↔ endpoint distance).
+
+Cost = t(next new data) − t(data that hit the limit): both X's packets, so the
+interval is the same at every vantage (measured_interval).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dissectors.quic.frames import MaxData, MaxStreamData
+from dissectors.quic.transport_params import DEFAULTS, from_extensions
+
+from .base import Evidence, Finding, frame_filter
+from .context import DetectContext
+
+KINDS = ("quic_flow_control_stall",)
+
+# A pause below 1 ms is scheduling within one flight, not a wait for credit.
+MIN_IDLE_MS = 1.0
+
+
+def _params(conn: Any) -> dict[str, dict[str, Any]]:
+    """Transport parameters each side announced: {"c2s": client's, "s2c": server's}."""
+    out: dict[str, dict[str, Any]] = {"c2s": dict(DEFAULTS), "s2c": dict(DEFAULTS)}
+    for m in conn.tls_messages:
+        side = {"CLIENT_HELLO": "c2s", "ENCRYPTED_EXTENSIONS": "s2c"}.get(m.name)
+        if side and m.decoded is not None:
+            tp = from_extensions(getattr(m.decoded, "extensions", ()))
+            if tp:
+                out[side].update(tp)
+    return out
+
+
+def _legs(qf: Any) -> dict[str, int]:
+    """Round trip capture point ↔ sender, by sender direction (0 when unknown).
+
+    QUIC handshakes spend milliseconds in user space (certificates), so the raw legs
+    are not ~0 even next to an endpoint: the vantage is classified first (as the
+    stream-HoL detector does) and the capture's own side counts as 0.
+    """
+    from .quic import _vantage
+
+    conn = qf.conn
+    hs = conn.handshake
+    ci, si = hs.client_initial, hs.server_initial
+    if ci is None or si is None:
+        return {"c2s": 0, "s2c": 0}
+    nxt = next((p for p in conn.packets if p.direction == "c2s" and p.frame > si.frame), None)
+    d_s = max(si.ts_ns - ci.ts_ns, 0)
+    d_c = max(nxt.ts_ns - si.ts_ns, 0) if nxt is not None else 0
+    v = _vantage(qf)
+    if v == "client":
+        return {"c2s": 0, "s2c": d_s}
+    if v == "server":
+        return {"c2s": d_c, "s2c": 0}
+    return {"c2s": d_c, "s2c": d_s}
+
+
+def _initial_stream_limit(sid: int, sender: str, y_params: dict[str, Any]) -> int:
+    client_initiated = sid & 1 == 0
+    x_initiated = client_initiated == (sender == "c2s")
+    if sid & 2:  # unidirectional: only its initiator sends
+        return int(y_params["initial_max_stream_data_uni"])
+    key = (
+        "initial_max_stream_data_bidi_remote"
+        if x_initiated
+        else "initial_max_stream_data_bidi_local"
+    )
+    return int(y_params[key])
+
+
+def detect(ctx: DetectContext, *, min_idle_ms: float = MIN_IDLE_MS) -> list[Finding]:
+    out: list[Finding] = []
+    for qf in getattr(ctx, "quic", None) or []:
+        conn = qf.conn
+        if not conn.stream_frames:
+            continue
+        params = _params(conn)
+        legs = _legs(qf)
+        for x in ("c2s", "s2c"):
+            y = "s2c" if x == "c2s" else "c2s"
+            lag = legs[x]
+            updates: list[tuple[int, int, int | None, int]] = []  # (ts, frame, stream|None, max)
+            for p in conn.packets:
+                if p.direction != y:
+                    continue
+                for fr in p.frames:
+                    if isinstance(fr, MaxStreamData):
+                        updates.append((p.ts_ns, p.frame, fr.stream_id, fr.maximum_stream_data))
+                    elif isinstance(fr, MaxData):
+                        updates.append((p.ts_ns, p.frame, None, fr.maximum_data))
+            rows = [r for r in conn.stream_frames if r.direction == x and not r.retransmission]
+            if not rows or not updates:
+                continue
+            ends: dict[int, int] = {}
+            init_s = {}
+            c_limits = {int(params[y]["initial_max_data"])} | {
+                u[3] for u in updates if u[2] is None
+            }
+            for i, r in enumerate(rows):
+                ends[r.stream_id] = max(ends.get(r.stream_id, 0), r.offset + r.length)
+                if r.stream_id not in init_s:
+                    init_s[r.stream_id] = _initial_stream_limit(r.stream_id, x, params[y])
+                s_limits = {init_s[r.stream_id]} | {u[3] for u in updates if u[2] == r.stream_id}
+                total = sum(ends.values())
+                # a sender stops *exactly* at a limit it was granted when it has no more
+                # credit; which grant it knew of is not read from the clock (the
+                # handshake legs of QUIC include user-space crypto time)
+                at_stream = ends[r.stream_id] in s_limits
+                at_conn = total in c_limits
+                if not (at_stream or at_conn):
+                    continue
+                s_lim = ends[r.stream_id]
+                c_lim = total
+                nxt = next(
+                    (
+                        q
+                        for q in rows[i + 1 :]
+                        if (q.stream_id == r.stream_id or at_conn)
+                        and q.offset + q.length > ends.get(q.stream_id, 0)
+                    ),
+                    None,
+                )
+                if nxt is None:
+                    continue
+                idle = (nxt.ts_ns - r.ts_ns) / 1e6
+                if idle < min_idle_ms:
+                    continue
+                # the grant that lifted the limit: the first one above it, captured
+                # before the sender resumed
+                raise_ = [
+                    u
+                    for u in updates
+                    if u[0] <= nxt.ts_ns
+                    and (
+                        (at_stream and u[2] == r.stream_id and u[3] > s_lim)
+                        or (at_conn and u[2] is None and u[3] > c_lim)
+                    )
+                ]
+                if not raise_:
+                    continue
+                u = raise_[0]
+                which = "stream" if at_stream else "connection"
+                limit = s_lim if at_stream else c_lim
+                frame_name = "MAX_STREAM_DATA" if u[2] is not None else "MAX_DATA"
+                ev = [
+                    Evidence(r.frame, f"STREAM data reaches the {which} limit", r.ts_ns),
+                    Evidence(u[1], f"{frame_name} raises it", u[0]),
+                    Evidence(nxt.frame, "new data resumes", nxt.ts_ns),
+                ]
+                sender = "server" if x == "s2c" else "client"
+                receiver = "client" if x == "s2c" else "server"
+                out.append(
+                    Finding(
+                        kind="quic_flow_control_stall",
+                        flow=qf.flow,
+                        dir=qf.flow_dir(x),
+                        stream=int(r.stream_id),
+                        t_start_ns=int(r.ts_ns),
+                        t_end_ns=int(nxt.ts_ns),
+                        cost_ms=idle,
+                        cost_method="measured_interval",
+                        evidence=ev,
+                        explanation=(
+                            f"QUIC stream {r.stream_id}: the {sender} had sent up to the "
+                            f"{which} flow-control limit of {limit} bytes the {receiver} "
+                            f"allowed (frame {r.frame}) and sent nothing new for "
+                            f"{idle:.1f} ms, until the {receiver}'s {frame_name} (frame "
+                            f"{u[1]}, to {u[3]}) let it go on in frame {nxt.frame}."
+                        ),
+                        remedy=(
+                            f"Give the {receiver}'s QUIC stack larger receive windows "
+                            "(initial_max_stream_data_* / initial_max_data, at least the "
+                            "bandwidth-delay product) or window auto-tuning, and send "
+                            "MAX_STREAM_DATA / MAX_DATA well before the credit runs out."
+                        ),
+                        display_filter=frame_filter([e.frame for e in ev]),
+                        confidence=0.85,
+                        checks=[
+                            "resumed only after the limit was raised",
+                            f"limits counted when they could have reached the {sender} "
+                            f"({lag / 1e6:.1f} ms after capture)",
+                        ],
+                        details={"limit": limit, "window": which, "raised_to": u[3]},
+                    )
+                )
+    return out
