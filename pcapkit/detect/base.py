@@ -40,6 +40,7 @@ KINDS = (
     "quic_handshake_extra_rtt",
     "qpack_blocked_stream",
     "quic_flow_control_stall",
+    "zero_rtt_unused",
 )
 
 SEVERITIES = ("info", "low", "medium", "high")

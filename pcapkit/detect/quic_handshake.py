@@ -15,6 +15,13 @@ ClientHello to the one it had to send again.  At a client-side capture this is t
 round trip plus the client's turnaround; elsewhere it is the same interval shifted
 (both packets travel client → server), so the vantage does not bias it.
 
+``zero_rtt_unused`` (DETECTION.md §7.6): a resumed connection (the server accepted
+the client's pre-shared key) whose first request — idempotent, so safe to replay —
+went out only after the handshake instead of in 0-RTT packets with the ClientHello,
+or whose early data the server rejected.  Cost (measured_interval): from the
+client's first Initial to the first packet carrying the request — the round trip
+0-RTT would have saved.
+
 The anti-amplification stall (RFC 9000 §8.1: a server may send only 3× what it
 received before the address is validated) is not detected yet: it needs the
 server's unsent flight, which a capture does not show directly.
@@ -27,7 +34,14 @@ from typing import Any
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 
-KINDS = ("quic_handshake_extra_rtt",)
+KINDS = ("quic_handshake_extra_rtt", "zero_rtt_unused")
+
+# TLS extension types (RFC 8446 §4.2)
+EXT_PRE_SHARED_KEY = 41
+EXT_EARLY_DATA = 42
+# RFC 9110 §9.2.2: requests a client may safely replay — the only ones 0-RTT suits
+# (RFC 8470, RFC 9114 §4.2.1 / RFC 8446 §8 replay caveats)
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 
 _WHY = {
     "retry": (
@@ -56,8 +70,86 @@ def _first(items: list[Any], pred: Any) -> Any:
     return next((x for x in items if pred(x)), None)
 
 
+def _ext_types(decoded: Any) -> set[int]:
+    return {t for t, _ in getattr(decoded, "extensions", ()) or ()}
+
+
+def _zero_rtt_unused(ctx: DetectContext, qf: Any) -> Finding | None:
+    conn = qf.conn
+    msgs = {m.name: m for m in reversed(conn.tls_messages)}  # first of each name
+    ch, sh = msgs.get("CLIENT_HELLO"), msgs.get("SERVER_HELLO")
+    if ch is None or sh is None or EXT_PRE_SHARED_KEY not in _ext_types(sh.decoded):
+        return None  # not a resumed connection
+    offered = EXT_EARLY_DATA in _ext_types(ch.decoded)
+    ee = msgs.get("ENCRYPTED_EXTENSIONS")
+    accepted = ee is not None and EXT_EARLY_DATA in _ext_types(ee.decoded)
+    zero_rtt = [
+        p
+        for p in conn.packets
+        if p.direction == "c2s" and str(getattr(p.packet_type, "value", "")) == "0rtt"
+    ]
+    if offered and accepted and zero_rtt:
+        return None  # 0-RTT used
+    req = ctx.requests
+    mine = req[(req["flow"] == qf.flow) & (req["protocol"] == "h3")] if len(req) else req
+    method = None if mine.empty else mine["method"].iloc[0]
+    if method is not None and str(method).upper() not in IDEMPOTENT:
+        return None  # not safe to send as early data: waiting was right
+    c2s_req = [r for r in conn.stream_frames if r.direction == "c2s" and r.stream_id % 4 == 0]
+    first = conn.handshake.client_initial
+    if not c2s_req or first is None:
+        return None
+    r0 = min(c2s_req, key=lambda r: r.ts_ns)
+    cost = (r0.ts_ns - first.ts_ns) / 1e6
+    why = (
+        "offered early data but the server rejected it, so the request was sent again "
+        "after the handshake"
+        if offered and not accepted
+        else "did not use 0-RTT: the request waited for the handshake"
+    )
+    ev = [
+        Evidence(first.frame, "first Initial (ClientHello with the ticket)", first.ts_ns),
+        Evidence(sh.frame, "ServerHello accepts the PSK (resumed)", sh.ts_ns),
+        Evidence(r0.frame, "request sent", r0.ts_ns),
+    ]
+    return Finding(
+        kind="zero_rtt_unused",
+        flow=qf.flow,
+        dir=qf.flow_dir("c2s"),
+        stream=int(r0.stream_id),
+        t_start_ns=int(first.ts_ns),
+        t_end_ns=int(r0.ts_ns),
+        cost_ms=cost,
+        cost_method="measured_interval",
+        evidence=ev,
+        explanation=(
+            f"Flow {qf.flow}{f' ({conn.sni})' if conn.sni else ''} resumed a QUIC session "
+            f"(the server accepted the ticket, frame {sh.frame}) but {why}: the "
+            f"{method or 'first'} request left in frame {r0.frame}, {cost:.1f} ms after the "
+            "client's first packet, instead of with it."
+        ),
+        remedy=(
+            "Send idempotent requests (GET/HEAD) as 0-RTT early data on resumed connections "
+            "(e.g. aioquic connect(wait_connected=False), quiche/ngtcp2 early data APIs), and "
+            "let the server accept early data; keep non-idempotent requests out of 0-RTT "
+            "(replay, RFC 8470)."
+        ),
+        display_filter=frame_filter([e.frame for e in ev]),
+        confidence=0.8 if method is not None else 0.6,
+        checks=[
+            "PSK accepted (resumed)",
+            "request method idempotent" if method else "method unknown",
+        ],
+        details={"early_data_offered": offered, "early_data_accepted": accepted, "method": method},
+    )
+
+
 def detect(ctx: DetectContext) -> list[Finding]:
     out: list[Finding] = []
+    for qf in getattr(ctx, "quic", None) or []:
+        z = _zero_rtt_unused(ctx, qf)
+        if z is not None:
+            out.append(z)
     for qf in getattr(ctx, "quic", None) or []:
         conn = qf.conn
         pkts = conn.packets

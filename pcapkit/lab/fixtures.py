@@ -521,6 +521,15 @@ def _h3_fc(doc: dict[str, Any], caps: Caps) -> list[str]:
     return out
 
 
+def _h3_resume(doc: dict[str, Any], caps: Caps) -> list[str]:
+    r = doc["ground_truth"].get("resumption", {})
+    return [
+        f"second connection resumed: {r.get('session_resumed')}, 0-RTT packets sent: "
+        f"{r.get('client_0rtt_packets')}, early data accepted: {r.get('early_data_accepted')}; "
+        f"request {r.get('request_after_connect_ms')} ms after connect()"
+    ]
+
+
 def _split(doc: dict[str, Any], caps: Caps) -> list[str]:
     """T3a: records handed to TCP in two writes — head segment, tail segment, wait."""
     out = []
@@ -668,6 +677,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "h3_streams_nodrop": _h3,
     "h3_flow_control": _h3_fc,
     "h3_flow_control_large": _h3_fc,
+    "h3_resumed_no_0rtt": _h3_resume,
+    "h3_resumed_0rtt": _h3_resume,
     "tls_record_split_write": _split,
     "tls_record_whole_write": _split,
     "tls_no_reuse": _reuse,

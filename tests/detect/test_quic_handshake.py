@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import pcapkit
@@ -43,3 +46,33 @@ def test_tshark_sees_the_same_retry_and_hrr() -> None:
     assert "2" in by_frame[4][2].split(",")
     for fr in (1, 5):
         assert "1" in by_frame[fr][2].split(",")
+
+
+FIX = Path(__file__).resolve().parents[2] / "fixtures"
+
+
+def _resumption(name: str) -> dict:
+    return json.loads((FIX / name / "scenario.json").read_text())["ground_truth"]["resumption"]
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_zero_rtt_unused_on_the_resumed_connection(vantage: str) -> None:
+    r_wait, r_0rtt = _resumption("h3_resumed_no_0rtt"), _resumption("h3_resumed_0rtt")
+    assert r_wait["session_resumed"] and r_wait["client_0rtt_packets"] == 0
+    with pcapkit.open(FIX / "h3_resumed_no_0rtt" / f"{vantage}.pcapng") as t:
+        f = t.findings
+    z = f[f.kind == "zero_rtt_unused"]
+    assert z.flow.tolist() == [1]  # the second (resumed) connection only
+    row = z.iloc[0]
+    assert row.details["early_data_offered"] and row.details["method"] == "GET"
+    # what the application lost: its request went out this much later than with 0-RTT
+    saved = r_wait["request_after_connect_ms"] - r_0rtt["request_after_connect_ms"]
+    assert row.cost_ms == pytest.approx(saved, rel=0.25)
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_zero_rtt_used_is_clean(vantage: str) -> None:
+    assert _resumption("h3_resumed_0rtt")["client_0rtt_packets"] >= 1
+    with pcapkit.open(FIX / "h3_resumed_0rtt" / f"{vantage}.pcapng") as t:
+        assert "zero_rtt_unused" not in set(t.findings.kind)
+        assert len(t.requests) == 2 and (t.requests.status == 200).all()

@@ -48,6 +48,12 @@ PARAMS: dict[str, Any] = {
     # initial_max_stream_data_*); None: aioquic's default 1 MiB each
     "client_max_data": None,
     "client_max_stream_data": None,
+    # resumption: a first connection fetches the streams and keeps the session ticket; a
+    # second connection resumes with it and fetches them again, its requests in 0-RTT
+    # packets when zero_rtt (aioquic: connect(wait_connected=False)), else after the
+    # handshake
+    "resume": False,
+    "zero_rtt": False,
 }
 
 
@@ -118,7 +124,9 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
     from aioquic.quic.logger import QuicLogger
 
     done = asyncio.Event()
-    state: dict[str, Any] = {"requests": [], "responded_ns": None}
+    state: dict[str, Any] = {"requests": [], "responded_ns": None, "terminated": 0}
+    connections = 2 if p["resume"] else 1
+    tickets: dict[bytes, Any] = {}
     body = bytes(range(256)) * (p["body_len"] // 256 + 1)
     body = body[: p["body_len"]]
 
@@ -126,23 +134,26 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
         def __init__(self, *a: Any, **kw: Any) -> None:
             super().__init__(*a, **kw)
             self._h3 = H3Connection(self._quic)
+            self._requests: list[dict[str, Any]] = []
 
         def quic_event_received(self, event: Any) -> None:
             if isinstance(event, ConnectionTerminated):
-                done.set()
+                state["terminated"] += 1
+                if state["terminated"] >= connections:
+                    done.set()
                 return
             for ev in self._h3.handle_event(event):
                 if isinstance(ev, HeadersReceived):
                     path = dict(ev.headers).get(b":path", b"").decode()
-                    state["requests"].append(
-                        {"stream": ev.stream_id, "path": path, "t_ns": now_ns()}
-                    )
-                    if len(state["requests"]) == p["streams"]:
+                    r = {"stream": ev.stream_id, "path": path, "t_ns": now_ns()}
+                    state["requests"].append(r)
+                    self._requests.append(r)
+                    if len(self._requests) == p["streams"]:
                         self._respond()
 
         def _respond(self) -> None:
             state["responded_ns"] = now_ns()
-            for r in state["requests"]:
+            for r in self._requests:
                 self._h3.send_headers(
                     r["stream"],
                     [
@@ -151,7 +162,7 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
                         (b"content-length", str(p["body_len"]).encode()),
                     ],
                 )
-            for r in state["requests"]:  # queue every body; aioquic rotates the streams
+            for r in self._requests:  # queue every body; aioquic rotates the streams
                 self._h3.send_data(r["stream"], body, end_stream=True)
             self.transmit()
 
@@ -165,7 +176,14 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
             idle_timeout=p["idle_timeout_s"],
         )
         cfg.load_cert_chain(p["cert"], p["key"])
-        srv = await serve(p["server_ip"], p["port"], configuration=cfg, create_protocol=Server)
+        srv = await serve(
+            p["server_ip"],
+            p["port"],
+            configuration=cfg,
+            create_protocol=Server,
+            session_ticket_fetcher=lambda label: tickets.pop(label, None),
+            session_ticket_handler=lambda t: tickets.__setitem__(t.ticket, t),
+        )
         ready()
         try:
             await asyncio.wait_for(done.wait(), timeout=float(p["timeout_s"]))
@@ -205,6 +223,8 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
             if isinstance(event, HandshakeCompleted):
                 meta["handshake_done_ns"] = now_ns()
                 meta["alpn"] = event.alpn_protocol
+                meta["session_resumed"] = event.session_resumed
+                meta["early_data_accepted"] = event.early_data_accepted
             for ev in self._h3.handle_event(event):
                 t = now_ns()
                 if isinstance(ev, HeadersReceived):
@@ -233,28 +253,50 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
             self.transmit()
 
     logger = QuicLogger()
+    ticket: list[Any] = []
+    first: dict[str, Any] = {}
     with open(p["keylog_client"], "a", encoding="ascii") as keylog:
-        cfg = QuicConfiguration(
-            is_client=True,
-            alpn_protocols=H3_ALPN,
-            secrets_log_file=keylog,
-            quic_logger=logger,
-            server_name=DEFAULT_HOSTNAME,
-            idle_timeout=p["idle_timeout_s"],
-        )
-        if p["client_max_data"]:
-            cfg.max_data = int(p["client_max_data"])
-        if p["client_max_stream_data"]:
-            cfg.max_stream_data = int(p["client_max_stream_data"])
-        cfg.load_verify_locations(cafile=p["cert"])
-        meta["connect_ns"] = now_ns()
-        async with connect(
-            p["server_ip"], p["port"], configuration=cfg, create_protocol=Client
-        ) as conn:
-            meta["get_write_ns"] = now_ns()
-            conn.request_all()  # type: ignore[attr-defined]
-            await asyncio.wait_for(all_done.wait(), timeout=float(p["timeout_s"]))
-            meta["done_ns"] = now_ns()
+        for n in range(2 if p["resume"] else 1):
+            cfg = QuicConfiguration(
+                is_client=True,
+                alpn_protocols=H3_ALPN,
+                secrets_log_file=keylog,
+                quic_logger=logger,
+                server_name=DEFAULT_HOSTNAME,
+                idle_timeout=p["idle_timeout_s"],
+            )
+            if p["client_max_data"]:
+                cfg.max_data = int(p["client_max_data"])
+            if p["client_max_stream_data"]:
+                cfg.max_stream_data = int(p["client_max_stream_data"])
+            cfg.load_verify_locations(cafile=p["cert"])
+            last = n == (1 if p["resume"] else 0)
+            if n == 1:
+                cfg.session_ticket = ticket[-1] if ticket else None
+            if last:  # the connection the ground truth describes
+                data.clear()
+                ended.clear()
+                all_done.clear()
+                meta["connect_ns"] = now_ns()
+            async with connect(
+                p["server_ip"],
+                p["port"],
+                configuration=cfg,
+                create_protocol=Client,
+                session_ticket_handler=ticket.append,
+                wait_connected=not (last and p["zero_rtt"]),
+            ) as conn:
+                t_get = now_ns()
+                conn.request_all()  # type: ignore[attr-defined]
+                await asyncio.wait_for(all_done.wait(), timeout=float(p["timeout_s"]))
+                if last:
+                    meta["get_write_ns"] = t_get
+                    meta["done_ns"] = now_ns()
+                    meta["resumed_with_ticket"] = cfg.session_ticket is not None
+                else:
+                    first["done_ns"] = now_ns()
+                    await asyncio.sleep(0.05)  # let the ticket arrive and the close finish
+    meta["first_connection"] = first
     return {
         "socket": None,
         "tls": {"version": "TLSv1.3", "cipher": None, "alpn": meta.get("alpn")},
@@ -390,6 +432,17 @@ def ground_truth(run: RunData) -> dict[str, Any]:
         "stream_bytes": per,
         "server_packets": sq["sent"],
         "server_stalls": stalls,
+        "resumption": {
+            "resumed_with_ticket": cli.get("resumed_with_ticket", False),
+            "session_resumed": cli.get("session_resumed"),
+            "early_data_accepted": cli.get("early_data_accepted"),
+            "client_0rtt_packets": sum(1 for x in cq["sent"] if x["type"] == "0RTT"),
+            "first_connection_done_ns": (cli.get("first_connection") or {}).get("done_ns"),
+            # how long the resumed connection's application waited before its request
+            "request_after_connect_ms": truth.ms(cli["get_write_ns"] - cli["connect_ns"])
+            if cli.get("get_write_ns") and cli.get("connect_ns")
+            else None,
+        },
         "client_limit_updates": limit_updates,
         "summary": {
             "server_stalls": len(stalls),
@@ -425,6 +478,14 @@ def _validate(doc: dict[str, Any]) -> list[str]:
             problems.append(f"no other stream progressed during the hole: {s}")
     elif s["lost_packets"]:
         problems.append(f"control lost packets: {gt['server_lost']}")
+    if p.get("resume"):
+        r = gt.get("resumption", {})
+        if not r.get("session_resumed"):
+            problems.append(f"the second connection did not resume: {r}")
+        elif p.get("zero_rtt") and not (r["early_data_accepted"] and r["client_0rtt_packets"]):
+            problems.append(f"0-RTT was not used and accepted: {r}")
+        elif not p.get("zero_rtt") and r["client_0rtt_packets"]:
+            problems.append(f"0-RTT used although the scenario waits for the handshake: {r}")
     if p.get("client_max_stream_data") and s.get("server_stalls", 0) < 2:
         problems.append(f"small windows but the server never stalled: {s}")
     if not p.get("client_max_stream_data") and not p["drop_s2c"] and s.get("server_stalls"):
@@ -500,6 +561,48 @@ register(
         server=f"{_M}:server",
         client=f"{_M}:client",
         params={**PARAMS, "streams": 1, "body_len": 32_768, "drop_s2c": []},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+        fixture_middle=False,
+    )
+)
+register(
+    Scenario(
+        name="h3_resumed_no_0rtt",
+        summary="HTTP/3 (aioquic), a resumed connection that waits for the handshake before its request",
+        what="2 connections; the second resumes with the first's ticket (0-RTT allowed by the "
+        "server) but sends its GET only after the handshake: one round trip spent for nothing",
+        expected=("zero_rtt_unused",),
+        pair="h3_resumed_0rtt",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**PARAMS, "streams": 1, "body_len": 4_096, "drop_s2c": [], "resume": True},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+        fixture_middle=False,
+    )
+)
+register(
+    Scenario(
+        name="h3_resumed_0rtt",
+        summary="HTTP/3 (aioquic), a resumed connection that sends its request in 0-RTT (control)",
+        what="the same two connections; the second sends its GET in 0-RTT packets with the "
+        "ClientHello and the server accepts them",
+        expected=(),
+        controls=("zero_rtt_unused",),
+        pair="h3_resumed_no_0rtt",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={
+            **PARAMS,
+            "streams": 1,
+            "body_len": 4_096,
+            "drop_s2c": [],
+            "resume": True,
+            "zero_rtt": True,
+        },
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,
