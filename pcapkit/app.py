@@ -52,6 +52,8 @@ class AppDirection:
     # frame that made it readable: feeds a parser that needs both directions in wire order
     cuts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     cut_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # undecryptable 0-RTT records were left out before this position (whole requests)
+    early_skipped: bool = False
 
 
 @dataclass
@@ -89,10 +91,17 @@ def _tls_direction(trace: Trace, tf: Any, name: str, rec_lookup: Any) -> AppDire
     pos = 0
     stop = None
     stop_offset = None
+    early_skipped = False
     for r in tf.results:
         if r.direction != name:
             continue
         inner = r.inner_content_type
+        if r.plaintext is None and getattr(r, "early_data", False):
+            # 0-RTT data without the early secret: whole requests are missing, the
+            # 1-RTT stream after them decrypts and parses on its own (what Wireshark
+            # shows too); the anomaly comes from the TLS layer
+            early_skipped = True
+            continue
         if r.plaintext is None:
             if r.content_type == 23 or (inner is None and r.content_type not in (20, 21, 22, 24)):
                 if pos or r.status.value not in ("no_handshake",):
@@ -126,7 +135,9 @@ def _tls_direction(trace: Trace, tf: Any, name: str, rec_lookup: Any) -> AppDire
         i = np.clip(np.searchsorted(st, p, side="right") - 1, 0, st.shape[0] - 1)
         return rf[i], rt[i]
 
-    return AppDirection(b"".join(parts), stamp, stop, stop_offset, st, np.asarray(rf, np.int64))
+    return AppDirection(
+        b"".join(parts), stamp, stop, stop_offset, st, np.asarray(rf, np.int64), early_skipped
+    )
 
 
 def _tcp_direction(trace: Trace, flow: int, name: str) -> AppDirection:
@@ -329,7 +340,12 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
     # stamp every item's last byte in one call per direction
     stamps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for d, items in (("c2s", conn.c2s), ("s2c", conn.s2c)):
-        ends = np.asarray([max(it.end - 1, it.offset) for it in items], np.int64)
+        # the last byte of each unit (an end-of-message marker has length 0: the byte
+        # before it, the message's last)
+        ends = np.asarray(
+            [it.end - 1 if it.end > it.offset else max(it.offset - 1, 0) for it in items],
+            np.int64,
+        )
         stamps[d] = dirs[d].stamp(ends) if items else (np.zeros(0, np.int64),) * 2
 
     req_heads: dict[int, tuple[Any, int, int, int, int]] = {}
@@ -364,6 +380,13 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             r = resp.setdefault(it.message, {"interim": [], "pieces": [], "items": []})
             r["end"] = (it, fr, ts)
 
+    # requests sent as 0-RTT data without the early secret are missing from the client's
+    # stream: the responses to them come first, so the requests pair with later answers
+    finals = sum(1 for h in conn.s2c if isinstance(h, Http1Head) and not h.interim)
+    surplus = max(0, finals - len(req_heads)) if af.c2s.early_skipped else 0
+    if surplus:
+        req_heads = {k + surplus: v for k, v in req_heads.items()}
+        req_ends = {k + surplus: v for k, v in req_ends.items()}
     n_req = max([*req_heads, *resp, -1]) + 1
     for n in range(n_req):
         rh = req_heads.get(n)
@@ -379,8 +402,13 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             "authority": req.get("host") if req else None,
             "path": req.target if req else None,
             "status": resp_head.status if resp_head else None,
-            "request_frame": rh[1] if rh else -1,
-            "response_frame": head[1] if head else -1,
+            # where Wireshark shows the messages: once head and body are complete (it
+            # reassembles bodies); the response's header block is response_head_frame
+            "request_frame": req_ends[n][1] if n in req_ends else (rh[1] if rh else -1),
+            "response_frame": (
+                r["end"][1] if r.get("end") and r["end"][0].complete else (head[1] if head else -1)
+            ),
+            "response_head_frame": head[1] if head else -1,
             "request_start_ts_ns": rh[4] if rh else -1,
             "request_end_ts_ns": req_ends[n][2] if n in req_ends else -1,
             "response_ts_ns": head[2] if head else -1,
@@ -630,6 +658,7 @@ def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             else None,
             "request_frame": rf,
             "response_frame": sf,
+            "response_head_frame": sf,
             "request_start_ts_ns": rt,
             "request_end_ts_ns": ret if req_end is not None else rt,
             "response_ts_ns": stt,
@@ -817,6 +846,7 @@ def _http3(b: _Builder, qf: Any) -> None:
             "status": int(strm.status) if strm.status and str(strm.status).isdigit() else None,
             "request_frame": rf,
             "response_frame": sf,
+            "response_head_frame": sf,
             "request_start_ts_ns": rt,
             "request_end_ts_ns": rt,
             "response_ts_ns": stt,

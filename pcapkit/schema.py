@@ -279,8 +279,19 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("path", "str", "request target / :path"),
         ("status", "Int64", "final response status (missing: no response seen)"),
         ("content_type", "str", "response Content-Type"),
-        ("request_frame", "Int64", "frame in which the request's header block completed"),
-        ("response_frame", "Int64", "frame in which the response's header block completed"),
+        (
+            "request_frame",
+            "Int64",
+            "where Wireshark shows the request: HTTP/1.1 head and body complete; HTTP/2 and "
+            "HTTP/3 the header block",
+        ),
+        (
+            "response_frame",
+            "Int64",
+            "where Wireshark shows the response: HTTP/1.1 head and body complete (a streamed "
+            "body: its end); HTTP/2 and HTTP/3 the header block",
+        ),
+        ("response_head_frame", "Int64", "frame in which the response's header block completed"),
         (
             "ttfb_ms",
             "Float64",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import pcapkit
@@ -74,8 +75,8 @@ def test_nagle_delays_the_first_token_not_the_control() -> None:
 
 
 def test_messages_rows_point_at_wireshark_frames() -> None:
-    """request_frame / response_frame are the frames whose record completed the head:
-    the record table's last_frame of the record holding the head's last byte."""
+    """response_head_frame is the frame whose record completed the response head (the
+    records table's last_frame of that record); request_frame the request's."""
     with pcapkit.open(FIX / "tls_sse_nodelay" / "client.pcapng") as t:
         q = t.requests.iloc[0]
         rec = t.records
@@ -83,12 +84,82 @@ def test_messages_rows_point_at_wireshark_frames() -> None:
         c2s_first = app[app.dir == "c2s"].iloc[0]
         assert q.request_frame == c2s_first.last_frame
         s2c_first = app[app.dir == "s2c"].iloc[0]
-        assert q.response_frame == s2c_first.last_frame
+        assert q.response_head_frame == s2c_first.last_frame
+        # the chunked SSE body ends with the last application record
+        assert q.response_frame == app[app.dir == "s2c"].iloc[-1].last_frame
         m = t.messages
         assert set(m.request.dropna().tolist()) == {0}
         assert m.frame.notna().all()
         heads = m[m.type.isin(["request", "response"])]
         assert heads.detail.tolist() == ["GET /v1/stream HTTP/1.1", "HTTP/1.1 200 OK"]
+
+
+CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "wireshark"
+HTTP_CAPTURES = [
+    ("http-ooo.pcap", None),
+    ("http-ooo2.pcap", None),
+    ("tls13-rfc8446.pcap", "keys/tls13-rfc8446.keys"),
+    ("tls13-rfc8446.pcap", "keys/tls13-rfc8446-noearly.keys"),
+    ("tls12-dsb.pcapng", None),
+]
+
+
+@pytest.mark.parametrize("name,keys", HTTP_CAPTURES)
+def test_http1_frames_equal_tshark(name: str, keys: str | None) -> None:
+    """Differential: every HTTP/1.1 request and response sits at the frame tshark shows it
+    (out-of-order reassembly on, as MANIFEST.md's facts were taken)."""
+    from tshark_util import TSHARK, fields
+
+    path = CORPUS / name
+    if TSHARK is None or not path.exists():
+        pytest.skip("tshark or the corpus is missing")
+    extra = ["-o", "tcp.reassemble_out_of_order:TRUE"]
+    if keys:
+        extra += ["-o", f"tls.keylog_file:{CORPUS / keys}"]
+    rows = fields(
+        path,
+        "frame.number",
+        "http.request.method",
+        "http.response.code",
+        display_filter="http",
+        extra=extra,
+    )
+    req_frames = [int(r[0]) for r in rows if r[1]]
+    resp_frames = [int(r[0]) for r in rows if len(r) > 2 and r[2]]
+    with pcapkit.open(path, keylog=CORPUS / keys if keys else None) as t:
+        q = t.requests
+    assert q.request_frame.dropna().astype(int).tolist() == req_frames
+    assert q.response_frame.dropna().astype(int).tolist() == resp_frames
+
+
+def test_http_ooo_manifest_facts() -> None:
+    path = CORPUS / "http-ooo.pcap"
+    if not path.exists():
+        pytest.skip("corpus missing")
+    with pcapkit.open(path) as t:
+        q = t.requests
+    got = list(zip(q.method, q.path, q.request_frame.astype(int), strict=True))
+    assert got == [
+        ("PUT", "/1", 4),
+        ("GET", "/2", 7),
+        ("PUT", "/3", 10),
+        ("PUT", "/4", 11),
+        ("PUT", "/5", 15),
+    ]
+    assert q.request_body_bytes.tolist() == [4, 0, 6, 5, 4]
+
+
+def test_tls13_rfc8446_bodies() -> None:
+    path = CORPUS / "tls13-rfc8446.pcap"
+    if not path.exists():
+        pytest.skip("corpus missing")
+    with pcapkit.open(path, keylog=CORPUS / "keys/tls13-rfc8446.keys") as t:
+        q = t.requests
+        bodies = [t.plaintext(int(f), "s2c").split(b"\r\n\r\n", 1)[1] for f in q.flow.unique()]
+    assert q.path.tolist() == ["/first", "/early", "/second"]
+    assert (q.status == 200).all() and (q.content_type == "text/plain").all()
+    assert bodies[0] == b"Request for /first, version TLSv1.3, Early data: no\n"
+    assert q.response_body_bytes.tolist() == [52, 53, 54]
 
 
 def test_requests_need_keys_and_say_why() -> None:
@@ -315,3 +386,16 @@ def test_h3_lost_stream_completes_only_after_the_retransmission() -> None:
     hol = f[f.kind == "quic_stream_hol"]
     assert hol.stream.tolist() == hit
     assert q.last_byte_ts_ns[hit[0]] >= hol.t_end_ns.iloc[0]
+
+
+def test_tls13_rfc8446_without_the_early_secret() -> None:
+    """MANIFEST: with the -noearly keys the 0-RTT request (frame 8) is missing; its
+    response still pairs with an unknown request and /second with its own response."""
+    path = CORPUS / "tls13-rfc8446.pcap"
+    if not path.exists():
+        pytest.skip("corpus missing")
+    with pcapkit.open(path, keylog=CORPUS / "keys/tls13-rfc8446-noearly.keys") as t:
+        q = t.requests
+    assert q.path.tolist()[0] == "/first" and q.path.tolist()[2] == "/second"
+    assert pd.isna(q.path.iloc[1]) and q.response_frame.tolist() == [6, 10, 13]
+    assert q.request_frame.iloc[2] == 12

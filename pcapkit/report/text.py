@@ -192,7 +192,11 @@ def request_line(q: Any) -> str:
     if not _na(q.response_body_bytes):
         parts.append(_b(int(q.response_body_bytes)))
     frames = f"frames {'?' if _na(q.request_frame) else q.request_frame}→"
-    frames += "?" if _na(q.response_frame) else str(q.response_frame)
+    head = getattr(q, "response_head_frame", None)
+    if not _na(head) and not _na(q.response_frame) and head != q.response_frame:
+        frames += f"{head} (headers), {q.response_frame} (complete)"
+    else:
+        frames += "?" if _na(q.response_frame) else str(q.response_frame)
     done = "" if q.complete or _na(q.status) else ", incomplete"
     return (
         f"    {stream}{q.method or '?'} {where} → {status}{ctype}: "
