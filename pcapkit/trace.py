@@ -115,9 +115,11 @@ class Trace:
         *,
         progress: Progress | None = None,
         redact: bool = True,
+        embedded_keys: bool = True,
     ) -> None:
         self.path = os.fspath(path)
         self.redact_secrets = redact
+        self.embedded_keys = embedded_keys
         self._progress = progress
         self._report("read", 0.0)
         self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
@@ -370,13 +372,18 @@ class Trace:
         )
 
     # -- TLS -----------------------------------------------------------------------
+    @property
+    def secrets(self) -> list[Any]:
+        """The capture's Decryption Secrets Blocks, unless opened with embedded_keys=False."""
+        return list(self.raw.secrets) if self.embedded_keys else []
+
     @cached_property
     def _tls(self) -> list[Any]:
         from .sessions.tls import load_keys, run_tls
 
         net = self._net
         self._report("tls", 0.0)
-        keys = load_keys(self.keylog, self.raw.secrets)
+        keys = load_keys(self.keylog, self.secrets)
         self.key_sources = keys.sources
         tcp_flows = np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist()
         out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys)
@@ -979,13 +986,15 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     *,
     progress: Progress | None = None,
     redact: bool = True,
+    embedded_keys: bool = True,
 ) -> Trace:
     """Open a pcap/pcapng capture (optionally gzip-compressed).
 
     ``keylog`` is an NSS key log (path or bytes) for TLS/QUIC decryption; keys in
     the file's Decryption Secrets Blocks are used as well.  ``redact`` (default)
     hides the values of credential headers (authorization, cookies) in
-    ``Trace.requests``.  Raises
+    ``Trace.requests``.  ``embedded_keys=False`` ignores the pcapng Decryption Secrets
+    Blocks (analyse a capture as a third party without keys would).  Raises
     :class:`pcapkit.errors.PcapkitError` subclasses for whole-file problems.
     """
-    return Trace(path, keylog, progress=progress, redact=redact)
+    return Trace(path, keylog, progress=progress, redact=redact, embedded_keys=embedded_keys)

@@ -399,3 +399,29 @@ def test_tls13_rfc8446_without_the_early_secret() -> None:
     assert q.path.tolist()[0] == "/first" and q.path.tolist()[2] == "/second"
     assert pd.isna(q.path.iloc[1]) and q.response_frame.tolist() == [6, 10, 13]
     assert q.request_frame.iloc[2] == 12
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_h2_flow_control_stalls_without_keys(vantage: str) -> None:
+    """DETECTION.md §4.2's heuristic: the same fixture opened as a third party without
+    its keys (the pcapng's Decryption Secrets Block ignored)."""
+    truth = _truth("h2_flow_control")["ground_truth"]["stalls"]
+    with pcapkit.open(FIX / "h2_flow_control" / f"{vantage}.pcapng", embedded_keys=False) as t:
+        assert t.tls.decrypted_records.iloc[0] == 0 and t.requests.empty
+        f = t.findings
+    st = f[f.kind == "h2_flow_control_stall"].sort_values("t_start_ns")
+    assert len(st) == len(truth)
+    assert all(d["method"] == "without_keys" for d in st.details)
+    assert (st.confidence < 0.8).all()
+    for got, want in zip(st.cost_ms.tolist(), [s["idle_ms"] for s in truth], strict=True):
+        assert got == pytest.approx(want, rel=0.2)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["h2_flow_control_large", "h2_hol_nodrop", "h2_sse_nodrop", "h2_send_buffer", "grpc_stream"],
+)
+def test_h2_no_keys_heuristic_is_quiet_elsewhere(name: str) -> None:
+    for v in ("client", "server"):
+        with pcapkit.open(FIX / name / f"{v}.pcapng", embedded_keys=False) as t:
+            assert "h2_flow_control_stall" not in set(t.findings.kind)

@@ -18,6 +18,17 @@ is the first seen after that, at least half that leg before the next DATA.
 Cost = t(next DATA) − t(DATA k): both are X's frames, so the interval is the same at
 every vantage (measured_interval).
 
+Without keys (§4.2 "Heuristic without keys"), on a TLS connection whose ClientHello
+offered h2 and whose records did not decrypt: the sender X goes idle for at least
+``min_idle_ms`` with everything it sent acknowledged; a *small* application-data
+record from Y (a WINDOW_UPDATE pair is 26 bytes of plaintext: ≤ ``small_record``
+bytes on the wire) arrives; X's next record follows within d_X + ``resume_slack_ms``
+— and this repeats at least ``min_repeats`` times, each pause after at least
+``min_window`` bytes of new data (a window, or half of one; HTTP/2 stacks send
+WINDOW_UPDATE at different fill levels, so the spacing is not constant).
+Confidence is lower (a request/response protocol can look alike), the cost is the
+same idle interval.
+
 Counter-checks: the stream ended (END_STREAM) — nothing left to send; X resumed
 before any WINDOW_UPDATE — the pause was not for credit (application pause);
 idle below ``min_idle_ms`` — no stall worth reporting.
@@ -28,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Evidence, Finding, frame_filter
-from .context import DetectContext
+from .context import DIRS, DetectContext
 
 KINDS = ("h2_flow_control_stall",)
 
@@ -42,6 +53,13 @@ MIN_IDLE_MS = 1.0
 def detect(
     ctx: DetectContext, *, stall_credit: int = STALL_CREDIT, min_idle_ms: float = MIN_IDLE_MS
 ) -> list[Finding]:
+    """With keys (HTTP/2 frames) when the connection decrypted, else the heuristic."""
+    return _with_keys(ctx, stall_credit=stall_credit, min_idle_ms=min_idle_ms) + (
+        detect_without_keys(ctx)
+    )
+
+
+def _with_keys(ctx: DetectContext, *, stall_credit: int, min_idle_ms: float) -> list[Finding]:
     rows: list[dict[str, Any]] = getattr(ctx, "h2_flow", None) or []
     out: list[Finding] = []
     by_flow: dict[tuple[int, str], list[dict[str, Any]]] = {}
@@ -135,4 +153,123 @@ def detect(
                     },
                 )
             )
+    return out
+
+
+# A WINDOW_UPDATE pair (stream + connection) is 2 × 13 = 26 bytes of HTTP/2; in TLS 1.3
+# that is 26 + 1 (inner type) + 16 (AEAD tag) + 5 (header) = 48 bytes on the wire, in
+# TLS 1.2 GCM 26 + 8 + 16 + 5 = 55.  64 leaves room for one more small frame (a PING).
+SMALL_RECORD = 64
+# The sender resumes on receipt: its own processing plus scheduling, ~1 ms on Linux.
+RESUME_SLACK_MS = 3.0
+# "repeated with roughly constant bytes between resumptions (≈ the window or half)":
+# at least two pauses, each after a window's worth of data; the smallest window that
+# still stalls a sender is one full frame (SETTINGS_MAX_FRAME_SIZE 16 384, RFC 9113 §4.2)
+MIN_REPEATS = 2
+MIN_WINDOW = 16_384
+
+
+def detect_without_keys(
+    ctx: DetectContext,
+    *,
+    min_idle_ms: float = 5.0,
+    small_record: int = SMALL_RECORD,
+    resume_slack_ms: float = RESUME_SLACK_MS,
+    min_repeats: int = MIN_REPEATS,
+    min_window: int = MIN_WINDOW,
+) -> list[Finding]:
+    out: list[Finding] = []
+    tls = ctx.tls
+    recs = ctx.records
+    if tls is None or not len(tls) or not len(recs):
+        return out
+    for row in tls.itertuples(index=False):
+        offered = str(row.alpn_offered or "").split(",")
+        if "h2" not in offered or row.decrypted_records:
+            continue
+        f = int(row.flow)
+        for d in (1, 0):
+            x = ctx.records_of(f, d)
+            y = ctx.records_of(f, 1 - d)
+            if len(x) < 4 or not len(y):
+                continue
+            # data records of X (a WINDOW_UPDATE, PING or close_notify is smaller)
+            x = x[(x["outer_content_type"] == 23) & (x["length"] > small_record)]
+            y = y[(y["outer_content_type"] == 23) & (y["length"] <= small_record)]
+            if len(x) < 4 or not len(y):
+                continue
+            x_first = x["first_ts_ns"].to_numpy("int64")
+            x_last = x["last_byte_ts_ns"].to_numpy("int64")
+            x_fr = x["first_frame"].to_numpy("int64")
+            x_lfr = x["last_byte_frame"].to_numpy("int64")
+            x_len = x["length"].to_numpy("int64")
+            sent = x_len.cumsum()
+            y_ts = y["last_byte_ts_ns"].to_numpy("int64")
+            y_fr = y["last_byte_frame"].to_numpy("int64")
+            d_x, _ = ctx.sender_receiver_legs(f, d)
+            slack = int(resume_slack_ms * 1e6) + (d_x or 0)
+            eps = []
+            for i in range(len(x) - 1):
+                if sent[i] < min_window:
+                    continue  # no window can be spent yet (the handshake and request phase)
+                t0, t1 = int(x_last[i]), int(x_first[i + 1])
+                if (t1 - t0) / 1e6 < min_idle_ms:
+                    continue
+                # the receiver's record may be captured before the pause begins when the
+                # capture sits at the receiver (it left while X's last data was in flight)
+                lo = t0 - (d_x or 0)
+                k = [j for j in range(len(y_ts)) if lo < y_ts[j] <= t1 and t1 - y_ts[j] <= slack]
+                if not k:
+                    continue
+                eps.append((i, k[-1], t0, t1, int(sent[i])))
+            if len(eps) < min_repeats:
+                continue
+            # every pause after at least a window's worth of new data
+            gaps = [b[4] - a[4] for a, b in zip(eps, eps[1:], strict=False)]
+            if any(g < min_window for g in gaps):
+                continue
+            for i, j, t0, t1, _ in eps:
+                ev = [
+                    Evidence(int(x_lfr[i]), "last data before the pause", t0),
+                    Evidence(
+                        int(y_fr[j]),
+                        "small record from the receiver (WINDOW_UPDATE?)",
+                        int(y_ts[j]),
+                    ),
+                    Evidence(int(x_fr[i + 1]), "data resumes", t1),
+                ]
+                who, peer = ctx.endpoint(f, d), ctx.peer(f, d)
+                out.append(
+                    Finding(
+                        kind="h2_flow_control_stall",
+                        flow=f,
+                        dir=DIRS[d],
+                        t_start_ns=t0,
+                        t_end_ns=t1,
+                        cost_ms=(t1 - t0) / 1e6,
+                        cost_method="measured_interval",
+                        evidence=ev,
+                        explanation=(
+                            f"Probably HTTP/2 flow control (no keys: inferred from record "
+                            f"sizes and timing): {who} paused {(t1 - t0) / 1e6:.1f} ms and "
+                            f"resumed right after a {int(y['length'].iloc[j])}-byte record from "
+                            f"{peer} (the size of a WINDOW_UPDATE), the same pattern "
+                            f"{len(eps)} times, after {', '.join(str(e[4]) for e in eps)} bytes."
+                        ),
+                        remedy=(
+                            f"Raise the receiver's HTTP/2 windows ({peer}): "
+                            "SETTINGS_INITIAL_WINDOW_SIZE and a connection WINDOW_UPDATE of "
+                            "at least the bandwidth-delay product. Capture with keys "
+                            "(SSLKEYLOGFILE) to confirm from the frames."
+                        ),
+                        display_filter=frame_filter([e.frame for e in ev]),
+                        confidence=0.5,
+                        checks=[
+                            "ClientHello offered h2; records not decrypted",
+                            "resumed within the sender's leg after a small receiver record",
+                            f"{len(eps)} pauses with similar bytes between them",
+                        ],
+                        details={"method": "without_keys", "episodes": len(eps)},
+                    )
+                )
     return out

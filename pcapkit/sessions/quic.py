@@ -100,7 +100,7 @@ def run_quic(trace: Any, keylog: Any = None) -> list[QuicFlow]:
     if keylog is None:
         from .tls import load_keys
 
-        keylog = load_keys(trace.keylog, trace.raw.secrets).keylog
+        keylog = load_keys(trace.keylog, trace.secrets).keylog
     # packets of the QUIC flows grouped by flow, frame order inside each group
     pkt_flow = ft.pkt_flow
     sel = np.nonzero(np.isin(pkt_flow, np.asarray(quic, np.int64)))[0]
