@@ -214,3 +214,40 @@ def test_no_keys_no_findings():
     )
     assert quic_detector.detect(ctx) == []
     assert isinstance(qf, QuicFlow)
+
+
+# -- SSE over HTTP/3 on one stream: QUIC cannot help (issue 7, DETECTION.md §4.5) ---------
+_FIX3 = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _sse_truth(name: str) -> dict:
+    return json.loads((_FIX3 / name / "scenario.json").read_text())
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_single_stream_sse_drop_is_h3_single_stream_hol(vantage: str) -> None:
+    sc = _sse_truth("h3_sse_drop")
+    gt, one_way = sc["ground_truth"], sc["params"]["delay_ms"]
+    with pcapkit.open(_FIX3 / "h3_sse_drop" / f"{vantage}.pcapng") as t:
+        f = t.findings
+        q = t.requests
+        gaps = t.gaps
+    hol = f[f.kind == "h3_single_stream_hol"]
+    assert hol.stream.tolist() == gt["drops"][0]["streams_hit"] == [0]
+    assert "quic_stream_hol" not in set(f.kind)  # nothing else kept flowing
+    assert hol.cost_ms.iloc[0] == pytest.approx(gt["summary"]["hole_ms"], rel=0.2)
+    assert q.protocol.tolist() == ["h3"] and q.events.tolist() == [sc["params"]["sse_events"]]
+    if vantage == "client":
+        # the event in the lost packet: its extra wait is attributed to the finding
+        late = max(gt["events"], key=lambda e: e["latency_ms"])
+        g = gaps[gaps.event == late["n"] - 1].iloc[0]
+        assert g.cause == "h3_single_stream_hol"
+        assert g.network_ms == pytest.approx(late["latency_ms"] - one_way, rel=0.2)
+
+
+def test_single_stream_sse_control_is_clean() -> None:
+    for v in ("client", "server"):
+        with pcapkit.open(_FIX3 / "h3_sse_nodrop" / f"{v}.pcapng") as t:
+            kinds = set(t.findings.kind)
+            assert not kinds & {"h3_single_stream_hol", "quic_stream_hol", "sse_batching"}
+            assert (t.gaps.event == 0).all()

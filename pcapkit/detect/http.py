@@ -46,6 +46,12 @@ HOLDING_KINDS = (
     "tls_record_split_write",
     "zero_window",
     "slow_start_restart",
+    "h2_flow_control_stall",
+    "h2_send_buffer_hol",
+    "quic_stream_hol",
+    "h3_single_stream_hol",
+    "quic_flow_control_stall",
+    "qpack_blocked_stream",
 )
 
 

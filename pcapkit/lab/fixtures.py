@@ -521,6 +521,24 @@ def _h3_fc(doc: dict[str, Any], caps: Caps) -> list[str]:
     return out
 
 
+def _h3_sse(doc: dict[str, Any], caps: Caps) -> list[str]:
+    gt, p = doc["ground_truth"], doc["params"]
+    one_way = float(p["delay_ms"])
+    late = [e for e in gt["events"] if e["latency_ms"] and e["latency_ms"] > one_way + 5]
+    out = [f"{len(gt['events'])} events, write → read minus the path delay:"]
+    if late:
+        out.append(", ".join(f"event {e['n']} +{e['latency_ms'] - one_way:.1f} ms" for e in late))
+    else:
+        out.append("every event within 5 ms")
+    if gt["drops"]:
+        d = gt["drops"][0]
+        out.append(
+            f"dropped datagram {d['payload_index']}: stream frames {d['stream_frames']}, "
+            f"hole {d['hole_ms']} ms at the client"
+        )
+    return out
+
+
 def _h3_resume(doc: dict[str, Any], caps: Caps) -> list[str]:
     r = doc["ground_truth"].get("resumption", {})
     return [
@@ -677,6 +695,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "h3_streams_nodrop": _h3,
     "h3_flow_control": _h3_fc,
     "h3_flow_control_large": _h3_fc,
+    "h3_sse_drop": _h3_sse,
+    "h3_sse_nodrop": _h3_sse,
     "h3_resumed_no_0rtt": _h3_resume,
     "h3_resumed_0rtt": _h3_resume,
     "tls_record_split_write": _split,

@@ -46,6 +46,7 @@ PATHOLOGIES: dict[str, tuple[str, str]] = {
     "h2_flow_control_stall": ("H2", "DETECTION.md §4.2"),
     "h2_send_buffer_hol": ("H3", "DETECTION.md §4.3"),
     "quic_stream_hol": ("Q1", "DETECTION.md §4.4"),
+    "h3_single_stream_hol": ("Q3", "DETECTION.md §4.5"),
     "quic_flow_control_stall": ("Q2", "DETECTION.md §4.5; RFC 9000 §4"),
     "zero_rtt_unused": ("Q4", "DETECTION.md §7.6; RFC 9001 §4.6"),
     "tls_tiny_records": ("T1", "DETECTION.md §5.1"),

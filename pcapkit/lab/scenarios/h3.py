@@ -27,13 +27,16 @@ packet; and the client application's per-stream DATA arrival times.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import truth
 from ..apps import now_ns
 from ..certs import DEFAULT_HOSTNAME
 from . import RunData, Scenario, register
+
+_EVENT_RE = re.compile(rb"data: token (\d+)\n\n")
 
 PARAMS: dict[str, Any] = {
     "delay_ms": 15.0,
@@ -54,6 +57,10 @@ PARAMS: dict[str, Any] = {
     # handshake
     "resume": False,
     "zero_rtt": False,
+    # > 0: the (single) response is an SSE stream of this many events, one every
+    # sse_interval_ms, each its own DATA frame and packet (text/event-stream)
+    "sse_events": 0,
+    "sse_interval_ms": 50.0,
 }
 
 
@@ -153,6 +160,9 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
 
         def _respond(self) -> None:
             state["responded_ns"] = now_ns()
+            if p["sse_events"]:
+                asyncio.ensure_future(self._stream_events(self._requests[0]["stream"]))
+                return
             for r in self._requests:
                 self._h3.send_headers(
                     r["stream"],
@@ -165,6 +175,21 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
             for r in self._requests:  # queue every body; aioquic rotates the streams
                 self._h3.send_data(r["stream"], body, end_stream=True)
             self.transmit()
+
+        async def _stream_events(self, sid: int) -> None:
+            self._h3.send_headers(
+                sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
+            )
+            self.transmit()
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            for n in range(1, p["sse_events"] + 1):
+                delay = start + (n - 1) * p["sse_interval_ms"] / 1000 - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                state.setdefault("events", []).append({"n": n, "write_ns": now_ns()})
+                self._h3.send_data(sid, b"data: token %d\n\n" % n, end_stream=n == p["sse_events"])
+                self.transmit()
 
     logger = QuicLogger()
     with open(p["keylog_server"], "a", encoding="ascii") as keylog:
@@ -193,6 +218,7 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
         "socket": None,
         "requests": state["requests"],
         "responded_ns": state["responded_ns"],
+        "events": state.get("events", []),
         "qlog": _compact_qlog(logger.to_dict()),
     }
 
@@ -211,6 +237,8 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
 
     all_done = asyncio.Event()
     data: list[list[int]] = []  # [t_ns, stream, bytes]
+    sse_buf = bytearray()
+    sse_reads: dict[int, int] = {}
     ended: set[int] = set()
     meta: dict[str, Any] = {}
 
@@ -232,6 +260,9 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
                 elif isinstance(ev, DataReceived):
                     if ev.data:
                         data.append([t, ev.stream_id, len(ev.data)])
+                        sse_buf.extend(ev.data)
+                        for m in _EVENT_RE.finditer(bytes(sse_buf)):
+                            sse_reads.setdefault(int(m.group(1)), t)
                     if ev.stream_ended:
                         ended.add(ev.stream_id)
                         if len(ended) == p["streams"]:
@@ -297,6 +328,7 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
                     first["done_ns"] = now_ns()
                     await asyncio.sleep(0.05)  # let the ticket arrive and the close finish
     meta["first_connection"] = first
+    meta["sse_reads"] = [{"n": n, "read_ns": t} for n, t in sorted(sse_reads.items())]
     return {
         "socket": None,
         "tls": {"version": "TLSv1.3", "cipher": None, "alpn": meta.get("alpn")},
@@ -432,6 +464,7 @@ def ground_truth(run: RunData) -> dict[str, Any]:
         "stream_bytes": per,
         "server_packets": sq["sent"],
         "server_stalls": stalls,
+        "events": _event_truth(srv, cli),
         "resumption": {
             "resumed_with_ticket": cli.get("resumed_with_ticket", False),
             "session_resumed": cli.get("session_resumed"),
@@ -461,17 +494,40 @@ def ground_truth(run: RunData) -> dict[str, Any]:
     }
 
 
+def _event_truth(srv: Mapping[str, Any], cli: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """SSE mode: each event's write (server) and read (client application) time."""
+    reads = {e["n"]: e["read_ns"] for e in cli.get("sse_reads", [])}
+    out = []
+    for w in srv.get("events", []):
+        r = reads.get(w["n"])
+        out.append(
+            {
+                "n": w["n"],
+                "write_ns": w["write_ns"],
+                "read_ns": r,
+                "latency_ms": truth.ms(None if r is None else r - w["write_ns"]),
+            }
+        )
+    return out
+
+
 def _validate(doc: dict[str, Any]) -> list[str]:
     gt, p = doc["ground_truth"], doc["params"]
     s = gt["summary"]
     problems = []
-    if s["bytes"] != p["streams"] * p["body_len"]:
+    if p.get("sse_events"):
+        if sum(1 for e in gt.get("events", []) if e["read_ns"]) != p["sse_events"]:
+            problems.append(f"events lost: {gt.get('events')}")
+    elif s["bytes"] != p["streams"] * p["body_len"]:
         problems.append(f"incomplete transfer: {s}")
     if p["drop_s2c"]:
         if s["drop_packet_types"] != ["1RTT"] or not s["drop_streams_hit"]:
             problems.append(f"the drop did not hit a 1-RTT STREAM packet: {s}")
         elif not gt["drops"][0]["retransmissions"]:
             problems.append("the lost STREAM data was not retransmitted")
+        elif p.get("sse_events"):
+            if len([e for e in gt["events"] if e["read_ns"]]) != p["sse_events"]:
+                problems.append("events lost")
         elif set(s["streams_progressing_during_hole"]) & set(s["drop_streams_hit"]):
             problems.append(f"a stream of the lost packet progressed during the hole: {s}")
         elif not set(s["streams_progressing_during_hole"]) - set(s["drop_streams_hit"]):
@@ -494,6 +550,10 @@ def _validate(doc: dict[str, Any]) -> list[str]:
 
 
 _M = __name__
+# s2c datagrams in SSE mode: 1–2 handshake flight, then HANDSHAKE_DONE/SETTINGS, the
+# response headers, one per event: #14 carries an event in the middle of the stream
+# (checked by the validation: a 1-RTT packet of stream 0)
+SSE_DROP_INDEX = 14
 register(
     Scenario(
         name="h3_streams_drop",
@@ -603,6 +663,43 @@ register(
             "resume": True,
             "zero_rtt": True,
         },
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+        fixture_middle=False,
+    )
+)
+register(
+    Scenario(
+        name="h3_sse_drop",
+        summary="SSE over HTTP/3 (aioquic) on one stream, 20 events / 50 ms; one event's packet dropped",
+        what="one h3 request stream carrying 20 SSE events every 50 ms; the packet of a middle "
+        "event is lost: everything behind it waits — QUIC cannot help a single stream",
+        expected=("h3_single_stream_hol",),
+        # the client sees the held events arrive together; the server sent on schedule
+        incidental=("sse_batching",),
+        pair="h3_sse_nodrop",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**PARAMS, "streams": 1, "sse_events": 20, "drop_s2c": [SSE_DROP_INDEX]},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+        fixture_middle=False,
+    )
+)
+register(
+    Scenario(
+        name="h3_sse_nodrop",
+        summary="SSE over HTTP/3 (aioquic) on one stream, no drop (control)",
+        what="the same event stream without a drop: every event on time",
+        expected=(),
+        controls=("h3_single_stream_hol",),
+        incidental=("sse_batching",),
+        pair="h3_sse_drop",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**PARAMS, "streams": 1, "sse_events": 20, "drop_s2c": []},
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,
