@@ -233,11 +233,26 @@ def records(path: str, keylog: str | None, flow: int | None, fmt: str) -> None:
       pcapkit records trace.pcap --keylog keys.log --flow 0 --format csv
     """
     from .report import records_text
+
+    print_table(path, keylog, flow, fmt, "records", records_text)
+
+
+def print_table(
+    path: str,
+    keylog: str | None,
+    flow: int | None,
+    fmt: str,
+    table: str,
+    text: Callable[[Trace, int | None], str],
+    *,
+    redact: bool = True,
+) -> None:
+    """One Trace table as text (``text(trace, flow)``), JSON records or CSV."""
     from .report.json import records as df_records
 
-    trace, prog = open_trace(path, keylog)
+    trace, prog = open_trace(path, keylog, redact=redact)
     with trace:
-        r = trace.records
+        r = getattr(trace, table)
         if flow is not None:
             r = r[r.flow == flow]
         if prog:
@@ -247,7 +262,7 @@ def records(path: str, keylog: str | None, flow: int | None, fmt: str) -> None:
         elif fmt == "csv":
             click.echo(r.to_csv(index=False), nl=False)
         else:
-            click.echo(records_text(trace, flow), nl=False)
+            click.echo(text(trace, flow), nl=False)
 
 
 @cli.command(epilog=EXIT_HELP)
@@ -269,33 +284,22 @@ def records(path: str, keylog: str | None, flow: int | None, fmt: str) -> None:
 def requests(path: str, keylog: str | None, flow: int | None, fmt: str, show_secrets: bool) -> None:
     """HTTP exchanges with their timelines: TTFB, TTFT, events and gaps.
 
-    One block per request (HTTP/1.1 and HTTP/2 over cleartext TCP or decrypted TLS):
-    method, authority, path, status, content type; time to the response headers
-    (TTFB) and to the first SSE event / gRPC message / body byte (TTFT), counted from
-    the frame that completed the request's header block; event count and inter-event
-    gaps; the frames where Wireshark shows the request and the response.
+    One block per request (HTTP/1.1 and HTTP/2 over cleartext TCP or decrypted TLS,
+    HTTP/3 over decrypted QUIC): method, authority, path, status, content type; time to
+    the response headers (TTFB) and to the first SSE event / gRPC message / body byte
+    (TTFT), counted from the frame that completed the request's header block; event
+    count and inter-event gaps, and why the long waits happened (path, a network
+    finding, or the server); the frames where Wireshark shows the request and the
+    response.
 
     \b
     Examples:
       pcapkit requests fixtures/tls_sse_nagle/client.pcapng
       pcapkit requests trace.pcapng --keylog keys.log --format csv > requests.csv
     """
-    from .report.json import records as df_records
     from .report.text import requests_text
 
-    trace, prog = open_trace(path, keylog, redact=not show_secrets)
-    with trace:
-        r = trace.requests
-        if flow is not None:
-            r = r[r.flow == flow]
-        if prog:
-            prog.done()
-        if fmt == "json":
-            click.echo(json.dumps(df_records(r), indent=2))
-        elif fmt == "csv":
-            click.echo(r.to_csv(index=False), nl=False)
-        else:
-            click.echo(requests_text(trace, flow), nl=False)
+    print_table(path, keylog, flow, fmt, "requests", requests_text, redact=not show_secrets)
 
 
 @cli.command(epilog=EXIT_HELP)

@@ -658,8 +658,16 @@ class Trace:
         """Why each streamed response waited: the first event (TTFT) and every long gap,
         split into path, network findings and server time (:mod:`pcapkit.detect.gaps`)."""
         from .detect.gaps import attribute
+        from .sessions.quic import server_leg_ms
 
-        return attribute(self.requests, self.messages, self.flows, self.finding_objects)
+        legs = {qf.flow: server_leg_ms(qf) for qf in self._quic}
+        return attribute(
+            self.requests,
+            self.messages,
+            self.flows,
+            self.finding_objects,
+            server_legs={f: v for f, v in legs.items() if v is not None},
+        )
 
     # -- QUIC ----------------------------------------------------------------------
     @cached_property

@@ -251,3 +251,16 @@ def test_single_stream_sse_control_is_clean() -> None:
             kinds = set(t.findings.kind)
             assert not kinds & {"h3_single_stream_hol", "quic_stream_hol", "sse_batching"}
             assert (t.gaps.event == 0).all()
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_first_event_wait_splits_path_and_server_on_quic(vantage: str) -> None:
+    """The round trip to the server comes from QUIC's own RTT samples (ACK timing minus
+    ACK Delay): one path RTT at the client, ~0 at the server; the server's share is the
+    same from both sides."""
+    delay = _sse_truth("h3_sse_nodrop")["params"]["delay_ms"]
+    with pcapkit.open(_FIX3 / "h3_sse_nodrop" / f"{vantage}.pcapng") as t:
+        g = t.gaps.iloc[0]
+    want_path = 2 * delay if vantage == "client" else 0.0
+    assert g.path_ms == pytest.approx(want_path, abs=3.0)
+    assert g.server_ms < 15.0 and g.gap_ms == pytest.approx(g.path_ms + g.server_ms, abs=0.01)

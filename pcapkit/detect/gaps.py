@@ -82,7 +82,10 @@ def attribute(
     *,
     gap_factor: float = GAP_FACTOR,
     min_extra_ms: float = MIN_EXTRA_MS,
+    server_legs: dict[int, float] | None = None,
 ) -> pd.DataFrame:
+    """``server_legs`` supplies the capture ↔ server round trip (ms) of flows the flows
+    table has none for (QUIC: from ACK timing, :func:`pcapkit.sessions.quic.server_leg_ms`)."""
     rows: dict[str, list[Any]] = {c: [] for c, _, _ in COLUMNS}
     if messages.empty or requests.empty:
         return _frame(rows)
@@ -91,6 +94,9 @@ def attribute(
         int(r.flow): (None if pd.isna(r.server_leg_ms) else float(r.server_leg_ms))
         for r in flows.itertuples(index=False)
     }
+    for f, ms in (server_legs or {}).items():
+        if legs.get(f) is None:
+            legs[f] = ms
     for req_id, grp in ev.groupby("request"):
         q = requests.iloc[int(req_id)]
         ts = grp["ts_ns"].to_numpy(np.int64, na_value=-1)

@@ -263,3 +263,33 @@ def anomaly_rows(flows: list[QuicFlow]) -> list[dict[str, Any]]:
         for qf in flows
         for a in qf.conn.anomalies
     ]
+
+
+def server_leg_ms(qf: QuicFlow) -> float | None:
+    """Round trip between the capture point and the QUIC server, from ACK timing.
+
+    RFC 9002 §5.3's RTT sample taken at the capture point: a client packet seen at t,
+    the server's ACK frame whose Largest Acknowledged is that packet seen at t', minus
+    the ACK Delay the server reported (ack_delay_exponent 3 assumed, RFC 9000 §18.2).
+    At a client-side capture that is the path's RTT, at a server-side one ≈ 0; the
+    minimum over the connection's 1-RTT samples is used (queueing only adds).
+    Handshake timing would include the server's certificate work.
+    """
+    from dissectors.quic.frames import Ack
+
+    conn = qf.conn
+    sent: dict[int, int] = {}
+    best: int | None = None
+    for p in conn.packets:
+        ptype = str(getattr(p.packet_type, "value", ""))
+        if ptype != "1rtt" or p.packet_number is None:
+            continue
+        if p.direction == "c2s":
+            sent.setdefault(p.packet_number, p.ts_ns)
+            continue
+        for fr in p.frames:
+            if isinstance(fr, Ack) and fr.largest_acknowledged in sent:
+                sample = p.ts_ns - sent[fr.largest_acknowledged] - fr.ack_delay * 8_000
+                if sample >= 0 and (best is None or sample < best):
+                    best = sample
+    return None if best is None else best / 1e6
