@@ -329,9 +329,58 @@ def _header_fields(req: Any, resp: Any) -> dict[str, Any]:
     }
 
 
+def _sse_events(
+    b: _Builder,
+    flow: int,
+    d: str,
+    stream: int | None,
+    req_idx: int,
+    pieces: list[tuple[int, bytes]],
+    stamp: Stamp,
+) -> list[int]:
+    """SSE events (and comments) of one response body into messages; their times.
+
+    ``pieces`` are the de-framed body's pieces as (stream offset, bytes), in order;
+    each event is stamped with ``stamp`` at the stream offset of its last byte (when
+    the application above could act on it)."""
+    from dissectors.errors import DissectError
+    from dissectors.sse import SseEvent, SseParser
+
+    sse = SseParser()
+    items: list[Any] = []
+    body_off, strm_off = [], []
+    pos = 0
+    try:
+        for off, data in pieces:
+            body_off.append(pos)
+            strm_off.append(off)
+            items += sse.feed(data)
+            pos += len(data)
+    except DissectError as exc:  # LimitExceeded: keep what was parsed
+        b.anomaly("sse_limit_exceeded", flow, None, str(exc))
+    if not items:
+        return []
+    bo, so = np.asarray(body_off, np.int64), np.asarray(strm_off, np.int64)
+    last = np.asarray([it.end - 1 for it in items], np.int64)
+    k = np.searchsorted(bo, last, side="right") - 1
+    at = so[k] + (last - bo[k])
+    fr, ts = stamp(at)
+    times: list[int] = []
+    for it, f1, t1, p1 in zip(items, fr.tolist(), ts.tolist(), at.tolist(), strict=True):
+        start = int(p1) - (it.length - 1)
+        if isinstance(it, SseEvent):
+            times.append(t1)
+            detail = (f"{it.event}: " if it.event != "message" else "") + it.data
+            b.message(flow, d, stream, "sse", "event", start, it.length, f1, t1, req_idx, detail)
+        else:
+            b.message(
+                flow, d, stream, "sse", "comment", start, it.length, f1, t1, req_idx, ":" + it.text
+            )
+    return times
+
+
 def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
     from dissectors.http1 import Http1Body, Http1End, Http1Head, Http1Tunnel, dissect_connection
-    from dissectors.sse import SseEvent, SseParser
 
     conn = dissect_connection(af.c2s.data, af.s2c.data, eof=af.s2c.stop is None)
     for d, err in conn.error.items():
@@ -440,52 +489,9 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
         events_ts: list[int] = []
         ctype = (row.get("content_type") or "").split(";")[0].strip().lower()
         if ctype == "text/event-stream" and pieces:
-            body_off = np.asarray([p.body_offset for p in pieces], np.int64)
-            strm_off = np.asarray([p.offset for p in pieces], np.int64)
-            sse = SseParser()
-            items: list[Any] = []
-            try:
-                for p in pieces:
-                    items += sse.feed(p.data)
-            except Exception as exc:  # LimitExceeded: keep what was parsed
-                b.anomaly("sse_limit_exceeded", af.flow, None, str(exc))
-            if items:
-                last = np.asarray([it.end - 1 for it in items], np.int64)
-                k = np.searchsorted(body_off, last, side="right") - 1
-                pos = strm_off[k] + (last - body_off[k])
-                fr, ts = af.s2c.stamp(pos)
-                for it, f1, t1, so in zip(
-                    items, fr.tolist(), ts.tolist(), pos.tolist(), strict=True
-                ):
-                    if isinstance(it, SseEvent):
-                        events_ts.append(t1)
-                        b.message(
-                            af.flow,
-                            "s2c",
-                            None,
-                            "sse",
-                            "event",
-                            int(so) - (it.length - 1),
-                            it.length,
-                            f1,
-                            t1,
-                            req_idx,
-                            (f"{it.event}: " if it.event != "message" else "") + it.data,
-                        )
-                    else:
-                        b.message(
-                            af.flow,
-                            "s2c",
-                            None,
-                            "sse",
-                            "comment",
-                            int(so) - (it.length - 1),
-                            it.length,
-                            f1,
-                            t1,
-                            req_idx,
-                            ":" + it.text,
-                        )
+            events_ts = _sse_events(
+                b, af.flow, "s2c", None, req_idx, [(p.offset, p.data) for p in pieces], af.s2c.stamp
+            )
             row["events"] = len(events_ts)
             row["first_event_ts_ns"] = events_ts[0] if events_ts else -1
             p50, p95, mx, rate = _gap_stats(events_ts)
@@ -610,7 +616,6 @@ def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
     """HTTP/2 (RFC 9113) frames into messages, streams into requests, SSE/gRPC events."""
     from dissectors.grpc import dissect_grpc_stream, is_grpc
     from dissectors.http2 import H2Connection, H2Error, H2Frame
-    from dissectors.sse import SseEvent, SseParser
 
     conn = H2Connection()
     events: list[Any] = []
@@ -703,41 +708,12 @@ def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             if call.status is not None:
                 row["grpc_status"] = call.status.code
         elif ctype == "text/event-stream" and chunks:
-            sse = SseParser()
-            body_pos = 0
-            spans = []  # (body offset, stream offset) per chunk
-            items: list[Any] = []
+            ok = []
             for c in chunks:
                 if c.data is None:
-                    break
-                spans.append((body_pos, c.offset))
-                items += sse.feed(c.data)
-                body_pos += len(c.data)
-            if items:
-                bo = np.asarray([x[0] for x in spans], np.int64)
-                so = np.asarray([x[1] for x in spans], np.int64)
-                last_b = np.asarray([it.end - 1 for it in items], np.int64)
-                k = np.searchsorted(bo, last_b, side="right") - 1
-                pos = so[k] + (last_b - bo[k])
-                fr, ts = dirs["s2c"].stamp(pos)
-                for it, f1, t1, p1 in zip(
-                    items, fr.tolist(), ts.tolist(), pos.tolist(), strict=True
-                ):
-                    if isinstance(it, SseEvent):
-                        ev_ts.append(t1)
-                        b.message(
-                            af.flow,
-                            "s2c",
-                            sid,
-                            "sse",
-                            "event",
-                            int(p1) - (it.length - 1),
-                            it.length,
-                            f1,
-                            t1,
-                            req_idx,
-                            (f"{it.event}: " if it.event != "message" else "") + it.data,
-                        )
+                    break  # bytes not captured: later events cannot be placed
+                ok.append((c.offset, c.data))
+            ev_ts = _sse_events(b, af.flow, "s2c", sid, req_idx, ok, dirs["s2c"].stamp)
         if ev_ts or is_grpc(st) or ctype == "text/event-stream":
             row["events"] = len(ev_ts)
             p50, p95, mx, rate = _gap_stats(ev_ts)
@@ -796,7 +772,6 @@ def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
 def _http3(b: _Builder, qf: Any) -> None:
     """HTTP/3 (RFC 9114) over a decrypted QUIC connection into requests and messages."""
     from dissectors.http3 import dissect_quic
-    from dissectors.sse import SseEvent, SseParser
 
     h3 = dissect_quic(qf.conn)
     if h3 is None:
@@ -867,28 +842,23 @@ def _http3(b: _Builder, qf: Any) -> None:
         ev_ts: list[int] = []
         ctype = (row.get("content_type") or "").split(";")[0].strip().lower()
         if ctype == "text/event-stream" and chunks:
-            sse = SseParser()
-            for c in chunks:
-                if c.data is None:
-                    break
-                base = c.offset
-                for it in sse.feed(c.data):
-                    if isinstance(it, SseEvent):
-                        t1 = int(c.ts_ns) if c.ts_ns is not None else -1
-                        ev_ts.append(t1)
-                        b.message(
-                            qf.flow,
-                            s2c,
-                            sid,
-                            "sse",
-                            "event",
-                            base,
-                            it.length,
-                            int(c.frame) if c.frame is not None else -1,
-                            t1,
-                            req_idx,
-                            (f"{it.event}: " if it.event != "message" else "") + it.data,
-                        )
+            ok = [(c.offset, c.data) for c in chunks if c.data is not None]
+            # an HTTP/3 DATA chunk is readable when the STREAM data completing it arrived
+            c_off = np.asarray([c.offset for c in chunks if c.data is not None], np.int64)
+            c_fr = np.asarray(
+                [-1 if c.frame is None else c.frame for c in chunks if c.data is not None], np.int64
+            )
+            c_ts = np.asarray(
+                [-1 if c.ts_ns is None else c.ts_ns for c in chunks if c.data is not None], np.int64
+            )
+
+            def chunk_stamp(
+                at: np.ndarray, o: Any = c_off, f: Any = c_fr, t: Any = c_ts
+            ) -> tuple[np.ndarray, np.ndarray]:
+                i = np.clip(np.searchsorted(o, at, side="right") - 1, 0, max(len(o) - 1, 0))
+                return f[i], t[i]
+
+            ev_ts = _sse_events(b, qf.flow, s2c, sid, req_idx, ok, chunk_stamp)
             row["events"] = len(ev_ts)
             p50, p95, mx, rate = _gap_stats(ev_ts)
             row.update(gap_p50_ms=p50, gap_p95_ms=p95, gap_max_ms=mx, events_per_s=rate)
