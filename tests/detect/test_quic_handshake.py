@@ -76,3 +76,17 @@ def test_zero_rtt_used_is_clean(vantage: str) -> None:
     with pcapkit.open(FIX / "h3_resumed_0rtt" / f"{vantage}.pcapng") as t:
         assert "zero_rtt_unused" not in set(t.findings.kind)
         assert len(t.requests) == 2 and (t.requests.status == 200).all()
+
+
+def test_zero_rtt_request_decrypts_from_the_early_secret() -> None:
+    """aioquic logs CLIENT_EARLY_TRAFFIC_SECRET: the GET inside the 0-RTT packet decrypts
+    and the request row points at that packet's frame."""
+    with pcapkit.open(FIX / "h3_resumed_0rtt" / "client.pcapng") as t:
+        conn = t._quic[1].conn
+        q = t.requests
+    early = [p for p in conn.packets if p.packet_type.value == "0rtt"]
+    assert early and all(p.decrypted for p in early)
+    assert any(type(f).__name__ == "Stream" for p in early for f in p.frames)
+    second = q[q.flow == 1].iloc[0]
+    assert (second.method, second.status) == ("GET", 200)
+    assert second.request_frame == early[0].frame
