@@ -429,6 +429,7 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             r = resp.setdefault(it.message, {"interim": [], "pieces": [], "items": []})
             r["end"] = (it, fr, ts)
 
+    req_heads_by_msg = dict(req_heads)
     # requests sent as 0-RTT data without the early secret are missing from the client's
     # stream: the responses to them come first, so the requests pair with later answers
     finals = sum(1 for h in conn.s2c if isinstance(h, Http1Head) and not h.interim)
@@ -596,6 +597,28 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
                 None,
                 f"{total} bytes after the protocol switch",
             )
+    # h2c by Upgrade (RFC 7540 §3.2): after "101 Switching Protocols" with Upgrade: h2c the
+    # same connection speaks HTTP/2 from the client's preface and the server's next byte
+    switch = next(
+        (
+            h
+            for h in conn.s2c
+            if isinstance(h, Http1Head)
+            and h.status == 101
+            and (h.get("upgrade") or "").lower() == "h2c"
+        ),
+        None,
+    )
+    c_tun = next((it for it in conn.c2s if isinstance(it, Http1Tunnel)), None)
+    if switch is not None and c_tun is not None and switch.message in req_heads_by_msg:
+        rh = req_heads_by_msg[switch.message]
+        _http2(
+            b,
+            af,
+            conn_times,
+            start={"c2s": c_tun.offset, "s2c": switch.end},
+            upgraded=(rh[0], rh[1], rh[2]),
+        )
 
 
 def _wire_order(af: AppFlow) -> list[tuple[int, str, int, bytes]]:
@@ -612,14 +635,31 @@ def _wire_order(af: AppFlow) -> list[tuple[int, str, int, bytes]]:
     return units
 
 
-def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
-    """HTTP/2 (RFC 9113) frames into messages, streams into requests, SSE/gRPC events."""
+def _http2(
+    b: _Builder,
+    af: AppFlow,
+    conn_times: dict[str, Any],
+    *,
+    start: dict[str, int] | None = None,
+    upgraded: tuple[Any, int, int] | None = None,
+) -> None:
+    """HTTP/2 (RFC 9113) frames into messages, streams into requests, SSE/gRPC events.
+
+    ``start`` gives the stream offsets where HTTP/2 begins after an HTTP/1.1 Upgrade
+    (RFC 7540 §3.2); ``upgraded`` is that request's head with its frame and time: it
+    becomes stream 1's request (the server answers it on stream 1)."""
     from dissectors.grpc import dissect_grpc_stream, is_grpc
     from dissectors.http2 import H2Connection, H2Error, H2Frame
 
-    conn = H2Connection()
+    st0 = start or {"c2s": 0, "s2c": 0}
+    conn = H2Connection(c2s_start=st0["c2s"], s2c_start=st0["s2c"])
     events: list[Any] = []
     for _fr, d, off, data in _wire_order(af):
+        end = off + len(data)
+        if end <= st0[d]:
+            continue
+        if off < st0[d]:
+            data, off = data[st0[d] - off :], st0[d]
         events += conn.feed(d, data, off)
     events += conn.close()
     dirs = {"c2s": af.c2s, "s2c": af.s2c}
@@ -638,6 +678,9 @@ def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             continue
         rq, rs = st.request_headers, st.response_headers
         (rf,), (rt,) = stamp_all("c2s", [rq.end]) if rq else ([-1], [-1])
+        up = upgraded if (upgraded is not None and sid == 1 and rq is None) else None
+        if up is not None:  # RFC 7540 §3.2: the upgraded request is stream 1's
+            rf, rt = up[1], up[2]
         (sf,), (stt,) = stamp_all("s2c", [rs.end]) if rs else ([-1], [-1])
         chunks = st.body_chunks["s2c"]
         req_end = st.end_stream_offset["c2s"]
@@ -655,9 +698,9 @@ def _http2(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             "flow": af.flow,
             "stream": sid,
             "protocol": "h2",
-            "method": st.method,
-            "authority": st.authority,
-            "path": st.path,
+            "method": up[0].method if up else st.method,
+            "authority": up[0].get("host") if up else st.authority,
+            "path": up[0].target if up else st.path,
             "status": int(st.status)
             if st.status is not None and str(st.status).isdigit()
             else None,

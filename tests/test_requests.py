@@ -425,3 +425,59 @@ def test_h2_no_keys_heuristic_is_quiet_elsewhere(name: str) -> None:
     for v in ("client", "server"):
         with pcapkit.open(FIX / name / f"{v}.pcapng", embedded_keys=False) as t:
             assert "h2_flow_control_stall" not in set(t.findings.kind)
+
+
+def _h2_frame(ftype: int, flags: int, sid: int, payload: bytes) -> bytes:
+    return (
+        len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + payload
+    )
+
+
+def test_h2c_upgrade_becomes_http2(tmp_path: Path) -> None:
+    """SYNTHETIC h2c by Upgrade (RFC 7540 §3.2; frames encoded here with hpack): the GET
+    sent as HTTP/1.1 is stream 1, answered in HTTP/2 after 101 Switching Protocols."""
+    import hpack
+
+    from pcapkit.io.writer import write_pcap
+
+    from synth import Conn
+
+    enc = hpack.Encoder()
+    c = Conn(sport=80)
+    c.handshake()
+    c.c2s(
+        30_000,
+        b"GET /stream HTTP/1.1\r\nHost: h2c.example\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\nAccept: text/event-stream\r\n\r\n",
+    )
+    c.s2c(
+        50_000, b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n"
+    )
+    c.c2s(51_000, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _h2_frame(4, 0, 0, b""))
+    c.s2c(52_000, _h2_frame(4, 0, 0, b"") + _h2_frame(4, 1, 0, b""))
+    head = enc.encode([(":status", "200"), ("content-type", "text/event-stream")])
+    c.s2c(53_000, _h2_frame(1, 4, 1, head))
+    c.s2c(103_000, _h2_frame(0, 0, 1, b"data: a\n\n"))
+    c.s2c(153_000, _h2_frame(0, 1, 1, b"data: b\n\n"))
+    c.ack_c(160_000)
+    p = tmp_path / "h2c.pcap"
+    write_pcap(p, c.frames, 1)
+    with pcapkit.open(p) as t:
+        q = t.requests
+        m = t.messages
+    h2 = q[q.protocol == "h2"]
+    assert len(h2) == 1
+    r = h2.iloc[0]
+    assert (r.stream, r.method, r.path, r.authority, r.status) == (
+        1,
+        "GET",
+        "/stream",
+        "h2c.example",
+        200,
+    )
+    assert r.events == 2 and r.gap_max_ms == pytest.approx(50.0, abs=0.5)
+    assert r.request_frame == 4  # the HTTP/1.1 request's frame
+    # the HTTP/1.1 side keeps the switch itself
+    h1 = q[q.protocol == "http/1.1"]
+    assert h1.status.tolist() == [101]
+    assert set(m[m.protocol == "h2"].type) >= {"SETTINGS", "HEADERS", "DATA"}
