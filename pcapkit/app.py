@@ -945,15 +945,17 @@ def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
             "syn_ts_ns": int(first_ts[af.flow]) if syn_seen[af.flow] else -1,
             "tls_done_ts_ns": hs.get(af.flow, (-1, -1))[1],
         }
-        for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
-            if ad.stop:
-                b.anomaly("app_stream_truncated", af.flow, ad.stop_offset, f"{d}: {ad.stop}")
         alpn = (af.alpn or "").lower()
         head = af.c2s.data[:24] or af.s2c.data[:24]
         if alpn == "h2" or is_h2_preface(af.c2s.data[:24]):
             _http2(b, af, conn_times)
         elif alpn in ("http/1.1", "http/1.0") or looks_like_http1(head):
             _http1(b, af, conn_times)
+        else:
+            continue  # not HTTP: nothing of this layer to report
+        for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
+            if ad.stop:
+                b.anomaly("app_stream_truncated", af.flow, ad.stop_offset, f"{d}: {ad.stop}")
     for qf in trace._quic:
         if qf.conn.alpn and qf.conn.alpn.startswith("h3"):
             _http3(b, qf)
