@@ -22,9 +22,13 @@ or whose early data the server rejected.  Cost (measured_interval): from the
 client's first Initial to the first packet carrying the request — the round trip
 0-RTT would have saved.
 
-The anti-amplification stall (RFC 9000 §8.1: a server may send only 3× what it
-received before the address is validated) is not detected yet: it needs the
-server's unsent flight, which a capture does not show directly.
+* **Anti-amplification limit** (RFC 9000 §8.1): until the client's address is
+  validated the server may send at most 3 × the bytes it received.  A handshake
+  flight larger than that (big certificate chains) stops at the limit and waits for
+  the client's next datagram.  Signature: the server's datagrams before validation
+  add up to ≥ ``AMPLIFICATION_FILL`` of 3 × the client's bytes, then the server pauses
+  ≥ ``MIN_PAUSE_MS`` and resumes only after a client datagram; the cost is that
+  pause (both ends of it are server datagrams: the same at every vantage).
 """
 
 from __future__ import annotations
@@ -35,6 +39,14 @@ from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 
 KINDS = ("quic_handshake_extra_rtt", "zero_rtt_unused")
+
+# RFC 9000 §8.1: "an endpoint MUST limit the amount of data it sends to the
+# unvalidated address to three times the amount of data received from that address"
+AMPLIFICATION_FACTOR = 3
+# The sender stops within one datagram of the limit; 90 % allows for padding accounting.
+AMPLIFICATION_FILL = 0.9
+# A pause shorter than this is pacing within the flight, not a wait for budget.
+MIN_PAUSE_MS = 1.0
 
 # TLS extension types (RFC 8446 §4.2)
 EXT_PRE_SHARED_KEY = 41
@@ -57,6 +69,14 @@ _WHY = {
         "Let the client start with a version the server supports (advertise it in "
         "Alt-Svc / the HTTPS DNS record), or enable that version on the server.",
     ),
+    "anti_amplification": (
+        "its first flight was larger than the 3 × budget a server has before it has "
+        "validated the client's address (RFC 9000 §8.1), so it stopped until the client's "
+        "next datagram raised the budget",
+        "Make the server's first flight fit 3 × 1200 bytes: a shorter certificate chain "
+        "(ECDSA keys, no cross-signed extras, fewer names) or certificate compression "
+        "(RFC 8879); clients can pad their Initial to more than 1200 bytes.",
+    ),
     "hello_retry_request": (
         "none of the client's key_share groups suited the server, which sent a "
         "HelloRetryRequest, so the client built a second ClientHello",
@@ -68,6 +88,57 @@ _WHY = {
 
 def _first(items: list[Any], pred: Any) -> Any:
     return next((x for x in items if pred(x)), None)
+
+
+class _Datagram:
+    __slots__ = ("frame", "ts_ns", "direction", "size", "types")
+
+    def __init__(self, frame: int, ts_ns: int, direction: str, size: int) -> None:
+        self.frame, self.ts_ns, self.direction, self.size = frame, ts_ns, direction, size
+        self.types: set[str] = set()
+
+
+def _amplification(ctx: DetectContext, qf: Any) -> tuple[str, Any, Any, Any] | None:
+    """The server's pause at the anti-amplification limit, as (cause, a, trigger, b)."""
+    conn = qf.conn
+    pk = ctx.packets
+    sizes = dict(
+        zip(pk["frame"].tolist(), pk["payload_len"].fillna(0).astype(int).tolist(), strict=True)
+    )
+    grams: dict[int, _Datagram] = {}
+    for p in conn.packets:
+        g = grams.get(p.frame)
+        if g is None:
+            g = grams[p.frame] = _Datagram(
+                p.frame, p.ts_ns, p.direction, sizes.get(p.frame, p.length)
+            )
+        g.types.add(str(getattr(p.packet_type, "value", "")))
+    order = sorted(grams.values(), key=lambda g: g.frame)
+    # validated once the server has a Handshake packet from the client (RFC 9000 §8.1)
+    first_hs = next((g for g in order if g.direction == "c2s" and "handshake" in g.types), None)
+    rcvd = sent = 0
+    last_s: _Datagram | None = None
+    for g in order:
+        if g.direction == "c2s":
+            if last_s is not None and first_hs is not None and g.frame >= first_hs.frame:
+                # the pause ended by this client datagram: does the server resume next?
+                nxt = next((h for h in order if h.direction == "s2c" and h.frame > g.frame), None)
+                limit = AMPLIFICATION_FACTOR * rcvd
+                if (
+                    nxt is not None
+                    and "handshake" in nxt.types
+                    and sent >= AMPLIFICATION_FILL * limit
+                    and (nxt.ts_ns - last_s.ts_ns) / 1e6 >= MIN_PAUSE_MS
+                ):
+                    return ("anti_amplification", last_s, g, nxt)
+                return None
+            rcvd += g.size
+        else:
+            if first_hs is not None and g.frame > first_hs.frame:
+                return None
+            sent += g.size
+            last_s = g
+    return None
 
 
 def _ext_types(decoded: Any) -> set[int]:
@@ -181,6 +252,9 @@ def detect(ctx: DetectContext) -> list[Finding]:
             )
             if again is not None:
                 episodes.append((cause, first, trig, again))
+        amp = _amplification(ctx, qf)
+        if amp is not None:
+            episodes.append(amp)
         msgs = conn.tls_messages
         hrr = _first(msgs, lambda m: m.name == "HELLO_RETRY_REQUEST")
         if hrr is not None:
@@ -200,14 +274,22 @@ def detect(ctx: DetectContext) -> list[Finding]:
             why, remedy = _WHY[cause]
             cost = (b.ts_ns - a.ts_ns) / 1e6
             d = qf.flow_dir("c2s")
-            ev = [
-                Evidence(
-                    a.frame,
-                    "first Initial" if cause != "hello_retry_request" else "first ClientHello",
-                    a.ts_ns,
+            roles = {
+                "anti_amplification": (
+                    "server stops at 3× the client's bytes",
+                    "client datagram (more budget)",
+                    "server resumes its flight",
                 ),
-                Evidence(trig.frame, cause.replace("_", " "), trig.ts_ns),
-                Evidence(b.frame, "client starts again", b.ts_ns),
+                "hello_retry_request": (
+                    "first ClientHello",
+                    "hello retry request",
+                    "client starts again",
+                ),
+            }.get(cause, ("first Initial", cause.replace("_", " "), "client starts again"))
+            ev = [
+                Evidence(a.frame, roles[0], a.ts_ns),
+                Evidence(trig.frame, roles[1], trig.ts_ns),
+                Evidence(b.frame, roles[2], b.ts_ns),
             ]
             out.append(
                 Finding(

@@ -22,15 +22,25 @@ CLOCK_SKEW_MARGIN = dt.timedelta(hours=1)  # not_before in the past: tolerate sk
 
 
 def make_self_signed(
-    directory: Path, *, hostname: str = DEFAULT_HOSTNAME, ip: str | None = None
+    directory: Path,
+    *,
+    hostname: str = DEFAULT_HOSTNAME,
+    ip: str | None = None,
+    extra_sans: int = 0,
 ) -> tuple[Path, Path]:
-    """Write ``server.crt`` and ``server.key`` (PEM) into ``directory``; return their paths."""
+    """Write ``server.crt`` and ``server.key`` (PEM) into ``directory``; return their paths.
+
+    ``extra_sans`` adds that many DNS names (``san-00001.<hostname>`` …, ~25 bytes each)
+    to make a large certificate, as CDN certificates with many names are — a server's
+    first flight then outgrows QUIC's anti-amplification budget (RFC 9000 §8.1).
+    """
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hostname)])
     now = dt.datetime.now(dt.timezone.utc)
     sans: list[x509.GeneralName] = [x509.DNSName(hostname)]
     if ip:
         sans.append(x509.IPAddress(ipaddress.ip_address(ip)))
+    sans += [x509.DNSName(f"san-{i:05d}.{hostname}") for i in range(1, extra_sans + 1)]
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)

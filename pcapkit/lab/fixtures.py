@@ -539,6 +539,14 @@ def _h3_sse(doc: dict[str, Any], caps: Caps) -> list[str]:
     return out
 
 
+def _h3_amp(doc: dict[str, Any], caps: Caps) -> list[str]:
+    fp = doc["ground_truth"].get("first_flight_pause") or {}
+    return [
+        f"server flight: longest pause {fp.get('pause_ms')} ms after datagram "
+        f"{fp.get('after_datagram')} ({fp.get('flight_bytes_before')} B of QUIC packets sent)"
+    ]
+
+
 def _h3_resume(doc: dict[str, Any], caps: Caps) -> list[str]:
     r = doc["ground_truth"].get("resumption", {})
     return [
@@ -697,6 +705,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "h3_flow_control_large": _h3_fc,
     "h3_sse_drop": _h3_sse,
     "h3_sse_nodrop": _h3_sse,
+    "h3_amplification_limit": _h3_amp,
+    "h3_small_certificate": _h3_amp,
     "h3_resumed_no_0rtt": _h3_resume,
     "h3_resumed_0rtt": _h3_resume,
     "tls_record_split_write": _split,

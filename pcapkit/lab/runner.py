@@ -274,7 +274,9 @@ def run(
         work = Path(tmp)
         app_params = {**params, "server_ip": SERVER_IP, "client_ip": CLIENT_IP}
         if sc.tls:
-            cert, key = make_self_signed(work / "pki", ip=SERVER_IP)
+            cert, key = make_self_signed(
+                work / "pki", ip=SERVER_IP, extra_sans=int(params.get("cert_extra_sans") or 0)
+            )
             app_params.update(
                 {
                     "cert": str(cert),

@@ -90,3 +90,24 @@ def test_zero_rtt_request_decrypts_from_the_early_secret() -> None:
     second = q[q.flow == 1].iloc[0]
     assert (second.method, second.status) == ("GET", 200)
     assert second.request_frame == early[0].frame
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_anti_amplification_pause(vantage: str) -> None:
+    """A 7 KB certificate: aioquic's server sends exactly 3 × the client's 1200-byte
+    Initial, then waits for the client's next datagram (RFC 9000 §8.1)."""
+    fp = json.loads((FIX / "h3_amplification_limit" / "scenario.json").read_text())["ground_truth"][
+        "first_flight_pause"
+    ]
+    assert fp["flight_bytes_before"] == 3 * 1200
+    with pcapkit.open(FIX / "h3_amplification_limit" / f"{vantage}.pcapng") as t:
+        f = t.findings
+    x = f[f.kind == "quic_handshake_extra_rtt"]
+    assert [d["cause"] for d in x.details] == ["anti_amplification"]
+    assert x.cost_ms.iloc[0] == pytest.approx(fp["pause_ms"], rel=0.2)
+
+
+def test_small_certificate_flight_is_clean() -> None:
+    for v in ("client", "server"):
+        with pcapkit.open(FIX / "h3_small_certificate" / f"{v}.pcapng") as t:
+            assert "quic_handshake_extra_rtt" not in set(t.findings.kind)

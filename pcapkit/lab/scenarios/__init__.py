@@ -49,6 +49,7 @@ PATHOLOGIES: dict[str, tuple[str, str]] = {
     "h3_single_stream_hol": ("Q3", "DETECTION.md §4.5"),
     "quic_flow_control_stall": ("Q2", "DETECTION.md §4.5; RFC 9000 §4"),
     "zero_rtt_unused": ("Q4", "DETECTION.md §7.6; RFC 9001 §4.6"),
+    "quic_handshake_extra_rtt": ("Q5", "DETECTION.md §7.5; RFC 9000 §8.1"),
     "tls_tiny_records": ("T1", "DETECTION.md §5.1"),
     "tls_record_spanning": ("T2", "DETECTION.md §5.2"),
     "tls_record_split_write": ("T3", "DETECTION.md §5.3"),

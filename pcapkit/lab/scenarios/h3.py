@@ -61,6 +61,9 @@ PARAMS: dict[str, Any] = {
     # sse_interval_ms, each its own DATA frame and packet (text/event-stream)
     "sse_events": 0,
     "sse_interval_ms": 50.0,
+    # DNS names added to the server certificate (certs.make_self_signed): 250 make a
+    # ~7 KB certificate, over the 3 × 1200-byte anti-amplification budget of its flight
+    "cert_extra_sans": 0,
 }
 
 
@@ -465,6 +468,7 @@ def ground_truth(run: RunData) -> dict[str, Any]:
         "server_packets": sq["sent"],
         "server_stalls": stalls,
         "events": _event_truth(srv, cli),
+        "first_flight_pause": _first_flight_pause(sq, wire),
         "resumption": {
             "resumed_with_ticket": cli.get("resumed_with_ticket", False),
             "session_resumed": cli.get("session_resumed"),
@@ -492,6 +496,25 @@ def ground_truth(run: RunData) -> dict[str, Any]:
             "retransmit_after_ms": None if d0 is None else d0["retransmit_after_ms"],
         },
     }
+
+
+def _first_flight_pause(sq: Mapping[str, Any], wire: Mapping[int, int]) -> dict[str, Any] | None:
+    """The longest pause inside the server's Initial/Handshake flight on the wire (the
+    forwarder's arrival times of its datagrams): the anti-amplification wait, if any."""
+    hs = [x for x in sq["sent"] if x["type"] in ("initial", "handshake") and x.get("datagram")]
+    grams = sorted({x["datagram"] for x in hs})
+    best = None
+    for a, b in zip(grams, grams[1:], strict=False):
+        ta, tb = wire.get(a), wire.get(b)
+        if ta is None or tb is None:
+            continue
+        if best is None or tb - ta > best["pause_ms"] * 1e6:
+            best = {"after_datagram": a, "resume_datagram": b, "pause_ms": truth.ms(tb - ta)}
+    if best is not None:
+        best["flight_bytes_before"] = sum(
+            x["len"] or 0 for x in hs if x["datagram"] <= best["after_datagram"]
+        )
+    return best
 
 
 def _event_truth(srv: Mapping[str, Any], cli: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -700,6 +723,41 @@ register(
         server=f"{_M}:server",
         client=f"{_M}:client",
         params={**PARAMS, "streams": 1, "sse_events": 20, "drop_s2c": []},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+        fixture_middle=False,
+    )
+)
+register(
+    Scenario(
+        name="h3_amplification_limit",
+        summary="HTTP/3 (aioquic) with a 7 KB certificate: the server's first flight stops at 3× what "
+        "the client sent until the client's next datagram (anti-amplification)",
+        what="a certificate with 250 names makes the server's handshake flight larger than 3 × the "
+        "client's 1200-byte Initial (RFC 9000 §8.1): it waits one round trip for more budget",
+        expected=("quic_handshake_extra_rtt",),
+        pair="h3_small_certificate",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**PARAMS, "streams": 1, "body_len": 1_024, "drop_s2c": [], "cert_extra_sans": 250},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+        fixture_middle=False,
+    )
+)
+register(
+    Scenario(
+        name="h3_small_certificate",
+        summary="HTTP/3 (aioquic) with the usual small certificate: one flight (control)",
+        what="the same request with a one-name certificate: the server's flight fits the budget",
+        expected=(),
+        controls=("quic_handshake_extra_rtt",),
+        pair="h3_amplification_limit",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**PARAMS, "streams": 1, "body_len": 1_024, "drop_s2c": []},
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,
