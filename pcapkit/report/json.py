@@ -59,6 +59,7 @@ def analysis_json(trace: Trace, findings: pd.DataFrame | None = None) -> dict[st
         "capture": to_jsonable({**trace.capture_summary(), "key_sources": trace.key_sources}),
         "flows": records(trace.flows),
         "tls": records(trace.tls),
+        "quic": records(trace.quic),
         "requests": records(trace.requests),
         "gaps": records(trace.gaps),
         "findings": records(trace.findings if findings is None else findings),

@@ -175,6 +175,25 @@ def flow_lines(r: Any, t0: int, tls: Any = None) -> list[str]:
     return lines
 
 
+def quic_line(x: Any) -> str:
+    """One QUIC connection (a row of Trace.quic)."""
+    parts = [f"QUIC {x.version_name or x.version}"]
+    if not _na(x.sni):
+        parts.append(f"SNI {x.sni}")
+    if not _na(x.alpn):
+        parts.append(f"ALPN {x.alpn}")
+    if not _na(x.handshake_ms):
+        parts.append(f"handshake {_ms(x.handshake_ms)}")
+    if x.retry:
+        parts.append("Retry")
+    if x.decrypted:
+        parts.append(f"decrypted ({x.packets} packets)")
+    else:
+        why = "" if _na(x.why_not) else f": {x.why_not}"
+        parts.append(f"{x.undecrypted_packets} of {x.packets} packets not decrypted{why}")
+    return "    " + ", ".join(parts)
+
+
 def request_line(q: Any) -> str:
     """One HTTP exchange: what was asked, the answer, and its timeline."""
     where = f"{'' if _na(q.authority) else q.authority}{'' if _na(q.path) else q.path}"
@@ -263,6 +282,7 @@ def analysis_text(
     t0 = cap["first_ts_ns"] or 0
     shown = flows if max_flows is None else flows.head(max_flows)
     tls = {int(x.flow): x for x in trace.tls.itertuples(index=False)}
+    quic = {int(x.flow): x for x in trace.quic.itertuples(index=False)}
     reqs: dict[int, list[Any]] = {}
     for i, q in enumerate(trace.requests.itertuples(index=False)):
         reqs.setdefault(int(q.flow), []).append((i, q))
@@ -276,6 +296,8 @@ def analysis_text(
     for r in shown.itertuples(index=False):
         out.append("")
         out.extend(flow_lines(r, t0, tls.get(int(r.flow))))
+        if int(r.flow) in quic:
+            out.append(quic_line(quic[int(r.flow)]))
         flow_reqs = reqs.get(int(r.flow), [])
         for i, q in flow_reqs[:MAX_REQUESTS_SHOWN]:
             out.append(request_line(q))
