@@ -264,3 +264,18 @@ def test_first_event_wait_splits_path_and_server_on_quic(vantage: str) -> None:
     want_path = 2 * delay if vantage == "client" else 0.0
     assert g.path_ms == pytest.approx(want_path, abs=3.0)
     assert g.server_ms < 15.0 and g.gap_ms == pytest.approx(g.path_ms + g.server_ms, abs=0.01)
+
+
+def test_analyze_reports_quic() -> None:
+    from click.testing import CliRunner
+
+    from pcapkit.cli import cli
+
+    path = str(_FIX3 / "h3_streams_drop" / "client.pcapng")
+    r = CliRunner().invoke(cli, ["analyze", path, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert [q["alpn"] for q in doc["quic"]] == ["h3"]
+    assert {q["protocol"] for q in doc["requests"]} == {"h3"}
+    text = CliRunner().invoke(cli, ["analyze", path]).output
+    assert "QUIC v1, SNI pcapkit.lab, ALPN h3" in text
