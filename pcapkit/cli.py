@@ -151,7 +151,8 @@ def analyze(
     path: str, keylog: str | None, fmt: str, show_all: bool, fail_on: str | None, min_cost_ms: float
 ) -> None:
     """Summarise every connection of a capture: bytes, handshake, RTT legs, vantage,
-    retransmissions, findings and anomalies.
+    retransmissions, TLS and QUIC sessions, HTTP requests with their timelines and
+    why they waited, findings (worst first, with frames, cost and remedy) and anomalies.
 
     \b
     Examples:
