@@ -48,31 +48,6 @@ def _params(conn: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _legs(qf: Any) -> dict[str, int]:
-    """Round trip capture point ↔ sender, by sender direction (0 when unknown).
-
-    QUIC handshakes spend milliseconds in user space (certificates), so the raw legs
-    are not ~0 even next to an endpoint: the vantage is classified first (as the
-    stream-HoL detector does) and the capture's own side counts as 0.
-    """
-    from .quic import _vantage
-
-    conn = qf.conn
-    hs = conn.handshake
-    ci, si = hs.client_initial, hs.server_initial
-    if ci is None or si is None:
-        return {"c2s": 0, "s2c": 0}
-    nxt = next((p for p in conn.packets if p.direction == "c2s" and p.frame > si.frame), None)
-    d_s = max(si.ts_ns - ci.ts_ns, 0)
-    d_c = max(nxt.ts_ns - si.ts_ns, 0) if nxt is not None else 0
-    v = _vantage(qf)
-    if v == "client":
-        return {"c2s": 0, "s2c": d_s}
-    if v == "server":
-        return {"c2s": d_c, "s2c": 0}
-    return {"c2s": d_c, "s2c": d_s}
-
-
 def _initial_stream_limit(sid: int, sender: str, y_params: dict[str, Any]) -> int:
     client_initiated = sid & 1 == 0
     x_initiated = client_initiated == (sender == "c2s")
@@ -93,10 +68,8 @@ def detect(ctx: DetectContext, *, min_idle_ms: float = MIN_IDLE_MS) -> list[Find
         if not conn.stream_frames:
             continue
         params = _params(conn)
-        legs = _legs(qf)
         for x in ("c2s", "s2c"):
             y = "s2c" if x == "c2s" else "c2s"
-            lag = legs[x]
             updates: list[tuple[int, int, int | None, int]] = []  # (ts, frame, stream|None, max)
             for p in conn.packets:
                 if p.direction != y:
@@ -110,20 +83,26 @@ def detect(ctx: DetectContext, *, min_idle_ms: float = MIN_IDLE_MS) -> list[Find
             if not rows or not updates:
                 continue
             ends: dict[int, int] = {}
-            init_s = {}
+            total = 0  # sum of ends: the connection-level data sent
             c_limits = {int(params[y]["initial_max_data"])} | {
                 u[3] for u in updates if u[2] is None
             }
+            s_limits: dict[int, set[int]] = {}  # per stream: every limit Y granted
+            for u in updates:
+                if u[2] is not None:
+                    s_limits.setdefault(u[2], set()).add(u[3])
             for i, r in enumerate(rows):
-                ends[r.stream_id] = max(ends.get(r.stream_id, 0), r.offset + r.length)
-                if r.stream_id not in init_s:
-                    init_s[r.stream_id] = _initial_stream_limit(r.stream_id, x, params[y])
-                s_limits = {init_s[r.stream_id]} | {u[3] for u in updates if u[2] == r.stream_id}
-                total = sum(ends.values())
+                sid = r.stream_id
+                if sid not in ends:
+                    ends[sid] = 0
+                    s_limits.setdefault(sid, set()).add(_initial_stream_limit(sid, x, params[y]))
+                end = max(ends[sid], r.offset + r.length)
+                total += end - ends[sid]
+                ends[sid] = end
                 # a sender stops *exactly* at a limit it was granted when it has no more
                 # credit; which grant it knew of is not read from the clock (the
                 # handshake legs of QUIC include user-space crypto time)
-                at_stream = ends[r.stream_id] in s_limits
+                at_stream = end in s_limits[sid]
                 at_conn = total in c_limits
                 if not (at_stream or at_conn):
                     continue
@@ -195,8 +174,7 @@ def detect(ctx: DetectContext, *, min_idle_ms: float = MIN_IDLE_MS) -> list[Find
                         confidence=0.85,
                         checks=[
                             "resumed only after the limit was raised",
-                            f"limits counted when they could have reached the {sender} "
-                            f"({lag / 1e6:.1f} ms after capture)",
+                            f"the {sender}'s data stopped exactly at a limit the {receiver} granted",
                         ],
                         details={"limit": limit, "window": which, "raised_to": u[3]},
                     )
