@@ -58,6 +58,7 @@ from typing import Final, Literal
 import hpack
 from hpack import NeverIndexedHeaderTuple
 
+from ._exchange import HttpExchange
 from ._wire import Buffer, Cursor
 from .errors import DissectError
 
@@ -498,7 +499,7 @@ def _dir_pair() -> dict[Direction, int]:
 
 
 @dataclass(slots=True, kw_only=True)
-class H2Stream:
+class H2Stream(HttpExchange):
     """One stream and the HTTP exchange on it (RFC 9113 §5.1, §8.1).
 
     Filled in as frames arrive (not frozen).  ``request_headers`` / ``response_headers``
@@ -535,47 +536,6 @@ class H2Stream:
     first_offset: dict[Direction, int | None] = field(
         default_factory=lambda: {C2S: None, S2C: None}
     )
-
-    # -- request / response shortcuts ---------------------------------------------------
-    def _req(self, name: str) -> str | None:
-        return self.request_headers.get(name) if self.request_headers else None
-
-    @property
-    def method(self) -> str | None:
-        return self._req(":method")
-
-    @property
-    def scheme(self) -> str | None:
-        return self._req(":scheme")
-
-    @property
-    def authority(self) -> str | None:
-        return self._req(":authority") or self._req("host")
-
-    @property
-    def path(self) -> str | None:
-        return self._req(":path")
-
-    @property
-    def status(self) -> int | None:
-        v = self.response_headers.get(":status") if self.response_headers else None
-        return int(v) if v is not None and v.isdigit() else None
-
-    @property
-    def content_type(self) -> str | None:
-        return self.response_headers.get("content-type") if self.response_headers else None
-
-    @property
-    def request_body_bytes(self) -> int:
-        return self.body_bytes[C2S]
-
-    @property
-    def response_body_bytes(self) -> int:
-        return self.body_bytes[S2C]
-
-    def body(self, direction: Direction) -> bytes:
-        """The reassembled body of one direction (missing octets are simply absent)."""
-        return b"".join(c.data for c in self.body_chunks[direction] if c.data is not None)
 
 
 # ---------------------------------------------------------------------------------------

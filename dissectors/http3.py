@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, Final, Literal
 
+from ._exchange import HttpExchange
 from ._wire import Buffer, Cursor
 from .errors import DissectError, Malformed, Truncated
 from .qpack import (
@@ -418,7 +419,7 @@ def _dir_pair() -> dict[Direction, int]:
 
 
 @dataclass(slots=True, kw_only=True)
-class H3Stream:
+class H3Stream(HttpExchange):
     """One request stream (or server push) and its exchange (RFC 9114 §4.1, §4.6).
 
     Attribute-compatible with :class:`dissectors.http2.H2Stream`: ``request_headers``,
@@ -453,46 +454,6 @@ class H3Stream:
         default_factory=lambda: {C2S: None, S2C: None}
     )
     blocked: list[QpackBlocked] = field(default_factory=list)
-
-    def _req(self, name: str) -> str | None:
-        return self.request_headers.get(name) if self.request_headers else None
-
-    @property
-    def method(self) -> str | None:
-        return self._req(":method")
-
-    @property
-    def scheme(self) -> str | None:
-        return self._req(":scheme")
-
-    @property
-    def authority(self) -> str | None:
-        return self._req(":authority") or self._req("host")
-
-    @property
-    def path(self) -> str | None:
-        return self._req(":path")
-
-    @property
-    def status(self) -> int | None:
-        v = self.response_headers.get(":status") if self.response_headers else None
-        return int(v) if v is not None and v.isdigit() else None
-
-    @property
-    def content_type(self) -> str | None:
-        return self.response_headers.get("content-type") if self.response_headers else None
-
-    @property
-    def request_body_bytes(self) -> int:
-        return self.body_bytes[C2S]
-
-    @property
-    def response_body_bytes(self) -> int:
-        return self.body_bytes[S2C]
-
-    def body(self, direction: Direction) -> bytes:
-        """The reassembled body of one direction (missing octets are simply absent)."""
-        return b"".join(c.data for c in self.body_chunks[direction] if c.data is not None)
 
 
 # ---------------------------------------------------------------------------------------
