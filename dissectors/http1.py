@@ -60,6 +60,9 @@ MAX_HEAD_BYTES = 65_536
 # chunk-size [ chunk-ext ] CRLF (RFC 9112 §7.1): hex size plus extensions; 4 KiB is far
 # beyond any real extension and bounds the scan of a desynchronised stream.
 MAX_CHUNK_LINE_BYTES = 4_096
+# Each pass of dissect_connection declines at least one more refused Upgrade; a real
+# connection has one or two Upgrade requests, 8 bounds a hostile one.
+MAX_UPGRADE_PASSES = 8
 # 16 hex digits overflow 2**64; no real chunk is that long.
 _MAX_CHUNK_HEX = 16
 
@@ -365,7 +368,7 @@ class Http1Parser:
             elif st == _CLOSE:
                 self._body_piece(out, len(self._buf))
             elif st == _CHUNK_LINE:
-                if not self._chunk_line(out):
+                if not self._chunk_line():
                     return
             elif st == _CHUNK_DATA:
                 self._body_piece(out, self._msg.remaining if self._msg else 0)
@@ -554,7 +557,7 @@ class Http1Parser:
         self._msg = None
         self._state = _TUNNEL if m.tunnel_after else _HEAD
 
-    def _chunk_line(self, out: list[Http1Item]) -> bool:
+    def _chunk_line(self) -> bool:
         j = self._buf.find(b"\n")
         if j < 0:
             if len(self._buf) > MAX_CHUNK_LINE_BYTES:
@@ -654,7 +657,7 @@ def dissect_connection(
     declined.  ``eof`` says the streams ended (close-delimited bodies complete).
     """
     declined: list[int] = []
-    for _ in range(8):  # each pass declines at least one more upgrade; 8 is plenty
+    for _ in range(MAX_UPGRADE_PASSES):
         req = Http1Parser(is_request=True, start_offset=c2s_start, declined_upgrades=declined)
         c_items, c_err = _run_direction(req, c2s, eof)
         heads = [h for h in c_items if isinstance(h, Http1Head)]
@@ -672,12 +675,11 @@ def dissect_connection(
             and h.message not in declined
         ]
         if not more:
-            conn = Http1Connection(c2s=c_items, s2c=s_items)
-            if c_err:
-                conn.error["c2s"] = c_err
-            if s_err:
-                conn.error["s2c"] = s_err
-            return conn
+            break
         declined += more
     conn = Http1Connection(c2s=c_items, s2c=s_items)
+    if c_err:
+        conn.error["c2s"] = c_err
+    if s_err:
+        conn.error["s2c"] = s_err
     return conn

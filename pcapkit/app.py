@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 # show them unless asked.
 SENSITIVE_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "set-cookie"})
 REDACTED = "<redacted>"
+# Bytes read from the start of a cleartext stream to recognise HTTP/1.1 (a method or
+# status line) or the HTTP/2 preface (24 bytes).
+HEAD_PROBE_BYTES = 24
 # How much of a unit's content goes into the messages table's ``detail``.
 DETAIL_CHARS = 80
 
@@ -60,7 +63,6 @@ class AppDirection:
 class AppFlow:
     flow: int
     alpn: str | None
-    tls: bool
     c2s: AppDirection
     s2c: AppDirection
 
@@ -83,7 +85,7 @@ def _no_stamp(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.full(p.shape, -1, np.int64), np.full(p.shape, -1, np.int64)
 
 
-def _tls_direction(trace: Trace, tf: Any, name: str, rec_lookup: Any) -> AppDirection:
+def _tls_direction(tf: Any, name: str, rec_lookup: Any) -> AppDirection:
     """Plaintext of the application-data records of one direction, stamped per record."""
     starts: list[int] = []
     rec_off: list[int] = []
@@ -96,7 +98,7 @@ def _tls_direction(trace: Trace, tf: Any, name: str, rec_lookup: Any) -> AppDire
         if r.direction != name:
             continue
         inner = r.inner_content_type
-        if r.plaintext is None and getattr(r, "early_data", False):
+        if r.plaintext is None and r.early_data:
             # 0-RTT data without the early secret: whole requests are missing, the
             # 1-RTT stream after them decrypts and parses on its own (what Wireshark
             # shows too); the anomaly comes from the TLS layer
@@ -104,7 +106,7 @@ def _tls_direction(trace: Trace, tf: Any, name: str, rec_lookup: Any) -> AppDire
             continue
         if r.plaintext is None:
             if r.content_type == 23 or (inner is None and r.content_type not in (20, 21, 22, 24)):
-                if pos or r.status.value not in ("no_handshake",):
+                if pos or r.status.value != "no_handshake":
                     stop = (
                         f"TLS record at stream offset {r.offset} not decrypted ({r.status.value})"
                     )
@@ -166,8 +168,13 @@ def _tcp_direction(trace: Trace, flow: int, name: str) -> AppDirection:
 
 def app_flows(trace: Trace) -> list[AppFlow]:
     """Every TCP connection whose application bytes pcapkit can read."""
-    from .net.decode import PROTO_TCP as TCP
+    from dissectors.http1 import looks_like_http1
+    from dissectors.http2 import is_h2_preface
 
+    from .net.decode import PROTO_TCP as TCP
+    from .sessions.tls import stream_head
+
+    buf = trace.raw.buf
     net = trace._net
     recs = trace.records
     lookup = _record_lookup(recs)
@@ -179,14 +186,20 @@ def app_flows(trace: Trace) -> list[AppFlow]:
             sm = tf.summary
             if not sm.decrypted_records:
                 continue
-            c2s = _tls_direction(trace, tf, "c2s", lookup)
-            s2c = _tls_direction(trace, tf, "s2c", lookup)
-            out.append(AppFlow(f, sm.alpn, True, c2s, s2c))
+            c2s = _tls_direction(tf, "c2s", lookup)
+            s2c = _tls_direction(tf, "s2c", lookup)
+            out.append(AppFlow(f, sm.alpn, c2s, s2c))
         else:
+            # cleartext: look at the first bytes before copying a whole stream out of the
+            # capture (most TCP connections of a large capture are not HTTP)
+            ch = stream_head(buf, trace.stream_index(f, "c2s"), HEAD_PROBE_BYTES)
+            sh = stream_head(buf, trace.stream_index(f, "s2c"), HEAD_PROBE_BYTES)
+            if not (is_h2_preface(ch) or looks_like_http1(ch or sh)):
+                continue
             c2s = _tcp_direction(trace, f, "c2s")
             s2c = _tcp_direction(trace, f, "s2c")
             if c2s.data or s2c.data:
-                out.append(AppFlow(f, None, False, c2s, s2c))
+                out.append(AppFlow(f, None, c2s, s2c))
     return out
 
 
@@ -946,8 +959,8 @@ def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
             "tls_done_ts_ns": hs.get(af.flow, (-1, -1))[1],
         }
         alpn = (af.alpn or "").lower()
-        head = af.c2s.data[:24] or af.s2c.data[:24]
-        if alpn == "h2" or is_h2_preface(af.c2s.data[:24]):
+        head = af.c2s.data[:HEAD_PROBE_BYTES] or af.s2c.data[:HEAD_PROBE_BYTES]
+        if alpn == "h2" or is_h2_preface(af.c2s.data[:HEAD_PROBE_BYTES]):
             _http2(b, af, conn_times)
         elif alpn in ("http/1.1", "http/1.0") or looks_like_http1(head):
             _http1(b, af, conn_times)
