@@ -497,22 +497,21 @@ class Trace:
         for c, vals in consts.items():
             cols[c] = [np.repeat(np.asarray(vals, np.int64), plen)]
         cols["_bulk"] = [np.repeat(bmask, plen)]
+        starts = (np.cumsum(plen) - plen).tolist()
+
+        def merged(parts: list[Any], fill: np.ndarray) -> list[np.ndarray]:
+            """One array: each part's fill value repeated, overwritten by a part's own
+            array where it has one (the session-dissected records)."""
+            out = np.repeat(fill, plen)
+            for s0, part in zip(starts, parts, strict=True):
+                if part is not None:
+                    out[s0 : s0 + len(part)] = part
+            return [out]
+
         for c, vals in bulk_consts.items():
-            rep = np.repeat(np.asarray(vals, np.int64), np.where(bmask, plen, 0))
-            it = iter(np.split(rep, np.cumsum(np.where(bmask, plen, 0))[:-1]))
-            cols[c] = [next(it) if part is None else (next(it), part)[1] for part in cols[c]]
-        cols["early_data"] = [
-            np.zeros(k, bool) if part is None else part
-            for part, k in zip(cols["early_data"], part_len, strict=True)
-        ]
-        hs_parts = []
-        for part, k in zip(cols["handshake"], part_len, strict=True):
-            if part is None:
-                e = np.empty(k, dtype=object)
-                e[:] = ""
-                part = e
-            hs_parts.append(part)
-        cols["handshake"] = hs_parts
+            cols[c] = merged(cols[c], np.asarray(vals, np.int64))
+        cols["early_data"] = merged(cols["early_data"], np.zeros(len(part_len), bool))
+        cols["handshake"] = merged(cols["handshake"], np.full(len(part_len), "", dtype=object))
         n = sum(len(x) for x in cols["flow"])
         if n == 0:
             return schema.frame("records", n=0)
