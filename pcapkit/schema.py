@@ -365,6 +365,11 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
 }
 
 
+def is_missing(v: Any) -> bool:
+    """A missing table value as rows hand it out: None, ``pd.NA`` or a float NaN."""
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+
+
 def columns(table: str) -> list[str]:
     return [c for c, _, _ in SCHEMAS[table]]
 

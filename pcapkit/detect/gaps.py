@@ -105,9 +105,7 @@ def attribute(
             continue
         flow = int(q.flow)
         # the first event's wait counts from the end of the request (else its start)
-        t_req = int(
-            q.request_start_ts_ns if pd.isna(q.request_end_ts_ns) else q.request_end_ts_ns
-        )
+        t_req = int(q.request_start_ts_ns if pd.isna(q.request_end_ts_ns) else q.request_end_ts_ns)
         gaps = np.diff(ts) / 1e6
         med = float(np.median(gaps)) if gaps.shape[0] else 0.0
         limit = max(gap_factor * med, med + min_extra_ms)

@@ -32,11 +32,9 @@ follow.  Same-direction interval: the same at every vantage (DETECTION.md §1.1)
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
-import pandas as pd
 
+from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 
@@ -52,10 +50,6 @@ MIN_QUEUED_BYTES = LOWAT_BYTES + 16_384 + 9 + 22
 # per 1 448-byte segment at 1 Mbit/s; an ACK-clocked sender sends them in pairs).
 MAX_IDLE_MS = 5.0
 IDLE_FACTOR = 3.0
-
-
-def _na(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v))
 
 
 def detect(

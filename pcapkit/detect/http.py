@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 
@@ -53,10 +54,6 @@ HOLDING_KINDS = (
     "quic_flow_control_stall",
     "qpack_blocked_stream",
 )
-
-
-def _na(v: Any) -> bool:
-    return v is None or v is np.nan or str(v) in ("<NA>", "nan", "None")
 
 
 def overlapping(prior: list[Finding], flow: int, d: str, t0: int, t1: int) -> list[Finding]:

@@ -41,12 +41,11 @@ seen (no ServerHello) are not judged.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 from .reuse import ConnTimeline, timeline
@@ -63,10 +62,6 @@ SESSION_LIFETIME_S = 300.0
 INITIAL_WINDOW_SEGMENTS = 10
 
 _TLS12_OR_OLDER = ("SSL 3.0", "TLS 1.0", "TLS 1.1", "TLS 1.2")
-
-
-def _na(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
 def _bool(v: Any) -> bool:

@@ -39,7 +39,6 @@ Counter-checks (§7.3 "FPs"):
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from ..net.decode import ACK, FIN, RST, SYN
+from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 
@@ -114,10 +114,6 @@ class ConnTimeline:
     def ready_ts(self) -> int | None:
         """When the client could send a request on it (its first application byte)."""
         return self.app_ts
-
-
-def _na(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
 def _str(v: Any) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..schema import is_missing as _na
 from ..trace import Trace
 
 # Flows beyond this many are summarised in one line unless --all is given.
@@ -31,10 +32,6 @@ def _ms(v: Any) -> str:
 
 def _n(k: int, one: str, many: str | None = None) -> str:
     return f"{k} {one if k == 1 else (many or one + 's')}"
-
-
-def _na(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
 CONTENT_TYPES = {
