@@ -21,6 +21,7 @@ import ipaddress
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .decode import ACK, FIN, PROTO_TCP, PROTO_UDP, RST, SYN, Decoded
 
@@ -75,8 +76,7 @@ def _addresses(dec: Decoded, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, l
     strings: list[str] = []
     if s4.shape[0]:
         both = np.concatenate([c["src4"][s4], c["dst4"][s4]])
-        uniq, inv = np.unique(both, return_inverse=True)
-        inv = inv.reshape(-1)
+        uniq, inv = _sorted_ids(both)
         src_id[s4] = inv[: s4.shape[0]]
         dst_id[s4] = inv[s4.shape[0] :]
         strings = [str(ipaddress.IPv4Address(int(u))) for u in uniq]
@@ -96,26 +96,32 @@ def _addresses(dec: Decoded, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, l
     return src_id, dst_id, strings
 
 
+def _sorted_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` by hashing: a capture holds few
+    distinct addresses, so a hash table (``pandas.factorize``) beats sorting every
+    packet's address; ids are ranks in sorted order, exactly as ``np.unique`` numbers them.
+    """
+    codes, uniq = pd.factorize(values)
+    order = np.argsort(uniq, kind="stable")
+    rank = np.empty(order.shape[0], np.int64)
+    rank[order] = np.arange(order.shape[0])
+    return uniq[order], rank[codes]
+
+
 def _group_ids(*keys: np.ndarray) -> np.ndarray:
-    """Dense ids of equal key tuples, numbered in order of first occurrence."""
+    """Dense ids of equal key tuples, numbered in order of first occurrence.
+
+    Each key is factorised (hashing, no sort over the packets) and folded into the
+    codes so far; every fold stays below m² < 2**63, so no tuple is ever merged.
+    """
     m = keys[0].shape[0]
     if m == 0:
         return np.zeros(0, np.int64)
-    order = np.lexsort(keys[::-1])
-    change = np.zeros(m, bool)
-    change[0] = True
-    for k in keys:
-        ks = k[order]
-        change[1:] |= ks[1:] != ks[:-1]
-    gid_sorted = np.cumsum(change) - 1
-    gid = np.empty(m, np.int64)
-    gid[order] = gid_sorted
-    # renumber by first occurrence
-    first = np.full(int(gid_sorted[-1]) + 1, m, np.int64)
-    np.minimum.at(first, gid, np.arange(m))
-    rank = np.empty_like(first)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.shape[0])
-    return rank[gid]
+    codes, _ = pd.factorize(keys[0])
+    for k in keys[1:]:
+        kc, ku = pd.factorize(k)
+        codes, _ = pd.factorize(codes * ku.shape[0] + kc)
+    return codes.astype(np.int64, copy=False)
 
 
 def build_flows(dec: Decoded) -> FlowTable:
@@ -131,7 +137,8 @@ def build_flows(dec: Decoded) -> FlowTable:
     eb = (dst_id[sel].astype(np.int64) << 16) | dp
     lo = np.minimum(ea, eb)
     hi = np.maximum(ea, eb)
-    conv = _group_ids(l4[sel], lo, hi)
+    # (protocol, lo, hi): endpoints are < 2**47, so the protocol bit packs into lo
+    conv = _group_ids((lo << 1) | (l4[sel] == PROTO_UDP), hi)
     fwd_is_lo = ea <= eb  # direction within the conversation (0: lo→hi)
 
     # --- split TCP conversations on port reuse (Wireshark rule) --------------
@@ -152,7 +159,8 @@ def build_flows(dec: Decoded) -> FlowTable:
         cand = np.unique(conv[late_syn])
         if cand.shape[0]:
             next_id = nconv
-            order = np.argsort(conv, kind="stable")
+            rows = np.nonzero(np.isin(conv, cand))[0]
+            order = rows[np.argsort(conv[rows], kind="stable")]
             bounds = np.searchsorted(conv[order], np.stack([cand, cand + 1]))
             for ci, (a, b) in zip(cand.tolist(), bounds.T.tolist(), strict=True):
                 idx = order[a:b]
@@ -167,7 +175,8 @@ def build_flows(dec: Decoded) -> FlowTable:
                     if base[di] is None:
                         base[di] = int(seq[i]) if flags[i] & SYN else (int(seq[i]) - 1) & 0xFFFFFFFF
                     conn[i] = cur
-            conn = _group_ids(conn)
+            if next_id > nconv:  # some connection split: renumber by first packet
+                conn = _group_ids(conn)
 
     nflow = int(conn.max()) + 1 if conn.shape[0] else 0
     m = sel.shape[0]
