@@ -5,6 +5,8 @@ temporary file, recognised by its magic bytes, not its name) and walked once.
 The walk is the only per-record Python loop and touches nothing but the record
 headers; every per-packet field (timestamps, lengths, interface) is then
 gathered with numpy from the record offsets.  No Python object per packet.
+For classic pcap the same gather also copies the first ``HEAD_BYTES`` of every
+frame (``RawCapture.head``) for the decoder, while those pages are resident.
 
 Formats
 -------
@@ -44,6 +46,13 @@ from ..errors import CaptureTooBroken, NotACapture
 # captures with a 64 KiB MTU stay far below it.  A bigger caplen means the file
 # is corrupt from here on: we stop and report instead of reading garbage.
 MAX_CAPLEN = 262_144
+
+# Bytes at the start of each frame that the classic-pcap walk copies into
+# ``RawCapture.head`` while the record's page is resident anyway: Ethernet + a
+# VLAN tag + IPv6 + TCP with timestamps is 90 bytes.  The decoder reads link,
+# IP and TCP headers from this compact matrix instead of faulting every page of
+# the file back in.
+HEAD_BYTES = 96
 
 # Largest pcapng block we accept (Wireshark: MAX_BLOCK_SIZE = 16 MiB + headroom).
 MAX_BLOCK_LEN = 16 * 1024 * 1024 + 4096
@@ -126,6 +135,10 @@ class RawCapture:
     interfaces: list[Interface]
     secrets: list[Secret] = field(default_factory=list)
     anomalies: list[dict[str, Any]] = field(default_factory=list)
+    # (frames × HEAD_BYTES) uint8: the bytes at each data_off (past caplen: whatever
+    # follows in the file; rows whose window runs past the file end are zero), or
+    # None (pcapng, or dropped once the packets are decoded)
+    head: np.ndarray | None = field(default=None, repr=False)
     _keepalive: list[Any] = field(default_factory=list, repr=False)
 
     @property
@@ -286,6 +299,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
     last = n - rec_hdr
     buf = np.frombuffer(mm, dtype=np.uint8)
     hdr_parts: list[np.ndarray] = []
+    head_parts: list[np.ndarray] = []
     done = 0  # records whose headers are gathered
     while off <= last:
         for _ in repeat(None, PROGRESS_EVERY):
@@ -294,13 +308,17 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
             append(off)
             off += rec_hdr + caplen_at(mm, off + 8)[0]
         chunk = np.array(offs[done:], dtype=np.int64)
-        hdr_parts.append(_gather_words(buf, chunk, order, 4))  # ts_sec, ts_frac, caplen, origlen
+        words, head = _gather_records(buf, chunk, order, rec_hdr)
+        hdr_parts.append(words)  # ts_sec, ts_frac, caplen, origlen
+        head_parts.append(head)
         _dontneed(mm, int(offs[done]), min(off, n))
         done = len(offs)
         if progress:
             progress(min(off, n) / n)
     rec = np.frombuffer(offs, dtype=np.int64).copy() if len(offs) else np.zeros(0, np.int64)
     hdr = np.concatenate(hdr_parts) if hdr_parts else np.zeros((0, 4), np.int64)
+    head = np.concatenate(head_parts) if head_parts else np.zeros((0, HEAD_BYTES), np.uint8)
+    del head_parts
     caplen = hdr[:, 2]
     bad = (caplen > limit) | (rec + rec_hdr + caplen > n)
     if bad.any():
@@ -315,7 +333,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         else:
             detail = f"last record at byte {o} needs {cl} bytes, only {n - o - rec_hdr} remain"
             anomalies.append(_anomaly("truncated_record", detail, frame=i + 1, offset=o))
-        rec, hdr = rec[:i], hdr[:i]
+        rec, hdr, head = rec[:i], hdr[:i], head[:i]
     elif off < n:
         anomalies.append(
             _anomaly(
@@ -348,7 +366,45 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         iface=iface,
         interfaces=[intf],
         anomalies=anomalies,
+        head=head,
     )
+
+
+def rows_at(arr: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
+    """``width`` bytes of the 1-D uint8 ``arr`` at each offset, as an (n, width) matrix.
+
+    The array is viewed as overlapping ``width``-byte items, one starting at every
+    byte, so fancy indexing copies each row in one piece (every offset must leave
+    ``width`` bytes in bounds).
+    """
+    if arr.shape[0] < width:
+        return np.zeros((idx.shape[0], width), np.uint8)
+    items = np.ndarray(
+        shape=(arr.shape[0] - width + 1,),
+        dtype=np.dtype((np.void, width)),
+        buffer=arr,
+        strides=(1,),
+    )
+    return items[idx].view(np.uint8).reshape(idx.shape[0], width)
+
+
+def _gather_records(
+    buf: np.ndarray, off: np.ndarray, order: str, rec_hdr: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The header words (n, 4) and the first HEAD_BYTES of the data of records at ``off``.
+
+    One row copy per record: header and data sit next to each other in the file.
+    """
+    width = rec_hdr + HEAD_BYTES
+    fits = off + width <= buf.shape[0]
+    if fits.all():
+        blk = rows_at(buf, off, width)
+        words = np.ascontiguousarray(blk[:, :16]).view(order + "u4").astype(np.int64)
+        return words, blk[:, rec_hdr:]
+    words = _gather_words(buf, off, order, 4)
+    head = np.zeros((off.shape[0], HEAD_BYTES), np.uint8)
+    head[fits] = rows_at(buf, off[fits], width)[:, rec_hdr:]
+    return words, head
 
 
 def _gather_words(buf: np.ndarray, idx: np.ndarray, order: str, words: int) -> np.ndarray:

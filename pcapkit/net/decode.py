@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..io.reader import RawCapture
+from ..io.reader import HEAD_BYTES, RawCapture, rows_at
 
 # Cap on anomaly rows of one kind: a capture full of fragments must not turn into
 # a million Python dicts.  The rest is summarised in one extra row.
@@ -85,75 +85,70 @@ class Decoded:
 
 
 class _Bytes:
-    """Bounded gathers over the capture buffer.
+    """Bounded reads of one chunk's packets.
 
-    ``end`` is the per-packet end of captured data; reads past it yield 0 and a
-    False entry in the returned mask, never an IndexError.
+    Every read names its packets (``rows``, indices into the chunk) and absolute
+    offsets in the capture buffer; ``end`` is the per-packet end of captured data.
+    Reads past it yield 0 and a False entry in the returned mask, never an
+    IndexError.  Reads inside the first :data:`~pcapkit.io.reader.HEAD_BYTES` of a
+    packet come from a compact copy of those bytes (``head``: the reader's, else
+    gathered here once), the rest from the file.
     """
 
-    def __init__(self, buf: np.ndarray) -> None:
+    def __init__(self, buf: np.ndarray, start: np.ndarray, head: np.ndarray | None) -> None:
         self.buf = buf
-        self.last = max(buf.shape[0] - 1, 0)
-        self._rows: dict[int, np.ndarray] = {}
+        self.start = start
+        n = buf.shape[0]
+        self.w = HEAD_BYTES if n >= HEAD_BYTES else 0
+        # a packet whose window would run past the end of the file reads from the file
+        self.has_head = (start + self.w <= n) if self.w else np.zeros(start.shape[0], bool)
+        if self.w:
+            if head is None:
+                head = rows_at(buf, np.where(self.has_head, start, 0), self.w)
+            self.head = np.ascontiguousarray(head).reshape(-1)
 
-    def header(self, idx: np.ndarray, end: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-        """``width`` bytes at each offset as an (n, width) matrix — one gather per header.
-
-        The buffer is viewed (no copy) as overlapping rows of ``width`` bytes, one
-        starting at every offset; fancy-indexing that view copies each packet's
-        header in one step instead of one gather per field.  Rows not fully
-        captured are zero, with False in the mask.
-        """
+    def header(
+        self, rows: np.ndarray, idx: np.ndarray, end: np.ndarray, width: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``width`` bytes at each offset as an (n, width) matrix; rows not fully captured are zero."""
         ok = idx + width <= end
-        n = self.buf.shape[0]
-        if n < width:
-            return np.zeros((idx.shape[0], width), np.uint8), np.zeros(idx.shape[0], bool)
-        rows = self._rows.get(width)
-        if rows is None:
-            rows = np.lib.stride_tricks.as_strided(
-                self.buf, (n - width + 1, width), (1, 1), writeable=False
-            )
-            self._rows[width] = rows
-        h = rows[np.where(ok, idx, 0)]
-        h[~ok] = 0
+        m = idx.shape[0]
+        k = idx - self.start[rows]
+        hit = ok & (k >= 0) & (k + width <= self.w) & self.has_head[rows]
+        if m and hit.all():
+            h = rows_at(self.head, rows * self.w + k, width)
+        else:
+            h = np.zeros((m, width), np.uint8)
+            if hit.any():
+                h[hit] = rows_at(self.head, (rows * self.w + k)[hit], width)
+            miss = ok & ~hit
+            if miss.any():
+                h[miss] = rows_at(self.buf, idx[miss], width)
         return h, ok
 
-    def u8(self, idx: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ok = idx + 1 <= end
-        v = self.buf[np.where(ok, idx, 0)].astype(np.int64)
-        return np.where(ok, v, 0), ok
+    def u8(
+        self, rows: np.ndarray, idx: np.ndarray, end: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        h, ok = self.header(rows, idx, end, 1)
+        return h[:, 0].astype(np.int64), ok
 
-    def u16(self, idx: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ok = idx + 2 <= end
-        i = np.where(ok, idx, 0)
-        b = self.buf
-        v = (b[i].astype(np.int64) << 8) | b[i + ok].astype(np.int64)
-        return np.where(ok, v, 0), ok
+    def u16(
+        self, rows: np.ndarray, idx: np.ndarray, end: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        h, ok = self.header(rows, idx, end, 2)
+        return _be16(h, 0), ok
 
-    def u32(self, idx: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ok = idx + 4 <= end
-        i = np.where(ok, idx, 0)
-        s = ok.astype(np.int64)
-        b = self.buf
-        v = (
-            (b[i].astype(np.int64) << 24)
-            | (b[i + s].astype(np.int64) << 16)
-            | (b[i + 2 * s].astype(np.int64) << 8)
-            | b[i + 3 * s].astype(np.int64)
-        )
-        return np.where(ok, v, 0), ok
+    def u32(
+        self, rows: np.ndarray, idx: np.ndarray, end: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        h, ok = self.header(rows, idx, end, 4)
+        return _be32(h, 0), ok
 
-    def u32le(self, idx: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        v, ok = self.u32(idx, end)
-        sw = ((v & 0xFF) << 24) | ((v & 0xFF00) << 8) | ((v >> 8) & 0xFF00) | ((v >> 24) & 0xFF)
-        return sw, ok
-
-    def block(self, idx: np.ndarray, width: int, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        ok = idx + width <= end
-        i = np.where(ok, idx, 0)
-        out = self.buf[i[:, None] + np.arange(width) * ok[:, None]]
-        out[~ok] = 0
-        return out, ok
+    def u32le(
+        self, rows: np.ndarray, idx: np.ndarray, end: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        h, ok = self.header(rows, idx, end, 4)
+        return np.ascontiguousarray(h).view("<u4").reshape(-1).astype(np.int64), ok
 
 
 def _be16(h: np.ndarray, o: int) -> np.ndarray:
@@ -232,7 +227,7 @@ def decode(cap: RawCapture) -> Decoded:
 
 def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -> Decoded:
     n = hi - lo
-    g = _Bytes(cap.buf)
+    g = _Bytes(cap.buf, cap.data_off[lo:hi], None if cap.head is None else cap.head[lo:hi])
     an = _Anoms(lo)
     start = cap.data_off[lo:hi]
     end = start + cap.caplen[lo:hi]  # end of captured bytes
@@ -251,7 +246,7 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
         s, e = start[sel], end[sel]
         if lt == 1:  # Ethernet II, 802.1Q/802.1ad tags
             pos = s + 12
-            et, ok = g.u16(pos, e)
+            et, ok = g.u16(sel, pos, e)
             tags = np.zeros(sel.shape[0], np.int8)
             for _ in range(MAX_VLAN_TAGS):
                 tagged = ok & np.isin(et, VLAN_TPIDS)
@@ -259,15 +254,15 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
                     break
                 pos = np.where(tagged, pos + 4, pos)
                 tags += tagged
-                et2, ok2 = g.u16(pos, e)
+                et2, ok2 = g.u16(sel, pos, e)
                 et = np.where(tagged, et2, et)
                 ok = np.where(tagged, ok2, ok)
             vlan_n[sel] = tags
             _set_l3(l3, l3_kind, sel, pos + 2, et, ok)
         elif lt in (0, 108):  # BSD NULL (host order) / OpenBSD LOOP (network order)
-            fam_be, ok = g.u32(s, e)
+            fam_be, ok = g.u32(sel, s, e)
             if lt == 0:
-                fam_le, _ = g.u32le(s, e)
+                fam_le, _ = g.u32le(sel, s, e)
                 fam = np.where((fam_be & 0xFFFF0000) != 0, fam_le, fam_be)
             else:
                 fam = fam_be
@@ -275,7 +270,7 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
             l3[sel] = np.where(ok & (kind > 0), s + 4, -1)
             l3_kind[sel] = np.where(ok, kind, 0)
         elif lt in (12, 14, 101, 228, 229):
-            v, ok = g.u8(s, e)
+            v, ok = g.u8(sel, s, e)
             ver = v >> 4
             kind = np.where(ver == 4, 4, np.where(ver == 6, 6, 0))
             if lt == 228:
@@ -285,18 +280,18 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
             l3[sel] = np.where(ok & (kind > 0), s, -1)
             l3_kind[sel] = kind
         elif lt == 113:  # Linux cooked v1: protocol at 14, header 16 bytes
-            et, ok = g.u16(s + 14, e)
+            et, ok = g.u16(sel, s + 14, e)
             _set_l3(l3, l3_kind, sel, s + 16, et, ok)
         elif lt == 276:  # Linux cooked v2: protocol at 0, header 20 bytes
-            et, ok = g.u16(s, e)
+            et, ok = g.u16(sel, s, e)
             _set_l3(l3, l3_kind, sel, s + 20, et, ok)
         elif lt in (9, 50):  # PPP (RFC 1661), optional HDLC address/control ff 03
-            b0, ok0 = g.u8(s, e)
-            b1, _ = g.u8(s + 1, e)
+            b0, ok0 = g.u8(sel, s, e)
+            b1, _ = g.u8(sel, s + 1, e)
             pos = np.where(ok0 & (b0 == 0xFF) & (b1 == 0x03), s + 2, s)
-            p0, ok = g.u8(pos, e)
+            p0, ok = g.u8(sel, pos, e)
             pfc = (p0 & 1) == 1  # protocol field compression: one byte
-            p16, ok16 = g.u16(pos, e)
+            p16, ok16 = g.u16(sel, pos, e)
             proto = np.where(pfc, p0, p16)
             ok = np.where(pfc, ok, ok16)
             kind = np.where(proto == 0x21, 4, np.where(proto == 0x57, 6, 0))
@@ -318,7 +313,7 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
     v4 = np.nonzero(l3_kind == 4)[0]
     if v4.shape[0]:
         p, e, re = l3[v4], end[v4], rep_end[v4]
-        h, ok = g.header(p, e, 20)
+        h, ok = g.header(v4, p, e, 20)
         vihl = h[:, 0].astype(np.int64)
         ihl = (vihl & 0x0F) * 4
         good = ok & ((vihl >> 4) == 4) & (ihl >= 20) & (p + ihl <= e)
@@ -357,12 +352,12 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
     v6 = np.nonzero(l3_kind == 6)[0]
     if v6.shape[0]:
         p, e, re = l3[v6], end[v6], rep_end[v6]
-        b0, ok = g.u8(p, e)
+        b0, ok = g.u8(v6, p, e)
         good = ok & ((b0 >> 4) == 6) & (p + 40 <= e)
         an.add("ip_bad_header", v6[~good], "IPv6 header is cut short or version != 6")
-        plen, _ = g.u16(p + 4, e)
-        nh, _ = g.u8(p + 6, e)
-        hl, _ = g.u8(p + 7, e)
+        plen, _ = g.u16(v6, p + 4, e)
+        nh, _ = g.u8(v6, p + 6, e)
+        hl, _ = g.u8(v6, p + 7, e)
         reported = re - p - 40
         plen = np.where(plen == 0, reported, plen)  # jumbogram / TSO: take the frame
         too_long = good & (plen > reported)
@@ -378,10 +373,10 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
             ext = good & ~bad_ext & np.isin(nh, IPV6_EXT)
             if not ext.any():
                 break
-            nxt, ok1 = g.u8(pos, e)
-            hlen8, ok2 = g.u8(pos + 1, e)
+            nxt, ok1 = g.u8(v6, pos, e)
+            hlen8, ok2 = g.u8(v6, pos + 1, e)
             ln = np.where(nh == 44, 8, np.where(nh == 51, (hlen8 + 2) * 4, (hlen8 + 1) * 8))
-            fo, _ = g.u16(pos + 2, e)
+            fo, _ = g.u16(v6, pos + 2, e)
             fr = ext & (nh == 44) & (((fo >> 3) > 0) | ((fo & 1) == 1))
             is_frag |= fr
             bad_ext |= ext & ~(ok1 & ok2 & (pos + ln <= pay_end))
@@ -399,8 +394,8 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
         frag[v6[is_frag & good]] = True
         l4[sel] = pos[good]
         l4_rep_end[sel] = pay_end[good]
-        src6, _ = g.block((p + 8)[good], 16, e[good])
-        dst6, _ = g.block((p + 24)[good], 16, e[good])
+        src6, _ = g.header(v6[good], (p + 8)[good], e[good], 16)
+        dst6, _ = g.header(v6[good], (p + 24)[good], e[good], 16)
         v6_idx = sel
     else:
         v6_idx = np.zeros(0, np.int64)
@@ -436,7 +431,7 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
         ok = p + 20 <= e
         an.add("tcp_truncated_header", t[~ok], "TCP header is cut short in the capture")
         t, p, e, rend = t[ok], p[ok], e[ok], rend[ok]
-        h, _ = g.header(p, e, 20)
+        h, _ = g.header(t, p, e, 20)
         sp = _be16(h, 0)
         dp = _be16(h, 2)
         sq = _be32(h, 4)
@@ -488,9 +483,9 @@ def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -
         ok = p + 8 <= e
         an.add("udp_truncated_header", u[~ok], "UDP header is cut short in the capture")
         u, p, e, rend = u[ok], p[ok], e[ok], rend[ok]
-        sp, _ = g.u16(p, e)
-        dp, _ = g.u16(p + 2, e)
-        ulen, _ = g.u16(p + 4, e)
+        sp, _ = g.u16(u, p, e)
+        dp, _ = g.u16(u, p + 2, e)
+        ulen, _ = g.u16(u, p + 4, e)
         avail = rend - p
         bad = (ulen < 8) | (ulen > avail)
         an.add("udp_bad_length", u[bad], "UDP length field is < 8 or beyond the IP payload")
@@ -579,7 +574,7 @@ def _tcp_options(
     active = pos < oend
     t, pos, oend = t[active], pos[active], oend[active]
     if t.shape[0]:
-        h, ok = g.header(pos, oend, 12)
+        h, ok = g.header(t, pos, oend, 12)
         fast = (
             ok
             & (oend - pos == 12)
@@ -600,11 +595,11 @@ def _tcp_options(
         live &= pos < oend
         if not live.any():
             break
-        kind, _ = g.u8(pos, oend)
+        kind, _ = g.u8(t, pos, oend)
         eol = live & (kind == 0)
         live &= ~eol
         nop = live & (kind == 1)
-        ln, okl = g.u8(pos + 1, oend)
+        ln, okl = g.u8(t, pos + 1, oend)
         other = live & ~nop
         bad = other & (~okl | (ln < 2) | (pos + ln > oend))
         malformed |= bad
@@ -612,18 +607,18 @@ def _tcp_options(
         other &= ~bad
         k = other & (kind == 2) & (ln == 4)
         if k.any():
-            v, _ = g.u16(pos + 2, oend)
+            v, _ = g.u16(t, pos + 2, oend)
             mss[t[k]] = v[k]
         k = other & (kind == 3) & (ln == 3)
         if k.any():
-            v, _ = g.u8(pos + 2, oend)
+            v, _ = g.u8(t, pos + 2, oend)
             wscale[t[k]] = v[k]
         k = other & (kind == 4) & (ln == 2)
         sack_perm[t[k]] = True
         k = other & (kind == 8) & (ln == 10)
         if k.any():
-            a, _ = g.u32(pos + 2, oend)
-            b, _ = g.u32(pos + 6, oend)
+            a, _ = g.u32(t, pos + 2, oend)
+            b, _ = g.u32(t, pos + 6, oend)
             tsval[t[k]] = a[k]
             tsecr[t[k]] = b[k]
         k = other & (kind == 5) & (ln >= 10) & ((ln - 2) % 8 == 0)
@@ -633,8 +628,8 @@ def _tcp_options(
                 kj = k & (nb > j)
                 if not kj.any():
                     break
-                a, _ = g.u32(pos + 2 + 8 * j, oend)
-                b, _ = g.u32(pos + 6 + 8 * j, oend)
+                a, _ = g.u32(t, pos + 2 + 8 * j, oend)
+                b, _ = g.u32(t, pos + 6 + 8 * j, oend)
                 blocks[kj, j, 0] = a[kj]
                 blocks[kj, j, 1] = b[kj]
             sack_n[t[k]] = nb[k]

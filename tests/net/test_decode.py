@@ -222,3 +222,61 @@ def test_pcapng_interfaces_with_different_linktypes(tmp_path):
     assert pk.linktype.tolist() == [1, 101, 113]
     assert pk.ip_version.tolist() == [4, 6, 4]
     assert pk.payload_len.tolist() == [5, 5, 5]
+
+
+def test_header_window_matches_reading_the_file(tmp_path):
+    """SYNTHETIC: the decoder reads headers from the reader's copy of each frame's first
+    HEAD_BYTES; frames whose headers run past that window (IPv6 extension chains, QinQ +
+    IPv6 + a SYN's 40 option bytes), cut-short frames and a last frame whose window runs
+    past the end of the file must decode exactly as when every read goes to the file."""
+    import numpy as np
+
+    from pcapkit.io.reader import HEAD_BYTES, read_capture
+    from pcapkit.net.decode import decode
+
+    syn_opts = [("MSS", 1400), ("SAckOK", b""), ("Timestamp", (1, 2)), ("WScale", 7)]
+    syn_opts += [("NOP", None)] * 20  # 40 bytes of option space in all
+    deep6 = (
+        IPv6(src="2001:db8::1", dst="2001:db8::2")
+        / IPv6ExtHdrHopByHop()
+        / IPv6ExtHdrRouting()
+        / IPv6ExtHdrDestOpt()
+        / TCP(sport=40001, dport=443, flags="PA", seq=7, ack=9, options=[("Timestamp", (5, 6))])
+        / Raw(b"deep")
+    )
+    qinq_syn = (
+        Ether(type=0x88A8)
+        / Dot1AD(vlan=7)
+        / Dot1Q(vlan=5)
+        / IPv6(src="2001:db8::1", dst="2001:db8::2")
+        / TCP(sport=40002, dport=443, flags="S", options=syn_opts)
+    )
+    frames = [
+        bytes(Ether() / TCP_PKT),
+        bytes(Ether() / deep6),
+        bytes(qinq_syn),
+        bytes(Ether() / deep6)[:70],  # cut short inside the extension chain
+        bytes(Ether() / TCP6_PKT),
+        bytes(Ether() / TCP_PKT)[:40],  # last frame: its window runs past the file end
+    ]
+    assert max(len(f) for f in frames[1:3]) > HEAD_BYTES
+    p = tmp_path / "window.pcap"
+    with open(p, "wb") as f:
+        w = PcapWriter(f, 1)
+        for i, fr in enumerate(frames):
+            w.write(T0 + i * 1000, fr)
+    with_head = read_capture(p)
+    assert with_head.head is not None and with_head.head.shape == (len(frames), HEAD_BYTES)
+    a = decode(with_head)
+    from_file = read_capture(p)
+    from_file.head = None
+    b = decode(from_file)
+    assert a.cols.keys() == b.cols.keys()
+    for k in a.cols:
+        assert np.array_equal(a.cols[k], b.cols[k]), k
+    assert a.anomalies == b.anomalies
+    assert np.array_equal(a.src6, b.src6) and np.array_equal(a.dst6, b.dst6)
+    # and the deep frames were really decoded, past the window
+    assert a.cols["l4"][1] == 6 and a.cols["payload_len"][1] == 4
+    assert a.cols["mss"][2] == 1400 and a.cols["wscale"][2] == 7
+    assert a.cols["vlan_tags"][2] == 2
