@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from .._threads import map_in_threads
 from ..io.reader import HEAD_BYTES, RawCapture, rows_at
 
 # Cap on anomaly rows of one kind: a capture full of fragments must not turn into
@@ -187,33 +188,42 @@ class _Anoms:
 
 
 # Packets decoded per chunk: bounds the temporaries of the vectorised decode
-# (a few dozen int64 arrays per chunk: ~100 MB at 2^18 packets) whatever the file size.
-DECODE_CHUNK = 1 << 18
+# (a few dozen int64 arrays per chunk: ~50 MB at 2^17 packets) whatever the file
+# size; chunks run on up to MAX_THREADS threads, so that many are alive at once.
+DECODE_CHUNK = 1 << 17
 
 
 def decode(cap: RawCapture) -> Decoded:
-    """Decode every frame of ``cap`` into packet-table columns (chunk by chunk)."""
+    """Decode every frame of ``cap`` into packet-table columns (chunk by chunk).
+
+    Chunks are independent: after the first (which fixes the column dtypes) they
+    run on a few threads (:mod:`pcapkit._threads`), each writing its slice of the
+    columns; the result does not depend on the thread count.
+    """
     n = cap.frames
     linktype = cap.linktype
     if n <= DECODE_CHUNK:
         return _decode_chunk(cap, linktype, 0, n)
     cols: dict[str, np.ndarray] = {}
-    side: list[Decoded] = []  # per chunk: only the sparse tables are kept
-    for lo in range(0, n, DECODE_CHUNK):
+
+    def one(lo: int) -> Decoded:
         hi = min(lo + DECODE_CHUNK, n)
         part = _decode_chunk(cap, linktype, lo, hi)
         if not cols:
-            cols = {k: np.empty(n, v.dtype) for k, v in part.cols.items()}
+            cols.update({k: np.empty(n, v.dtype) for k, v in part.cols.items()})
         for k, v in part.cols.items():
             cols[k][lo:hi] = v
-        part.cols = {}
+        part.cols = {}  # only the sparse tables are kept
         part.v6_idx = part.v6_idx + lo
         part.sack_idx = part.sack_idx + lo
-        side.append(part)
         # this chunk's headers are decoded: let its pages go (bounded RSS)
         cap.release(
             int(cap.data_off[lo:hi].min()), int((cap.data_off[lo:hi] + cap.caplen[lo:hi]).max())
         )
+        return part
+
+    starts = list(range(0, n, DECODE_CHUNK))
+    side = [one(starts[0])] + map_in_threads(one, starts[1:])
     return Decoded(
         cols=cols,
         v6_idx=np.concatenate([p.v6_idx for p in side]),

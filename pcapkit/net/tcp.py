@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._threads import map_in_threads
 from .decode import ACK, FIN, PROTO_TCP, PSH, RST, SYN, Decoded
 from .flows import VANTAGE_LEG_RATIO, FlowTable
 
@@ -149,8 +150,14 @@ def _unwrap(seq: np.ndarray, grp: np.ndarray, base: np.ndarray) -> np.ndarray:
 
 
 # TCP packets analysed per batch of whole flows: bounds the per-packet temporaries
-# (~40 int64 arrays) whatever the capture size; flows are independent (DESIGN.md §3).
-TCP_BATCH_PACKETS = 1 << 18
+# (~40 int64 arrays, ~40 MB at 2^17 packets) whatever the capture size; flows are
+# independent (DESIGN.md §3), so batches run on a few threads at once.
+TCP_BATCH_PACKETS = 1 << 17
+
+# one batch's (segments columns, direction index, per-flow info)
+BatchResult = tuple[
+    dict[str, np.ndarray], dict[tuple[int, int], "DirectionIndex"], dict[str, np.ndarray]
+]
 
 
 def analyze_tcp(dec: Decoded, ft: FlowTable, ts_ns: np.ndarray, buf: np.ndarray) -> TcpAnalysis:
@@ -183,18 +190,33 @@ def analyze_tcp(dec: Decoded, ft: FlowTable, ts_ns: np.ndarray, buf: np.ndarray)
         index={},
         flow_info={},
     )
-    seg_parts: list[dict[str, np.ndarray]] = []
     pkt_flow = ft.pkt_flow
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        if hi <= lo and nflow:
-            continue
+
+    def one(span: tuple[int, int]) -> BatchResult:
+        lo, hi = span
         sel = (
             np.nonzero(is_tcp & (pkt_flow >= lo) & (pkt_flow < hi))[0]
             if (lo, hi) != (0, nflow)
             else np.nonzero(is_tcp)[0]
         )
-        part = _analyze_batch(dec, ft, ts_ns, buf, sel, lo, hi - lo, out)
+        return _analyze_batch(dec, ft, ts_ns, buf, sel, lo, hi - lo, out)
+
+    # batches are independent (their packets, hence their rows of the per-packet
+    # arrays, are disjoint): a few threads; merged below in batch order
+    spans = [
+        (lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True) if hi > lo or not nflow
+    ]
+    seg_parts: list[dict[str, np.ndarray]] = []
+    for (lo, hi), (part, index, info) in zip(spans, map_in_threads(one, spans), strict=True):
         seg_parts.append(part)
+        out.index.update(index)
+        for k, v in info.items():
+            if k not in out.flow_info:
+                fill: object = (
+                    -1 if v.dtype.kind in "iu" else (False if v.dtype.kind == "b" else "unknown")
+                )
+                out.flow_info[k] = np.full(nflow, fill, dtype=v.dtype)
+            out.flow_info[k][lo:hi] = v
     if seg_parts:
         segs = {k: np.concatenate([p[k] for p in seg_parts]) for k in seg_parts[0]}
         if len(seg_parts) > 1:
@@ -213,8 +235,12 @@ def _analyze_batch(
     f_lo: int,
     nflow: int,
     out: TcpAnalysis,
-) -> dict[str, np.ndarray]:
-    """Flows [f_lo, f_lo + nflow) whose TCP packets are ``tcp``; flow ids are local inside."""
+) -> BatchResult:
+    """Flows [f_lo, f_lo + nflow) whose TCP packets are ``tcp``; flow ids are local inside.
+
+    Writes this batch's rows of ``out``'s per-packet arrays; returns its segments,
+    its direction index and its per-flow info (merged by the caller).
+    """
     c = dec.cols
     rel_seq_all, rel_ack_all, win_all = out.rel_seq, out.rel_ack, out.window_scaled
     flow = ft.pkt_flow[tcp] - f_lo
@@ -532,17 +558,7 @@ def _analyze_batch(
     rst_seen[f[(flags & RST) != 0]] = True
     info["fin"] = fin_seen
     info["rst"] = rst_seen
-    # merge into the whole-capture result
-    out.index.update(index)
-    total = ft.count
-    for k, v in info.items():
-        if k not in out.flow_info:
-            fill: object = (
-                -1 if v.dtype.kind in "iu" else (False if v.dtype.kind == "b" else "unknown")
-            )
-            out.flow_info[k] = np.full(total, fill, dtype=v.dtype)
-        out.flow_info[k][f_lo : f_lo + nflow] = v
-    return segments
+    return segments, index, info
 
 
 def _group_cummax(vals: np.ndarray, grp: np.ndarray) -> np.ndarray:
