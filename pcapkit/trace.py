@@ -157,7 +157,7 @@ class Trace:
     def _net(self) -> _Net:
         self._report("decode", 0.0)
         dec = decode(self.raw)
-        self.raw.head = None  # the header bytes the reader copied are decoded: free them
+        self.raw.head_parts = []  # the header bytes the reader copied are decoded: free them
         self._report("flows", 0.4)
         ft = build_flows(dec)
         self._report("reassembly", 0.6)

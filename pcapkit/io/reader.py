@@ -6,7 +6,7 @@ The walk is the only per-record Python loop and touches nothing but the record
 headers; every per-packet field (timestamps, lengths, interface) is then
 gathered with numpy from the record offsets.  No Python object per packet.
 For classic pcap the same gather also copies the first ``HEAD_BYTES`` of every
-frame (``RawCapture.head``) for the decoder, while those pages are resident.
+frame (``RawCapture.head_parts``) for the decoder, while those pages are resident.
 
 Formats
 -------
@@ -48,7 +48,7 @@ from ..errors import CaptureTooBroken, NotACapture
 MAX_CAPLEN = 262_144
 
 # Bytes at the start of each frame that the classic-pcap walk copies into
-# ``RawCapture.head`` while the record's page is resident anyway: Ethernet + a
+# ``RawCapture.head_parts`` while the record's page is resident anyway: Ethernet + a
 # VLAN tag + IPv6 + TCP with timestamps is 90 bytes.  The decoder reads link,
 # IP and TCP headers from this compact matrix instead of faulting every page of
 # the file back in.
@@ -135,10 +135,11 @@ class RawCapture:
     interfaces: list[Interface]
     secrets: list[Secret] = field(default_factory=list)
     anomalies: list[dict[str, Any]] = field(default_factory=list)
-    # (frames × HEAD_BYTES) uint8: the bytes at each data_off (past caplen: whatever
-    # follows in the file; rows whose window runs past the file end are zero), or
-    # None (pcapng, or dropped once the packets are decoded)
-    head: np.ndarray | None = field(default=None, repr=False)
+    # consecutive (k × HEAD_BYTES) uint8 blocks, one row per frame: the bytes at each
+    # data_off (past caplen: whatever follows in the file; rows whose window runs
+    # past the file end are zero).  Empty for pcapng, and once the packets are
+    # decoded (see head_rows).
+    head_parts: list[np.ndarray] = field(default_factory=list, repr=False)
     _keepalive: list[Any] = field(default_factory=list, repr=False)
 
     @property
@@ -150,6 +151,21 @@ class RawCapture:
         """Link type per frame (int32)."""
         lt = np.array([i.linktype for i in self.interfaces] + [LINKTYPE_NONE], dtype=np.int32)
         return lt[np.where(self.iface >= 0, self.iface, len(lt) - 1)]
+
+    def head_rows(self, lo: int, hi: int) -> np.ndarray | None:
+        """The ``head_parts`` rows of frames [lo, hi) (a view when one block holds them), or None."""
+        if not self.head_parts:
+            return None
+        got: list[np.ndarray] = []
+        base = 0
+        for part in self.head_parts:
+            a, b = max(lo - base, 0), min(hi - base, part.shape[0])
+            if a < b:
+                got.append(part[a:b])
+            base += part.shape[0]
+        if sum(g.shape[0] for g in got) != hi - lo:
+            return None
+        return got[0] if len(got) == 1 else np.concatenate(got)
 
     def frame_bytes(self, frame: int) -> bytes:
         """The captured bytes of one frame (1-based, like Wireshark)."""
@@ -317,8 +333,6 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
             progress(min(off, n) / n)
     rec = np.frombuffer(offs, dtype=np.int64).copy() if len(offs) else np.zeros(0, np.int64)
     hdr = np.concatenate(hdr_parts) if hdr_parts else np.zeros((0, 4), np.int64)
-    head = np.concatenate(head_parts) if head_parts else np.zeros((0, HEAD_BYTES), np.uint8)
-    del head_parts
     caplen = hdr[:, 2]
     bad = (caplen > limit) | (rec + rec_hdr + caplen > n)
     if bad.any():
@@ -333,7 +347,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         else:
             detail = f"last record at byte {o} needs {cl} bytes, only {n - o - rec_hdr} remain"
             anomalies.append(_anomaly("truncated_record", detail, frame=i + 1, offset=o))
-        rec, hdr, head = rec[:i], hdr[:i], head[:i]
+        rec, hdr = rec[:i], hdr[:i]
     elif off < n:
         anomalies.append(
             _anomaly(
@@ -366,7 +380,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         iface=iface,
         interfaces=[intf],
         anomalies=anomalies,
-        head=head,
+        head_parts=head_parts,
     )
 
 

@@ -237,7 +237,7 @@ def decode(cap: RawCapture) -> Decoded:
 
 def _decode_chunk(cap: RawCapture, linktype_all: np.ndarray, lo: int, hi: int) -> Decoded:
     n = hi - lo
-    g = _Bytes(cap.buf, cap.data_off[lo:hi], None if cap.head is None else cap.head[lo:hi])
+    g = _Bytes(cap.buf, cap.data_off[lo:hi], cap.head_rows(lo, hi))
     an = _Anoms(lo)
     start = cap.data_off[lo:hi]
     end = start + cap.caplen[lo:hi]  # end of captured bytes
