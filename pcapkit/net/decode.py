@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._threads import map_in_threads
+from .._parallel import map_in_threads
 from ..io.reader import HEAD_BYTES, RawCapture, rows_at
 
 # Cap on anomaly rows of one kind: a capture full of fragments must not turn into
@@ -197,7 +197,7 @@ def decode(cap: RawCapture) -> Decoded:
     """Decode every frame of ``cap`` into packet-table columns (chunk by chunk).
 
     Chunks are independent: after the first (which fixes the column dtypes) they
-    run on a few threads (:mod:`pcapkit._threads`), each writing its slice of the
+    run on a few threads (:mod:`pcapkit._parallel`), each writing its slice of the
     columns; the result does not depend on the thread count.
     """
     n = cap.frames

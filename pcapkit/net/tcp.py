@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._threads import map_in_threads
+from .._parallel import map_in_threads
 from .decode import ACK, FIN, PROTO_TCP, PSH, RST, SYN, Decoded
 from .flows import VANTAGE_LEG_RATIO, FlowTable
 

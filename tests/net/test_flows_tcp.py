@@ -261,7 +261,7 @@ def test_chunked_decode_and_batched_tcp_give_identical_tables(tmp_path, monkeypa
 
     monkeypatch.setattr(dmod, "DECODE_CHUNK", 7)
     monkeypatch.setattr(tmod, "TCP_BATCH_PACKETS", 9)
-    # chunks and batches run on threads (pcapkit._threads): the count changes nothing
+    # chunks and batches run on threads (pcapkit._parallel): the count changes nothing
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("PCAPKIT_THREADS", threads)
         chunked = _snapshot(trace(tmp_path, *conns, name=f"b{threads}.pcap"))
