@@ -42,6 +42,9 @@ assert KINDS[_RETX_LO : _RETX_HI + 1] == (
     "overlap_diff",
 )
 
+# the segments-table columns align_all reads
+ALIGN_SEGMENT_COLUMNS = ("frame", "offset", "end", "psh", "kind", "new_bytes")
+
 
 def align_all(
     rec_group: np.ndarray,

@@ -396,7 +396,7 @@ class Trace:
         """One row per TLS record, aligned with TCP frames and PSH; see ``schema.describe("records")``."""
         from dissectors.tls.session import DecryptStatus, Epoch
 
-        from .align import align_all
+        from .align import ALIGN_SEGMENT_COLUMNS, align_all
 
         statuses = [x.value for x in DecryptStatus]
         epochs = [x.value for x in Epoch]
@@ -527,7 +527,7 @@ class Trace:
             data["length"],
             indexes,
             seg_group,
-            {k: v[rows] for k, v in seg.items()},
+            {k: seg[k][rows] for k in ALIGN_SEGMENT_COLUMNS},
         )
         data.update(al)
         # header-walked records with bytes never captured are incomplete
