@@ -18,6 +18,7 @@ Secrets Block of type ``TLSK`` in the capture.
 from __future__ import annotations
 
 import os
+from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,6 +37,7 @@ from dissectors.tls.session import (
 )
 
 from ..io.reader import Secret as CaptureSecret
+from ..io.reader import rows_at
 from ..net.tcp import DirectionIndex
 
 SECRETS_TLS_KEYLOG = 0x544C534B  # pcapng DSB secrets type "TLSK"
@@ -285,8 +287,8 @@ def _past(r: RecordResult, bulk_from: dict[int, RecordResult]) -> bool:
 class _Walk:
     """Where the header walk of one direction found record headers (no fields yet)."""
 
-    offsets: list[int]
-    pos: list[int]  # buffer position of each 5-byte header, -1 when it straddles segments
+    offsets: array[int]  # int64 ('q'): one machine word per record, no int objects kept
+    pos: array[int]  # buffer position of each 5-byte header, -1 when it straddles segments
     split: dict[int, bytes]  # record index → header bytes gathered across segments
     trig: RecordResult
 
@@ -308,8 +310,8 @@ def walk_headers(buf: np.ndarray, idx: DirectionIndex, start: int, trig: RecordR
     )
     k_max = len(st_l)
     mv = memoryview(buf)
-    offs: list[int] = []
-    pos: list[int] = []
+    offs = array("q")
+    pos = array("q")
     split: dict[int, bytes] = {}
     o = start
     k = 0
@@ -339,10 +341,11 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
         return []
     counts = np.array([len(w.offsets) for w in walks], np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    off = np.array([o for w in walks for o in w.offsets], np.int64)
-    hp = np.array([p for w in walks for p in w.pos], np.int64)
+    off = np.concatenate([np.frombuffer(w.offsets, np.int64) for w in walks])
+    hp = np.concatenate([np.frombuffer(w.pos, np.int64) for w in walks])
     q = np.where(hp >= 0, hp, 0)
-    b = [buf[q + j].astype(np.int64) for j in range(5)]
+    hdr = rows_at(buf, q, 5)  # one row copy per header, not five gathers
+    b = [hdr[:, j].astype(np.int64) for j in range(5)]
     for w, s0 in zip(walks, starts.tolist(), strict=True):
         for r, h in w.split.items():
             for j in range(5):
