@@ -29,8 +29,10 @@ import gzip
 import mmap
 import os
 import shutil
+import signal
 import struct
 import tempfile
+import threading
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -307,7 +309,9 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
     # validation is vectorised below and cuts the walk at the first bad record.
     # Every PROGRESS_EVERY records the headers walked so far are gathered and
     # their pages dropped (madvise), so the mapping never needs to be resident
-    # as a whole.
+    # as a whole.  On a big file a forked child walks the second half from a
+    # resynchronised record start (_split_walk); its offsets are used only if
+    # this walk lands exactly on that start, so the result is the serial walk's.
     caplen_at = struct.Struct(order + "I").unpack_from
     offs = array("q")  # 8 bytes per record, not a Python int object
     append = offs.append
@@ -317,20 +321,44 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
     hdr_parts: list[np.ndarray] = []
     head_parts: list[np.ndarray] = []
     done = 0  # records whose headers are gathered
-    while off <= last:
-        for _ in repeat(None, PROGRESS_EVERY):
-            if off > last:
+    split = _split_walk(mm, buf, order, tick_ns, rec_hdr, limit)
+    stop = split.start if split is not None else n + 1
+    tail: np.ndarray | None = None  # the child's offsets, once joined
+    try:
+        while off <= last:
+            for _ in repeat(None, PROGRESS_EVERY):
+                if off > last or off >= stop:
+                    break
+                append(off)
+                off += rec_hdr + caplen_at(mm, off + 8)[0]
+            if off >= stop and split is not None:
+                if off == stop:
+                    try:
+                        tail, off = split.join()
+                    except OSError:
+                        pass  # the child failed: walk on from here alone
+                else:  # the child started off the chain: walk on alone
+                    split.abandon()
+                split, stop = None, n + 1
+            if tail is not None:
+                offs.extend(array("q", tail.tobytes()))
+            elif len(offs) == done:
+                continue
+            for a in range(done, len(offs), PROGRESS_EVERY):
+                chunk = np.array(offs[a : a + PROGRESS_EVERY], dtype=np.int64)
+                words, head = _gather_records(buf, chunk, order, rec_hdr)
+                hdr_parts.append(words)  # ts_sec, ts_frac, caplen, origlen
+                head_parts.append(head)
+                hi = int(chunk[-1]) + rec_hdr if a + PROGRESS_EVERY < len(offs) else off
+                _dontneed(mm, int(chunk[0]), min(hi, n))
+                if progress:
+                    progress(min(hi, n) / n)
+            done = len(offs)
+            if tail is not None:
                 break
-            append(off)
-            off += rec_hdr + caplen_at(mm, off + 8)[0]
-        chunk = np.array(offs[done:], dtype=np.int64)
-        words, head = _gather_records(buf, chunk, order, rec_hdr)
-        hdr_parts.append(words)  # ts_sec, ts_frac, caplen, origlen
-        head_parts.append(head)
-        _dontneed(mm, int(offs[done]), min(off, n))
-        done = len(offs)
-        if progress:
-            progress(min(off, n) / n)
+    finally:
+        if split is not None:
+            split.abandon()
     rec = np.frombuffer(offs, dtype=np.int64).copy() if len(offs) else np.zeros(0, np.int64)
     hdr = np.concatenate(hdr_parts) if hdr_parts else np.zeros((0, 4), np.int64)
     caplen = hdr[:, 2]
@@ -382,6 +410,169 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         anomalies=anomalies,
         head_parts=head_parts,
     )
+
+
+# Files at least this big have the second half of their record walk done by a
+# forked child (the walk is a Python loop, ~0.45 µs per record, and holds the GIL).
+SPLIT_MIN_BYTES = 64 << 20
+# Where the child starts, as a fraction of the file: the parent also gathers the
+# headers of its part as it walks, so it takes a little less than half.
+SPLIT_AT = 0.45
+# A resynchronisation candidate must start a chain of this many plausible headers.
+SYNC_DEPTH = 8
+# Plausible timestamps of a candidate lie within this many seconds of the first record's.
+SYNC_MAX_SKEW_S = 10 * 365 * 86400
+# The first resynchronisation window (bytes); a wider one follows if it holds no chain.
+SYNC_FIRST_REACH = 1 << 14
+
+
+class _SplitWalk:
+    """A forked child walking the records of a classic pcap from ``start`` to the end."""
+
+    def __init__(self, pid: int, fd: int, start: int) -> None:
+        self.pid, self.fd, self.start = pid, fd, start
+
+    def join(self) -> tuple[np.ndarray, int]:
+        """The child's record offsets (from ``start``) and where its walk ended."""
+        try:
+            data = _read_all(self.fd)
+        finally:
+            os.close(self.fd)
+            _, status = os.waitpid(self.pid, 0)
+            self.pid = 0
+        if status != 0 or len(data) < 8 or len(data) % 8:
+            raise OSError(f"record walk child failed (status {status})")
+        words = np.frombuffer(data, dtype=np.int64)
+        return words[1:], int(words[0])
+
+    def abandon(self) -> None:
+        if self.pid:
+            try:
+                os.close(self.fd)
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            self.pid = 0
+
+
+def _read_all(fd: int) -> bytes:
+    parts = []
+    while True:
+        b = os.read(fd, 1 << 20)
+        if not b:
+            return b"".join(parts)
+        parts.append(b)
+
+
+def _sync_point(
+    buf: np.ndarray, lo: int, order: str, tick_ns: int, rec_hdr: int, limit: int
+) -> int | None:
+    """The first offset in [lo, lo + one record) that starts a plausible chain of headers.
+
+    Plausible: captured length within the limit and not above the original length,
+    sub-second part below one second, seconds within SYNC_MAX_SKEW_S of the first
+    record's, and the same for SYNC_DEPTH records followed by their lengths (or
+    until the file ends exactly).  A wrong pick costs only time: the caller uses
+    the chain from here only if the serial walk lands on it.
+    """
+    n = buf.shape[0]
+    if n < 24 + 16:
+        return None
+    sec0 = int(_gather_words(buf, np.array([24]), order, 1)[0, 0])
+    # most records are a few KB: look there first, then one whole record's reach
+    for reach in (SYNC_FIRST_REACH, rec_hdr + limit + 1):
+        found = _first_chain(
+            buf, lo, min(lo + reach, n - rec_hdr), sec0, order, tick_ns, rec_hdr, limit
+        )
+        if found is not None:
+            return found
+    return None
+
+
+def _first_chain(
+    buf: np.ndarray,
+    lo: int,
+    hi: int,
+    sec0: int,
+    order: str,
+    tick_ns: int,
+    rec_hdr: int,
+    limit: int,
+) -> int | None:
+    """The first offset in [lo, hi) starting SYNC_DEPTH plausible headers (see _sync_point)."""
+    n = buf.shape[0]
+    if hi <= lo:
+        return None
+    origin = np.arange(lo, hi, dtype=np.int64)  # candidate starts
+    cand = origin.copy()  # where each candidate's chain has got to
+    frac_max = 1_000_000_000 // tick_ns
+    for _ in range(SYNC_DEPTH):
+        inside = cand <= n - 16
+        w = np.zeros((cand.shape[0], 4), np.int64)
+        if inside.any():
+            w[inside] = _gather_words(buf, cand[inside], order, 4)
+        at_end = cand == n
+        ok = at_end | (
+            inside
+            & (w[:, 2] <= limit)
+            & (w[:, 2] <= w[:, 3])
+            & (w[:, 1] < frac_max)
+            & (np.abs(w[:, 0] - sec0) <= SYNC_MAX_SKEW_S)
+            & (cand + rec_hdr + w[:, 2] <= n)
+        )
+        keep = np.nonzero(ok)[0]
+        if keep.shape[0] == 0:
+            return None
+        origin = origin[keep]
+        cand = np.where(at_end[keep], n, cand[keep] + rec_hdr + w[keep, 2])
+    return int(origin[0])
+
+
+def _split_walk(
+    mm: Any, buf: np.ndarray, order: str, tick_ns: int, rec_hdr: int, limit: int
+) -> _SplitWalk | None:
+    """Fork a child that walks the second half of a big classic pcap, or None.
+
+    Only when the file is big, more than one thread is allowed
+    (:func:`pcapkit._parallel.thread_count`), ``os.fork`` exists and this process
+    runs a single thread (forking a multi-threaded process can deadlock).
+    """
+    from .._parallel import thread_count
+
+    n = buf.shape[0]
+    if (
+        n < SPLIT_MIN_BYTES
+        or not hasattr(os, "fork")
+        or thread_count() < 2
+        or threading.active_count() > 1
+    ):
+        return None
+    start = _sync_point(buf, int(n * SPLIT_AT), order, tick_ns, rec_hdr, limit)
+    if start is None:
+        return None
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: walk, send the offsets, leave without any cleanup
+        code = 1
+        try:
+            os.close(r)
+            caplen_at = struct.Struct(order + "I").unpack_from
+            offs = array("q", [0])  # slot 0: where the walk ends
+            append = offs.append
+            off, last = start, n - rec_hdr
+            while off <= last:
+                append(off)
+                off += rec_hdr + caplen_at(mm, off + 8)[0]
+            offs[0] = off
+            view = memoryview(offs.tobytes())
+            while view:
+                view = view[os.write(w, view) :]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    return _SplitWalk(pid, r, start)
 
 
 def rows_at(arr: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:

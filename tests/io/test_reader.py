@@ -346,3 +346,113 @@ def test_corruption_never_crashes(tmp_path_factory, flips, cut):
         for f in range(len(flows)):
             assert len(t.stream(f, "c2s")) == flows.c2s_bytes.iloc[f]
             assert len(t.stream(f, "s2c")) == flows.s2c_bytes.iloc[f]
+
+
+# --- the forked second-half walk of big classic pcaps (SYNTHETIC frames) ---------
+
+
+def _pcap(path, frames, tail=b""):
+    with open(path, "wb") as f:
+        w = PcapWriter(f, 1)
+        for i, fr in enumerate(frames):
+            w.write(T0 + i * 1000, fr)
+        f.write(tail)
+    return path
+
+
+def _walked(path):
+    c = read_capture(path)
+    out = (
+        c.data_off.copy(),
+        c.caplen.copy(),
+        c.origlen.copy(),
+        c.ts_ns.copy(),
+        c.anomalies,
+        c.head_rows(0, c.frames).copy(),
+    )
+    c.close()
+    return out
+
+
+def _same(a, b):
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, np.ndarray):
+            assert np.array_equal(x, y)
+        else:
+            assert x == y
+
+
+@pytest.fixture
+def split_spy(monkeypatch):
+    """Split every file (SPLIT_MIN_BYTES = 0) and count joins and abandons."""
+    import pcapkit.io.reader as R
+
+    monkeypatch.setattr(R, "SPLIT_MIN_BYTES", 0)
+    calls = {"join": 0, "abandon": 0, "failed": 0}
+    join, abandon = R._SplitWalk.join, R._SplitWalk.abandon
+
+    def spy_join(self):
+        calls["join"] += 1
+        try:
+            return join(self)
+        except OSError:
+            calls["failed"] += 1
+            raise
+
+    def spy_abandon(self):
+        calls["abandon"] += bool(self.pid)
+        return abandon(self)
+
+    monkeypatch.setattr(R._SplitWalk, "join", spy_join)
+    monkeypatch.setattr(R._SplitWalk, "abandon", spy_abandon)
+    return calls
+
+
+def _serial(monkeypatch, path):
+    monkeypatch.setenv("PCAPKIT_THREADS", "1")
+    got = _walked(path)
+    monkeypatch.setenv("PCAPKIT_THREADS", "2")
+    return got
+
+
+def test_split_walk_joins_and_equals_the_serial_walk(tmp_path, monkeypatch, split_spy):
+    frames = [udp_frame(b"p" * ((i * 37) % 1400)) for i in range(400)]
+    p = _pcap(tmp_path / "s.pcap", frames, tail=b"\x01\x02\x03")  # trailing junk: an anomaly
+    serial = _serial(monkeypatch, p)
+    assert split_spy["join"] == 0
+    _same(_walked(p), serial)
+    assert split_spy == {"join": 1, "abandon": 0, "failed": 0}
+    assert serial[4][0]["name"] == "truncated_record"
+
+
+def test_split_walk_started_off_the_chain_is_abandoned(tmp_path, monkeypatch, split_spy):
+    # one big frame over the split point whose payload is a chain of fake pcap
+    # records: resynchronisation picks a start inside it, the serial walk never
+    # lands there, and the child's offsets are thrown away
+    unit = struct.pack("<IIII", T0 // 10**9, 0, 100, 100) + b"\x00" * 100
+    fake = udp_frame(unit * 430)
+    small = [udp_frame(b"s" * 60) for _ in range(20)]
+    p = _pcap(tmp_path / "f.pcap", small + [fake] + small)
+    serial = _serial(monkeypatch, p)
+    got = _walked(p)
+    _same(got, serial)
+    assert len(got[0]) == 41
+    assert split_spy == {"join": 0, "abandon": 1, "failed": 0}
+
+
+def test_split_walk_child_failure_falls_back(tmp_path, monkeypatch, split_spy):
+    import pcapkit.io.reader as R
+
+    frames = [udp_frame(b"q" * ((i * 53) % 1300)) for i in range(300)]
+    p = _pcap(tmp_path / "c.pcap", frames)
+    serial = _serial(monkeypatch, p)
+    real_array = R.array
+
+    def child_breaks(typecode, *init):  # only the child builds its array with an initialiser
+        if init and init[0] == [0]:
+            raise RuntimeError("child walk fails")
+        return real_array(typecode, *init)
+
+    monkeypatch.setattr(R, "array", child_breaks)
+    _same(_walked(p), serial)
+    assert split_spy == {"join": 1, "abandon": 0, "failed": 1}
