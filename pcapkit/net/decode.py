@@ -594,8 +594,9 @@ def _tcp_options(
             & (h[:, 3] == 10)
         )
         if fast.any():
-            tsval[t[fast]] = _be32(h[fast], 4)
-            tsecr[t[fast]] = _be32(h[fast], 8)
+            tf, hf = t[fast], h[fast]
+            tsval[tf] = _be32(hf, 4)
+            tsecr[tf] = _be32(hf, 8)
             t, pos, oend = t[~fast], pos[~fast], oend[~fast]
     malformed = np.zeros(t.shape[0], bool)
     live = np.ones(t.shape[0], bool)
