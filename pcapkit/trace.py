@@ -405,7 +405,8 @@ class Trace:
         # segments sliced per (flow, dir) by binary search, not by a mask per flow
         skey = seg["flow"] * 2 + seg["dir"]
         sorder = np.argsort(skey, kind="stable")
-        skey_sorted = skey[sorder]
+        # first sorted row of every (flow, dir) key, and one past the last key
+        key_start = np.searchsorted(skey[sorder], np.arange(2 * net.flows.count + 1)).tolist()
         own = [c for c in schema.columns("records") if c not in ALIGN_COLUMNS]
         cols: dict[str, list[Any]] = {c: [] for c in own + ["_group", "_bulk"]}
         indexes: list[DirectionIndex] = []
@@ -429,8 +430,8 @@ class Trace:
                     continue
                 g = len(indexes)
                 indexes.append(self.stream_index(tf.flow, name))
-                lo, hi = np.searchsorted(skey_sorted, [tf.flow * 2 + d, tf.flow * 2 + d + 1])
-                seg_rows.append(sorder[lo:hi])
+                key = tf.flow * 2 + d
+                seg_rows.append(sorder[key_start[key] : key_start[key + 1]])
                 if res:
                     part_len.append(len(res))
                     is_bulk.append(False)
