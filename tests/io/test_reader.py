@@ -360,8 +360,8 @@ def _pcap(path, frames, tail=b""):
     return path
 
 
-def _walked(path):
-    c = read_capture(path)
+def _walked(path, progress=None):
+    c = read_capture(path, progress=progress)
     out = (
         c.data_off.copy(),
         c.caplen.copy(),
@@ -456,3 +456,28 @@ def test_split_walk_child_failure_falls_back(tmp_path, monkeypatch, split_spy):
     monkeypatch.setattr(R, "array", child_breaks)
     _same(_walked(p), serial)
     assert split_spy == {"join": 1, "abandon": 0, "failed": 1}
+
+
+@pytest.mark.parametrize("variant", ["le-us", "be-ns", "modified"])
+def test_split_walk_byte_orders_and_record_headers(tmp_path, monkeypatch, split_spy, variant):
+    frames = [udp_frame(b"v" * ((i * 41) % 1200)) for i in range(350)]
+    p = tmp_path / f"{variant}.pcap"
+    if variant == "modified":  # Kuznetzov: 24-byte record headers
+        buf = io.BytesIO()
+        buf.write(struct.pack("<IHHiIII", 0xA1B2CD34, 2, 4, 0, 0, 65535, 1))
+        for i, fr in enumerate(frames):
+            s, us = divmod(T0 // 1000 + i * 7, 1_000_000)
+            buf.write(struct.pack("<IIII", s, us, len(fr), len(fr)) + b"\x00" * 8 + fr)
+        p.write_bytes(buf.getvalue())
+    else:
+        with open(p, "wb") as f:
+            w = PcapWriter(f, 1, nanosecond=variant == "be-ns", big_endian=variant == "be-ns")
+            for i, fr in enumerate(frames):
+                w.write(T0 + i * 7000, fr)
+    serial = _serial(monkeypatch, p)
+    seen: list[float] = []
+    got = _walked(p, progress=seen.append)
+    _same(got, serial)
+    assert len(got[0]) == len(frames)
+    assert split_spy == {"join": 1, "abandon": 0, "failed": 0}
+    assert seen and seen == sorted(seen) and seen[-1] == 1.0
