@@ -368,7 +368,7 @@ def _walked(path, progress=None):
         c.origlen.copy(),
         c.ts_ns.copy(),
         c.anomalies,
-        c.head_rows(0, c.frames).copy(),
+        None if c.frames == 0 else c.head_rows(0, c.frames).copy(),
     )
     c.close()
     return out
@@ -481,3 +481,48 @@ def test_split_walk_byte_orders_and_record_headers(tmp_path, monkeypatch, split_
     assert len(got[0]) == len(frames)
     assert split_spy == {"join": 1, "abandon": 0, "failed": 0}
     assert seen and seen == sorted(seen) and seen[-1] == 1.0
+
+
+def _pcap_bytes() -> bytes:
+    buf = io.BytesIO()
+    w = PcapWriter(buf, 1)
+    for i in range(60):
+        w.write(T0 + i * 1000, udp_frame(b"z" * ((i * 29) % 700)))
+    return buf.getvalue()
+
+
+PCAP = _pcap_bytes()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    flips=st.lists(st.tuples(st.integers(24, len(PCAP) - 1), st.integers(0, 255)), max_size=6),
+    cut=st.integers(24, len(PCAP)),
+)
+def test_split_walk_equals_serial_on_corrupt_pcaps(tmp_path_factory, flips, cut):
+    """Whatever the bytes, the forked walk's result is the serial walk's (or no split)."""
+    import os
+
+    import pcapkit.io.reader as R
+
+    data = bytearray(PCAP[:cut])
+    for pos, val in flips:
+        if pos < len(data):
+            data[pos] = val
+    p = tmp_path_factory.mktemp("split") / "c.pcap"
+    p.write_bytes(bytes(data))
+    old_env, old_min = os.environ.get("PCAPKIT_THREADS"), R.SPLIT_MIN_BYTES
+    try:
+        R.SPLIT_MIN_BYTES = 0
+        os.environ["PCAPKIT_THREADS"] = "1"
+        serial = _walked(p)
+        os.environ["PCAPKIT_THREADS"] = "2"
+        _same(_walked(p), serial)
+    finally:
+        R.SPLIT_MIN_BYTES = old_min
+        if old_env is None:
+            os.environ.pop("PCAPKIT_THREADS", None)
+        else:
+            os.environ["PCAPKIT_THREADS"] = old_env
