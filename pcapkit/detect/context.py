@@ -118,6 +118,13 @@ class DetectContext:
         else:
             self._rec = records
             self._rec_key = np.zeros(0, np.int64)
+        # the sorted segments as numpy columns (kind as text), sliced per direction
+        # by seg_arrays: no pandas indexing per flow
+        self._seg_np: dict[str, np.ndarray] = {
+            c: self._seg[c].to_numpy() for c in self._seg.columns if c not in ("kind", "dir")
+        }
+        self._seg_np["kind"] = self._seg["kind"].astype(str).to_numpy()
+        self._memo: dict[tuple[Any, ...], Any] = {}
         self._flow_rows = {int(r.flow): r for r in flows.itertuples(index=False)}
         self._tls_rows = {int(r.flow): r for r in tls.itertuples(index=False)} if len(tls) else {}
 
@@ -141,6 +148,21 @@ class DetectContext:
         a = np.searchsorted(self._seg_key, k, side="left")
         b = np.searchsorted(self._seg_key, k, side="right")
         return self._seg.iloc[a:b]
+
+    def seg_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
+        """:meth:`segments_of` as numpy columns (views), ``kind`` as text."""
+        k = f * 2 + d
+        a = int(np.searchsorted(self._seg_key, k, side="left"))
+        b = int(np.searchsorted(self._seg_key, k, side="right"))
+        return {c: v[a:b] for c, v in self._seg_np.items()}
+
+    def memo(self, key: tuple[Any, ...], make: Any) -> Any:
+        """``make()`` once per key for this trace: per-direction views that several
+        detectors build alike (e.g. ``nagle.DirView``).  What it returns is shared,
+        so it must not be modified."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]
 
     def records_of(self, f: int, d: int) -> pd.DataFrame:
         k = f * 2 + d

@@ -139,14 +139,14 @@ def reaction_jitter_ns(ctx: DetectContext, f: int, d: int, d_x: int) -> int | No
     """Robust σ of X's immediate pure-ACK reactions to Y's data at the capture point
     (X sends in direction ``d``); None with fewer than JITTER_MIN_SAMPLES."""
     p = ctx.packets_of(f)
-    seg = ctx.segments_of(f, 1 - d)
-    new = seg[seg["kind"].astype(str) == "new"]
+    seg = ctx.seg_arrays(f, 1 - d)
+    new = seg["kind"] == "new"
     x = np.nonzero(p.dir == d)[0]
-    if len(new) < JITTER_MIN_SAMPLES or not x.size:
+    if int(new.sum()) < JITTER_MIN_SAMPLES or not x.size:
         return None
     ackmax = np.maximum.accumulate(p.ack[x])
-    pi = np.searchsorted(p.frame, new["frame"].to_numpy(np.int64))
-    k = np.searchsorted(ackmax, new["end"].to_numpy(np.int64), side="left")
+    pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
+    k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
     ok = (k < x.size) & (k >= np.searchsorted(x, pi, side="right"))
     if not ok.any():
         return None
@@ -203,20 +203,24 @@ def refined_legs_ns(ctx: DetectContext, f: int) -> tuple[int, int] | None:
     be acknowledged before it arrives), so the minimum is the best estimate.  None
     without a handshake.
     """
+    return ctx.memo(("nagle.refined_legs", f), lambda: _refined_legs(ctx, f))  # type: ignore[no-any-return]
+
+
+def _refined_legs(ctx: DetectContext, f: int) -> tuple[int, int] | None:
     dc, ds = ctx.legs_ns(f)
     if dc is None or ds is None:
         return None
     legs = [dc, ds]
     p = ctx.packets_of(f)
     for d in (0, 1):
-        seg = ctx.segments_of(f, d)
-        new = seg[seg["kind"].astype(str) == "new"]
+        seg = ctx.seg_arrays(f, d)
+        new = seg["kind"] == "new"
         y = np.nonzero(p.dir == 1 - d)[0]
-        if not len(new) or not y.size:
+        if not new.any() or not y.size:
             continue
         ackmax = np.maximum.accumulate(p.ack[y])
-        pi = np.searchsorted(p.frame, new["frame"].to_numpy(np.int64))
-        k = np.searchsorted(ackmax, new["end"].to_numpy(np.int64), side="left")
+        pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
+        k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
         ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
         if ok.any():
             sample = int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min())
@@ -273,7 +277,12 @@ class DirView:
     @classmethod
     def build(cls, ctx: DetectContext, f: int, d: int) -> DirView | None:
         """None when the direction has no segments, or the flow lacks the handshake legs
-        (no vantage model without them, §1.1) or an MSS."""
+        (no vantage model without them, §1.1) or an MSS.  Built once per direction and
+        trace (``ctx.memo``): cork, delayed_ack and nagle share it, read-only."""
+        return ctx.memo(("nagle.DirView", f, d), lambda: cls._build(ctx, f, d))  # type: ignore[no-any-return]
+
+    @classmethod
+    def _build(cls, ctx: DetectContext, f: int, d: int) -> DirView | None:
         legs = refined_legs_ns(ctx, f)
         if legs is None:
             return None
@@ -281,15 +290,15 @@ class DirView:
         mss = ctx.eff_mss(f)
         if mss is None or mss <= 0:
             return None
-        seg = ctx.segments_of(f, d)
-        if len(seg) < 1:
+        seg = ctx.seg_arrays(f, d)
+        if seg["frame"].shape[0] < 1:
             return None
         p = ctx.packets_of(f)
-        s_frame = seg["frame"].to_numpy(np.int64)
+        s_frame = seg["frame"].astype(np.int64, copy=False)
         y = np.nonzero(p.dir == 1 - d)[0]
         y_ack = p.ack[y]
-        kinds = seg["kind"].astype(str).to_numpy()
-        s_ts = seg["ts_ns"].to_numpy(np.int64)
+        kinds = seg["kind"]
+        s_ts = seg["ts_ns"].astype(np.int64, copy=False)
         return cls(
             f=f,
             d=d,
@@ -299,15 +308,15 @@ class DirView:
             d_y=d_y,
             s_frame=s_frame,
             s_ts=s_ts,
-            s_off=seg["offset"].to_numpy(np.int64),
-            s_len=seg["length"].to_numpy(np.int64),
-            s_end=seg["end"].to_numpy(np.int64),
+            s_off=seg["offset"].astype(np.int64, copy=False),
+            s_len=seg["length"].astype(np.int64, copy=False),
+            s_end=seg["end"].astype(np.int64, copy=False),
             s_kind=kinds,
-            s_psh=seg["psh"].to_numpy(bool),
-            s_fin=seg["fin"].to_numpy(bool),
-            s_super=seg["super_segment"].to_numpy(bool),
-            s_gap=seg["gap_before"].to_numpy(np.int64),
-            s_wire=seg["wire_segments"].to_numpy(np.int64),
+            s_psh=seg["psh"].astype(bool, copy=False),
+            s_fin=seg["fin"].astype(bool, copy=False),
+            s_super=seg["super_segment"].astype(bool, copy=False),
+            s_gap=seg["gap_before"].astype(np.int64, copy=False),
+            s_wire=seg["wire_segments"].astype(np.int64, copy=False),
             s_pi=np.searchsorted(p.frame, s_frame),
             y_idx=y,
             y_ack=y_ack,
