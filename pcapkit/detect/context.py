@@ -118,6 +118,7 @@ class DetectContext:
         else:
             self._rec = records
             self._rec_key = np.zeros(0, np.int64)
+        self._rec_np: dict[str, np.ndarray] | None = None  # built on first rec_arrays()
         # the sorted segments as numpy columns (kind as text), sliced per direction
         # by seg_arrays: no pandas indexing per flow
         self._seg_np: dict[str, np.ndarray] = {
@@ -155,6 +156,28 @@ class DetectContext:
         a = int(np.searchsorted(self._seg_key, k, side="left"))
         b = int(np.searchsorted(self._seg_key, k, side="right"))
         return {c: v[a:b] for c, v in self._seg_np.items()}
+
+    def rec_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
+        """:meth:`records_of` as numpy columns (views): categorical and text columns as
+        text, nullable integers as float with NaN for missing."""
+        if self._rec_np is None:
+            cols: dict[str, np.ndarray] = {}
+            for c in self._rec.columns:
+                col = self._rec[c]
+                if (
+                    isinstance(col.dtype, pd.CategoricalDtype | pd.StringDtype)
+                    or col.dtype == object
+                ):
+                    cols[c] = col.astype(str).to_numpy()
+                elif isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+                    cols[c] = col.to_numpy(dtype=float, na_value=np.nan)
+                else:
+                    cols[c] = col.to_numpy()
+            self._rec_np = cols
+        k = f * 2 + d
+        a = int(np.searchsorted(self._rec_key, k, side="left"))
+        b = int(np.searchsorted(self._rec_key, k, side="right"))
+        return {c: v[a:b] for c, v in self._rec_np.items()}
 
     def memo(self, key: tuple[Any, ...], make: Any) -> Any:
         """``make()`` once per key for this trace: per-direction views that several

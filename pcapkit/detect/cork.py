@@ -95,13 +95,13 @@ APPLICATION_DATA = 23
 
 def _app_units(ctx: DetectContext, f: int, d: int) -> dict[int, int]:
     """frame → number of complete application records carried in that one frame."""
-    r = ctx.records_of(f, d)
-    if not len(r):
+    r = ctx.rec_arrays(f, d)
+    if not r["flow"].shape[0]:
         return {}
-    ct = r["content_type"].to_numpy(dtype=float, na_value=-1)
-    first = r["first_frame"].to_numpy(np.int64)
-    last = r["last_byte_frame"].to_numpy(np.int64)
-    epoch = r["epoch"].astype(str).to_numpy()
+    ct = np.nan_to_num(r["content_type"].astype(float), nan=-1)
+    first = r["first_frame"].astype(np.int64)
+    last = r["last_byte_frame"].astype(np.int64)
+    epoch = r["epoch"]
     # application_data outside the handshake epoch ("plaintext" when the capture starts
     # mid-stream; a TLS 1.3 handshake record without keys shows outer type 23 too, but
     # its epoch is "handshake")
