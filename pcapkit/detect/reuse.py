@@ -43,7 +43,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from ..net.decode import ACK, FIN, RST, SYN
 from ..schema import is_missing as _na
@@ -121,50 +120,54 @@ def _str(v: Any) -> str | None:
 
 
 def timeline(ctx: DetectContext, f: int) -> ConnTimeline:
-    """The connection's timeline from its packets and TLS records."""
+    """The connection's timeline from its packets and TLS records (built once per
+    flow and trace: reuse and resumption share it, read-only)."""
+    return ctx.memo(("reuse.timeline", f), lambda: _timeline(ctx, f))  # type: ignore[no-any-return]
+
+
+def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
     r = ctx.flow(f)
     p = ctx.packets_of(f)
     tls = ctx.tls_row(f)
     syn = np.nonzero((p.dir == 0) & ((p.flags & SYN) != 0) & ((p.flags & ACK) == 0))[0]
     syn_frame = int(p.frame[syn[0]]) if syn.shape[0] else None
     syn_ts = int(p.ts[syn[0]]) if syn.shape[0] else None
-    c = ctx.records_of(f, 0)
-    s = ctx.records_of(f, 1)
+    c = ctx.rec_arrays(f, 0)
+    s = ctx.rec_arrays(f, 1)
     ch_frame = ch_ts = app_frame = app_ts = cfin_ts = sess_frame = sess_ts = None
     close: list[tuple[int, int, str, str]] = []  # (ts, frame, by, how)
     version = _str(tls.version) if tls is not None else None
-    is_tls = tls is not None and len(c) > 0
+    is_tls = tls is not None and c["flow"].shape[0] > 0
     if is_tls:
-        hs = c["handshake"].astype(str).to_numpy()
-        off = c["offset"].to_numpy(np.int64)
+        hs = c["handshake"]
+        off = c["offset"]
         ch = np.nonzero(np.char.find(hs.astype(str), "ClientHello") >= 0)[0]
         if ch.shape[0] and off[ch[0]] == 0:
-            ch_frame = int(c["first_frame"].iloc[ch[0]])
-            ch_ts = int(c["first_ts_ns"].iloc[ch[0]])
+            ch_frame = int(c["first_frame"][ch[0]])
+            ch_ts = int(c["first_ts_ns"][ch[0]])
         app = _client_app_record(c, version)
         if app is not None:
-            app_frame = int(c["first_frame"].iloc[app])
-            app_ts = int(c["first_ts_ns"].iloc[app])
+            app_frame = int(c["first_frame"][app])
+            app_ts = int(c["first_ts_ns"][app])
         fin = _client_finished(c, version)
         if fin is not None:
-            cfin_ts = int(c["last_ts_ns"].iloc[fin])
-            later = np.nonzero(s["first_ts_ns"].to_numpy(np.int64) > cfin_ts)[0]
+            cfin_ts = int(c["last_ts_ns"][fin])
+            later = np.nonzero(s["first_ts_ns"] > cfin_ts)[0]
             if later.shape[0]:
-                sess_frame = int(s["first_frame"].iloc[later[0]])
-                sess_ts = int(s["first_ts_ns"].iloc[later[0]])
+                sess_frame = int(s["first_frame"][later[0]])
+                sess_ts = int(s["first_ts_ns"][later[0]])
         for rec, by in ((c, "client"), (s, "server")):
-            if not len(rec):
+            if not rec["flow"].shape[0]:
                 continue
             al = np.nonzero(
-                (rec["content_type"].to_numpy(np.int64) == _TLS_ALERT)
-                | (rec["outer_content_type"].to_numpy(np.int64) == _TLS_ALERT)
+                (rec["content_type"] == _TLS_ALERT) | (rec["outer_content_type"] == _TLS_ALERT)
             )[0]
             if al.shape[0]:
                 k = int(al[0])
                 close.append(
                     (
-                        int(rec["first_ts_ns"].iloc[k]),
-                        int(rec["first_frame"].iloc[k]),
+                        int(rec["first_ts_ns"][k]),
+                        int(rec["first_frame"][k]),
                         by,
                         "TLS close_notify/alert",
                     )
@@ -209,12 +212,13 @@ def timeline(ctx: DetectContext, f: int) -> ConnTimeline:
     )
 
 
-def _client_app_record(c: pd.DataFrame, version: str | None) -> int | None:
-    """Row (position) of the client's first application-data record, None if it sent none."""
-    ct = c["content_type"].to_numpy(np.int64)
-    outer = c["outer_content_type"].to_numpy(np.int64)
-    status = c["status"].astype(str).to_numpy()
-    early = c["early_data"].to_numpy(bool)
+def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | None:
+    """Row (position) of the client's first application-data record, None if it sent none
+    (``c``: the client's records as ``DetectContext.rec_arrays`` gives them)."""
+    ct = c["content_type"]
+    outer = c["outer_content_type"]
+    status = c["status"]
+    early = c["early_data"].astype(bool)
     dec = status == "decrypted"
     if dec.any():
         k = np.nonzero(dec & (ct == _TLS_APPDATA))[0]
@@ -230,15 +234,15 @@ def _client_app_record(c: pd.DataFrame, version: str | None) -> int | None:
     return min(opts) if opts else None
 
 
-def _client_finished(c: pd.DataFrame, version: str | None) -> int | None:
+def _client_finished(c: dict[str, np.ndarray], version: str | None) -> int | None:
     """Row of the client's Finished record (first protected non-early handshake record)."""
-    outer = c["outer_content_type"].to_numpy(np.int64)
-    early = c["early_data"].to_numpy(bool)
+    outer = c["outer_content_type"]
+    early = c["early_data"].astype(bool)
     if version == "TLS 1.3":
         k = np.nonzero((outer == _TLS_APPDATA) & ~early)[0]
         return int(k[0]) if k.shape[0] else None
     ccs = np.nonzero(outer == _TLS_CCS)[0]
-    if not ccs.shape[0] or ccs[0] + 1 >= len(c):
+    if not ccs.shape[0] or ccs[0] + 1 >= outer.shape[0]:
         return None
     return int(ccs[0] + 1)
 
