@@ -180,15 +180,15 @@ class _Dir:
 
     def __init__(self, ctx: DetectContext, extras: _PacketExtras, f: int, d: int) -> None:
         self.f, self.d = f, d
-        s = ctx.segments_of(f, d)
-        self.seg_frame = s["frame"].to_numpy(np.int64)
-        self.seg_ts = s["ts_ns"].to_numpy(np.int64)
-        self.seg_off = s["offset"].to_numpy(np.int64)
-        self.seg_end = s["end"].to_numpy(np.int64)
-        self.seg_gap = s["gap_before"].to_numpy(np.int64)
-        self.seg_psh = s["psh"].to_numpy(bool)
-        self.seg_kind = s["kind"].astype(str).to_numpy()
-        self.seg_super = s["super_segment"].to_numpy(bool)
+        s = ctx.seg_arrays(f, d)
+        self.seg_frame = s["frame"].astype(np.int64)
+        self.seg_ts = s["ts_ns"].astype(np.int64)
+        self.seg_off = s["offset"].astype(np.int64)
+        self.seg_end = s["end"].astype(np.int64)
+        self.seg_gap = s["gap_before"].astype(np.int64)
+        self.seg_psh = s["psh"].astype(bool)
+        self.seg_kind = s["kind"]
+        self.seg_super = s["super_segment"].astype(bool)
         p = ctx.packets_of(f)
         self.p = p
         y = (p.dir == 1 - d) & (p.ack >= 0) & ((p.flags & ACK) != 0)
@@ -355,17 +355,17 @@ def _units_at_p(
     t1 = max(h.t_fill for h in ep if h.t_fill is not None)
     a0 = min(h.a for h in ep)
     spans = [(h.a, h.b) for h in all_holes]
-    recs = ctx.records_of(x.f, x.d)
+    recs = ctx.rec_arrays(x.f, x.d)
     victims: list[dict[str, Any]] = []
     hit: list[dict[str, Any]] = []
-    if len(recs):
-        off = recs["offset"].to_numpy(np.int64)
-        end = off + recs["length"].to_numpy(np.int64)
-        lb_ts = recs["last_byte_ts_ns"].to_numpy(np.int64)
-        lb_fr = recs["last_byte_frame"].to_numpy(np.int64)
-        rd_ts = recs["last_ts_ns"].to_numpy(np.int64)
-        rd_fr = recs["last_frame"].to_numpy(np.int64)
-        ctype = recs["content_type"].to_numpy(np.int64)
+    if recs["flow"].shape[0]:
+        off = recs["offset"]
+        end = off + recs["length"]
+        lb_ts = recs["last_byte_ts_ns"]
+        lb_fr = recs["last_byte_frame"]
+        rd_ts = recs["last_ts_ns"]
+        rd_fr = recs["last_frame"]
+        ctype = recs["content_type"]  # float, NaN when missing
         for k in np.nonzero((end > a0) & (rd_ts >= t0) & (lb_ts <= t1))[0].tolist():
             o, e = int(off[k]), int(end[k])
             touches = any(o < sb and sa < e for sa, sb in spans)
@@ -700,13 +700,13 @@ def _victims_at_sender(
     sent = (x.seg_off >= hole_end) & (x.seg_ts < t_rx) & np.isin(x.seg_kind, ["new"])
     behind = int((x.seg_end[sent] - x.seg_off[sent]).sum()) if sent.any() else 0
     units: list[dict[str, Any]] = []
-    recs = ctx.records_of(x.f, x.d)
-    if len(recs):
+    recs = ctx.rec_arrays(x.f, x.d)
+    if recs["flow"].shape[0]:
         unit = "TLS record"
-        off = recs["offset"].to_numpy(np.int64)
-        ln = recs["length"].to_numpy(np.int64)
-        lb_ts = recs["last_byte_ts_ns"].to_numpy(np.int64)
-        lb_fr = recs["last_byte_frame"].to_numpy(np.int64)
+        off = recs["offset"]
+        ln = recs["length"]
+        lb_ts = recs["last_byte_ts_ns"]
+        lb_fr = recs["last_byte_frame"]
         sel = np.nonzero((off >= hole_end) & (lb_ts < t_rx))[0]
         rows = [(int(off[k]), int(ln[k]), int(lb_fr[k]), int(lb_ts[k])) for k in sel.tolist()]
     else:

@@ -582,14 +582,16 @@ def find_holds(
 def _tls_evidence(ctx: DetectContext, v: DirView, holds: list[Hold]) -> None:
     """Records completed inside each held segment, and whether S1 ended inside a record
     (§1.6: the bytes of S2 were already part of a record the application had begun)."""
-    recs = ctx.records_of(v.f, v.d)
-    if not len(recs) or not holds:
+    if not holds:
         return
-    first = recs["first_frame"].to_numpy(np.int64)
-    last = recs["last_byte_frame"].to_numpy(np.int64)
+    recs = ctx.rec_arrays(v.f, v.d)
+    if not recs["flow"].shape[0]:
+        return
+    first = recs["first_frame"]
+    last = recs["last_byte_frame"]
     whole = np.sort(first[first == last])
-    off = recs["offset"].to_numpy(np.int64)  # sorted by offset (records_of)
-    end = off + recs["length"].to_numpy(np.int64)
+    off = recs["offset"]  # sorted by offset (rec_arrays)
+    end = off + recs["length"]
     for h in holds:
         f2 = int(v.s_frame[h.j2])
         h.tls_records = int(
