@@ -318,6 +318,17 @@ def _valid_capture_bytes() -> bytes:
 VALID = _valid_capture_bytes()
 
 
+def _corrupted(tmp_path_factory, name: str, data: bytes, flips: list[tuple[int, int]]):
+    """``data`` with the byte at each position set to the value (past the end: ignored), as a file."""
+    b = bytearray(data)
+    for pos, val in flips:
+        if pos < len(b):
+            b[pos] = val
+    p = tmp_path_factory.mktemp("cor") / name
+    p.write_bytes(bytes(b))
+    return p
+
+
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -326,12 +337,7 @@ VALID = _valid_capture_bytes()
     cut=st.integers(0, len(VALID)),
 )
 def test_corruption_never_crashes(tmp_path_factory, flips, cut):
-    data = bytearray(VALID[:cut] if cut else VALID)
-    for pos, val in flips:
-        if pos < len(data):
-            data[pos] = val
-    p = tmp_path_factory.mktemp("cor") / "c.pcapng"
-    p.write_bytes(bytes(data))
+    p = _corrupted(tmp_path_factory, "c.pcapng", VALID[:cut] if cut else VALID, flips)
     try:
         t = pcapkit.open(p)
     except PcapkitError as exc:
@@ -507,12 +513,7 @@ def test_split_walk_equals_serial_on_corrupt_pcaps(tmp_path_factory, flips, cut)
 
     import pcapkit.io.reader as R
 
-    data = bytearray(PCAP[:cut])
-    for pos, val in flips:
-        if pos < len(data):
-            data[pos] = val
-    p = tmp_path_factory.mktemp("split") / "c.pcap"
-    p.write_bytes(bytes(data))
+    p = _corrupted(tmp_path_factory, "c.pcap", PCAP[:cut], flips)
     old_env, old_min = os.environ.get("PCAPKIT_THREADS"), R.SPLIT_MIN_BYTES
     try:
         R.SPLIT_MIN_BYTES = 0
