@@ -31,6 +31,7 @@ import os
 import shutil
 import signal
 import struct
+import sys
 import tempfile
 import threading
 from array import array
@@ -536,15 +537,17 @@ def _split_walk(
 ) -> _SplitWalk | None:
     """Fork a child that walks the second half of a big classic pcap, or None.
 
-    Only when the file is big, more than one thread is allowed
-    (:func:`pcapkit._parallel.thread_count`), ``os.fork`` exists and this process
-    runs a single thread (forking a multi-threaded process can deadlock).
+    Only on Linux (where it is measured and tested; on macOS not every system
+    library is safe to use in a forked child), when the file is big, more than one
+    thread is allowed (:func:`pcapkit._parallel.thread_count`) and this process runs
+    a single thread (forking a multi-threaded process can deadlock).
     """
     from .._parallel import thread_count
 
     n = buf.shape[0]
     if (
         n < SPLIT_MIN_BYTES
+        or not sys.platform.startswith("linux")
         or not hasattr(os, "fork")
         or thread_count() < 2
         or threading.active_count() > 1
