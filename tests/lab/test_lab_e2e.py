@@ -396,7 +396,11 @@ def test_fixtures_command_writes_a_checked_fixture_and_readme(tmp_path: Path) ->
 
     res = CliRunner().invoke(lab, ["fixtures", "-o", str(tmp_path), "--only", "tcp_cork_cleared"])
     assert res.exit_code == 0, res.output
-    assert "tcp_cork_cleared: attempt 1: ok" in res.output or "attempt 2: ok" in res.output
+    # the command retries a capture whose path timing was off (up to 3 attempts): one of
+    # them must have passed the checks, and every attempt says how it went
+    lines = [ln for ln in res.output.splitlines() if ln.startswith("tcp_cork_cleared: attempt ")]
+    assert lines and lines[-1].split(": ")[2].startswith("ok"), res.output
+    assert len(lines) <= 3
     assert sorted(p.name for p in (tmp_path / "tcp_cork_cleared").iterdir()) == [
         "client.pcapng",
         "middle.pcapng",  # the default for forwarder scenarios (fixtures.wants_middle)
