@@ -42,6 +42,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .._parallel import thread_count
 from ..errors import CaptureTooBroken, NotACapture
 
 # Largest caplen accepted in a classic pcap record.  Wireshark's own limit for
@@ -327,11 +328,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
     tail: np.ndarray | None = None  # the child's offsets, once joined
     try:
         while off <= last:
-            for _ in repeat(None, PROGRESS_EVERY):
-                if off > last or off >= stop:
-                    break
-                append(off)
-                off += rec_hdr + caplen_at(mm, off + 8)[0]
+            off = _walk(mm, off, min(last, stop - 1), rec_hdr, caplen_at, append, PROGRESS_EVERY)
             if off >= stop and split is not None:
                 if off == stop:
                     try:
@@ -427,6 +424,26 @@ SYNC_DEPTH = 8
 SYNC_MAX_SKEW_S = 10 * 365 * 86400
 # The first resynchronisation window (bytes); a wider one follows if it holds no chain.
 SYNC_FIRST_REACH = 1 << 14
+
+
+def _walk(
+    mm: Any,
+    off: int,
+    last: int,
+    rec_hdr: int,
+    caplen_at: Callable[[Any, int], tuple[int, ...]],
+    append: Callable[[int], None],
+    count: int,
+) -> int:
+    """Follow caplen from record header to header: ``append`` each offset up to
+    ``last`` (at most ``count`` of them); return where the walk stopped.  The only
+    per-record loop of the classic-pcap reader, for this process and the forked child."""
+    for _ in repeat(None, count):
+        if off > last:
+            break
+        append(off)
+        off += rec_hdr + caplen_at(mm, off + 8)[0]
+    return off
 
 
 class _SplitWalk:
@@ -542,8 +559,6 @@ def _split_walk(
     thread is allowed (:func:`pcapkit._parallel.thread_count`) and this process runs
     a single thread (forking a multi-threaded process can deadlock).
     """
-    from .._parallel import thread_count
-
     n = buf.shape[0]
     if (
         n < SPLIT_MIN_BYTES
@@ -562,14 +577,9 @@ def _split_walk(
         code = 1
         try:
             os.close(r)
-            caplen_at = struct.Struct(order + "I").unpack_from
             offs = array("q", [0])  # slot 0: where the walk ends
-            append = offs.append
-            off, last = start, n - rec_hdr
-            while off <= last:
-                append(off)
-                off += rec_hdr + caplen_at(mm, off + 8)[0]
-            offs[0] = off
+            caplen_at = struct.Struct(order + "I").unpack_from
+            offs[0] = _walk(mm, start, n - rec_hdr, rec_hdr, caplen_at, offs.append, n)
             view = memoryview(offs.tobytes())
             while view:
                 view = view[os.write(w, view) :]
@@ -618,28 +628,9 @@ def _gather_records(
 
 
 def _gather_words(buf: np.ndarray, idx: np.ndarray, order: str, words: int) -> np.ndarray:
-    """``words`` consecutive u32 at each byte offset in ``idx``, as an (n, words) int64 array.
-
-    Unaligned reads without an (n, 4·words) index matrix: the buffer is viewed as
-    u32 at each of the four byte shifts, and each record reads from the view that
-    matches its offset modulo 4 (all offsets must leave 4·words bytes in bounds).
-    """
-    m = idx.shape[0]
-    out = np.empty((m, words), dtype=np.int64)
-    if m == 0:
-        return out
-    r = idx & 3
-    q = idx >> 2
-    for k in range(4):
-        sel = np.nonzero(r == k)[0]
-        if sel.shape[0] == 0:
-            continue
-        usable = (buf.shape[0] - k) // 4 * 4
-        view = buf[k : k + usable].view(np.dtype(order + "u4"))
-        base = q[sel]
-        for w in range(words):
-            out[sel, w] = view[base + w]
-    return out
+    """``words`` consecutive u32 at each byte offset in ``idx``, as an (n, words) int64 array
+    (unaligned reads through :func:`rows_at`; every offset must leave 4·words bytes in bounds)."""
+    return rows_at(buf, idx, 4 * words).view(order + "u4").astype(np.int64)
 
 
 def _gather_u32(buf: np.ndarray, idx: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
