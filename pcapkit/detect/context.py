@@ -53,6 +53,14 @@ class FlowPackets:
         return (self.flags & PSH) != 0
 
 
+def _span(keys: np.ndarray, f: int, d: int) -> slice:
+    """The rows of direction (f, d) in a table sorted by the key ``flow * 2 + dir``."""
+    k = f * 2 + d
+    return slice(
+        int(np.searchsorted(keys, k, side="left")), int(np.searchsorted(keys, k, side="right"))
+    )
+
+
 class DetectContext:
     """Tables of one trace, plus per-flow arrays for the detectors."""
 
@@ -145,17 +153,12 @@ class DetectContext:
         return FlowPackets(**{k: v[a:b] for k, v in self._p.items()})
 
     def segments_of(self, f: int, d: int) -> pd.DataFrame:
-        k = f * 2 + d
-        a = np.searchsorted(self._seg_key, k, side="left")
-        b = np.searchsorted(self._seg_key, k, side="right")
-        return self._seg.iloc[a:b]
+        return self._seg.iloc[_span(self._seg_key, f, d)]
 
     def seg_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
         """:meth:`segments_of` as numpy columns (views), ``kind`` as text."""
-        k = f * 2 + d
-        a = int(np.searchsorted(self._seg_key, k, side="left"))
-        b = int(np.searchsorted(self._seg_key, k, side="right"))
-        return {c: v[a:b] for c, v in self._seg_np.items()}
+        rows = _span(self._seg_key, f, d)
+        return {c: v[rows] for c, v in self._seg_np.items()}
 
     def rec_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
         """:meth:`records_of` as numpy columns (views): categorical and text columns as
@@ -174,10 +177,8 @@ class DetectContext:
                 else:
                     cols[c] = col.to_numpy()
             self._rec_np = cols
-        k = f * 2 + d
-        a = int(np.searchsorted(self._rec_key, k, side="left"))
-        b = int(np.searchsorted(self._rec_key, k, side="right"))
-        return {c: v[a:b] for c, v in self._rec_np.items()}
+        rows = _span(self._rec_key, f, d)
+        return {c: v[rows] for c, v in self._rec_np.items()}
 
     def memo(self, key: tuple[Any, ...], make: Any) -> Any:
         """``make()`` once per key for this trace: per-direction views that several
@@ -188,10 +189,7 @@ class DetectContext:
         return self._memo[key]
 
     def records_of(self, f: int, d: int) -> pd.DataFrame:
-        k = f * 2 + d
-        a = np.searchsorted(self._rec_key, k, side="left")
-        b = np.searchsorted(self._rec_key, k, side="right")
-        return self._rec.iloc[a:b]
+        return self._rec.iloc[_span(self._rec_key, f, d)]
 
     # -- vantage -------------------------------------------------------------------
     def legs_ns(self, f: int) -> tuple[int | None, int | None]:

@@ -656,6 +656,7 @@ def _differs(
         cur = max(cur, b)
     if cur < old_end:
         seen_ranges.append((cur, old_end))
+    mv = memoryview(buf)  # byte comparisons in C, without numpy's per-call overhead
     my_cap_end = int(ds[i] + pcap_len[i])
     my_base = int(seg_off_buf[i] - ds[i])  # buffer offset of stream offset 0 for this segment
     owners: list[tuple[int, int, int]] = []
@@ -680,7 +681,6 @@ def _differs(
             if a >= b:
                 continue
             o_base = int(seg_off_buf[op] - ds[op])
-            mv = memoryview(buf)  # byte comparison in C, without numpy's per-call overhead
             if mv[my_base + a : my_base + b] != mv[o_base + a : o_base + b]:
                 return True
     return False
