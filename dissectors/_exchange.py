@@ -11,6 +11,24 @@ from __future__ import annotations
 from typing import Any
 
 
+class HeaderFields:
+    """Mixin for a decoded header block with ``headers`` (lower-case names, in order,
+    or None when it could not be decoded): HTTP/2 and HTTP/3 share the lookup."""
+
+    __slots__ = ()
+
+    headers: tuple[tuple[str, str], ...] | None
+
+    def get(self, name: str) -> str | None:
+        """First value of ``name`` (lower-case, RFC 9113 §8.2.1 / RFC 9114 §4.2), or ``None``."""
+        if self.headers is None:
+            return None
+        for k, v in self.headers:
+            if k == name:
+                return v
+        return None
+
+
 class HttpExchange:
     """Mixin for a stream dataclass with ``request_headers``, ``response_headers``,
     ``body_bytes`` and ``body_chunks`` (``"c2s"`` / ``"s2c"`` keyed)."""

@@ -58,7 +58,7 @@ from typing import Final, Literal
 import hpack
 from hpack import NeverIndexedHeaderTuple
 
-from ._exchange import HttpExchange
+from ._exchange import HeaderFields, HttpExchange
 from ._wire import Buffer, Cursor
 from .errors import DissectError
 
@@ -362,7 +362,7 @@ class H2Frame:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HeaderBlock:
+class HeaderBlock(HeaderFields):
     """A complete header block (RFC 9113 §4.3): HEADERS or PUSH_PROMISE + CONTINUATION.
 
     ``offset`` is that of the first frame's header, ``end`` the end of the frame that
@@ -390,15 +390,6 @@ class HeaderBlock:
     promised_stream_id: int | None = None
     error: str | None = None
     table_size: int | None = None
-
-    def get(self, name: str) -> str | None:
-        """First value of ``name`` (lower-case, as HTTP/2 requires), or ``None``."""
-        if self.headers is None:
-            return None
-        for k, v in self.headers:
-            if k == name:
-                return v
-        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, Final, Literal
 
-from ._exchange import HttpExchange
+from ._exchange import HeaderFields, HttpExchange
 from ._wire import Buffer, Cursor
 from .errors import DissectError, Malformed, Truncated
 from .qpack import (
@@ -323,7 +323,7 @@ class H3Error:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class HeaderBlock:
+class HeaderBlock(HeaderFields):
     """A decoded field section (RFC 9114 §4.2; RFC 9204 §4.5) from HEADERS or PUSH_PROMISE.
 
     Shaped like :class:`dissectors.http2.HeaderBlock`.  ``offset``/``end`` are those of the
@@ -349,15 +349,6 @@ class HeaderBlock:
     blocked: bool = False
     frame: int | None = None
     ts_ns: int | None = None
-
-    def get(self, name: str) -> str | None:
-        """First value of ``name`` (lower-case, RFC 9114 §4.2), or ``None``."""
-        if self.headers is None:
-            return None
-        for k, v in self.headers:
-            if k == name:
-                return v
-        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
