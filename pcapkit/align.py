@@ -26,11 +26,16 @@ table) or :func:`alignment_kpis_by_flow` (every connection in one pass).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from .net.tcp import KINDS, DirectionIndex
+from . import schema
+from .net.streams import empty_index
+from .net.tcp import KINDS, DirectionIndex, group_cummax, group_last_index
+from .sessions.tls import DECRYPT_STATUSES, EPOCHS, TlsFlow, record_columns
 
 # segment kinds that resend or fill: codes of net.tcp.KINDS out_of_order … overlap_diff
 _RETX_LO, _RETX_HI = KINDS.index("out_of_order"), KINDS.index("overlap_diff")
@@ -63,8 +68,6 @@ def align_all(
     own, so one ``searchsorted`` serves all directions; per-direction running
     values (in-order delivery, holes, push units) restart at each range.
     """
-    from .net.tcp import _group_cummax, _group_last_index
-
     n = rec_off.shape[0]
     G = len(indexes)
     rec_end = rec_off + rec_len
@@ -103,13 +106,13 @@ def align_all(
     lf2, lt2 = locate(last)
     if k:
         # in-order delivery (DirectionIndex.delivered), restarted per direction
-        cm = _group_cummax(p_frame, pg)
-        holder = _group_last_index(p_frame == cm, pg)
+        cm = group_cummax(p_frame, pg)
+        holder = group_last_index(p_frame == cm, pg)
         gap = np.ones(k, bool)
         gap[1:] = p_start[1:] > p_end[:-1]
         first_of_g = np.r_[True, pg[1:] != pg[:-1]]
         gap = np.where(first_of_g, p_start > base[pg], gap)
-        broken = _group_cummax(gap.astype(np.int64), pg) > 0
+        broken = group_cummax(gap.astype(np.int64), pg) > 0
         i = np.searchsorted(p_start, last, side="right") - 1
         j = np.maximum(i, 0)
         ok = (i >= 0) & (last < p_end[j]) & ~broken[j]
@@ -251,3 +254,181 @@ def alignment_kpis_by_flow(
             "records_per_unit_hist": hists.get(i, {}),
         }
     return out
+
+
+# records columns computed by align_all
+ALIGN_COLUMNS = (
+    "first_frame",
+    "last_frame",
+    "first_ts_ns",
+    "last_ts_ns",
+    "last_byte_frame",
+    "last_byte_ts_ns",
+    "segments",
+    "psh_end",
+    "push_unit",
+    "records_in_unit",
+    "retransmitted",
+    "missing_bytes",
+)
+TLS_VERSIONS = {
+    0x0300: "SSL 3.0",
+    0x0301: "TLS 1.0",
+    0x0302: "TLS 1.1",
+    0x0303: "TLS 1.2",
+    0x0304: "TLS 1.3",
+}
+
+
+def records_table(
+    tls_flows: list[TlsFlow],
+    index: Mapping[tuple[int, int], DirectionIndex],
+    segments: Mapping[str, np.ndarray],
+    nflows: int,
+) -> pd.DataFrame:
+    """One row per TLS record, aligned with TCP frames and PSH; see
+    ``pcapkit.schema.describe("records")``.
+
+    ``index`` maps (flow, dir code) to the direction's piece index and ``segments``
+    holds the segment columns of the TCP analysis (:data:`ALIGN_SEGMENT_COLUMNS`
+    plus ``flow`` and ``dir``).
+    """
+    rc = record_columns(tls_flows)
+    if rc.n == 0:
+        return schema.frame("records", n=0)
+    statuses = DECRYPT_STATUSES
+    seg = segments
+    # segments sliced per (flow, dir) by binary search, not by a mask per flow
+    skey = seg["flow"] * 2 + seg["dir"]
+    sorder = np.argsort(skey, kind="stable")
+    # first sorted row of every (flow, dir) key, and one past the last key
+    key_start = np.searchsorted(skey[sorder], np.arange(2 * nflows + 1)).tolist()
+    indexes = [index.get(g) or empty_index() for g in rc.groups]
+    seg_rows = [sorder[key_start[f * 2 + d] : key_start[f * 2 + d + 1]] for f, d in rc.groups]
+    data = dict(rc.data)
+    n = rc.n
+    rows = np.concatenate(seg_rows)
+    seg_group = np.repeat(np.arange(len(indexes)), [r.shape[0] for r in seg_rows])
+    al = align_all(
+        data["_group"],
+        data["offset"],
+        data["length"],
+        indexes,
+        seg_group,
+        {k: seg[k][rows] for k in ALIGN_SEGMENT_COLUMNS},
+    )
+    data.update(al)
+    # header-walked records with bytes never captured are incomplete
+    incomplete = data.pop("_bulk") & (al["missing_bytes"] > 0)
+    data["status"] = np.where(incomplete, statuses.index("incomplete"), data["status"])
+    del data["_group"]
+    data["dir"] = schema.categorical(data["dir"], schema.DIRS)
+    data["plaintext_len"] = schema.masked(data["plaintext_len"], data["plaintext_len"] < 0, "Int64")
+    data["status"] = schema.categorical(data["status"], statuses)
+    data["epoch"] = schema.categorical(data["epoch"], EPOCHS)
+    data["handshake"] = data["handshake"].tolist()
+    return schema.frame("records", data, n)
+
+
+def tls_table(
+    tls_flows: list[TlsFlow], records: pd.DataFrame, hs_times: Mapping[int, tuple[int, int]]
+) -> pd.DataFrame:
+    """One row per TLS session; see ``pcapkit.schema.describe("tls")``.
+
+    ``hs_times`` is :func:`handshake_times` of the records."""
+    recs = records
+    kpis = alignment_kpis_by_flow(
+        recs["flow"].to_numpy(np.int64),
+        recs["dir"].cat.codes.to_numpy(np.int64),
+        recs["content_type"].to_numpy(np.int64),
+        recs["psh_end"].to_numpy(bool),
+        recs["push_unit"].to_numpy(np.int64),
+    )
+    hs_ms = {f: (t1 - t0) / 1e6 for f, (t0, t1) in hs_times.items()}
+    counts = recs.groupby("flow").size().to_dict() if len(recs) else {}
+    dec = recs.loc[recs.status == "decrypted"].groupby("flow").size().to_dict() if len(recs) else {}
+    no_kpi = {"pct_psh_end": None, "pct_single_record_units": None, "records_per_unit_hist": {}}
+    rows: dict[str, list[Any]] = {c: [] for c in schema.columns("tls")}
+    for tf in tls_flows:
+        sm = tf.summary
+        kpi = kpis.get(tf.flow, no_kpi)
+        rows["flow"].append(tf.flow)
+        rows["version"].append(
+            TLS_VERSIONS.get(sm.version, f"0x{sm.version:04x}") if sm.version else None
+        )
+        rows["cipher"].append(sm.cipher_suite_name)
+        rows["sni"].append(sm.sni)
+        rows["alpn"].append(sm.alpn)
+        rows["alpn_offered"].append(",".join(sm.alpn_offered) if sm.alpn_offered else None)
+        rows["resumption_offered"].append(sm.resumption_offered)
+        rows["resumption_accepted"].append(sm.resumption_accepted)
+        rows["resumption_kind"].append(sm.resumption_kind)
+        rows["early_data_offered"].append(sm.early_data_offered)
+        rows["early_data_accepted"].append(sm.early_data_accepted)
+        rows["hello_retry_request"].append(sm.hello_retry_request)
+        rows["handshake_complete"].append(sm.handshake_complete)
+        rows["handshake_ms"].append(hs_ms.get(tf.flow))
+        rows["decrypted"].append(sm.decrypted)
+        rows["why_not"].append(sm.why_not)
+        rows["records"].append(int(counts.get(tf.flow, 0)))  # incl. header-walked (bulk)
+        rows["decrypted_records"].append(int(dec.get(tf.flow, 0)))
+        rows["key_updates"].append(sm.key_updates)
+        rows["cert_chain_len"].append(len(sm.server_certificate_lengths) or None)
+        rows["pct_psh_end"].append(kpi["pct_psh_end"])
+        rows["pct_single_record_units"].append(kpi["pct_single_record_units"])
+        rows["records_per_unit"].append(kpi["records_per_unit_hist"])
+        rows["roles_swapped"].append(sm.roles_swapped)
+    n = len(rows["flow"])
+    if n == 0:
+        return schema.frame("tls", n=0)
+    data: dict[str, Any] = dict(rows)
+    data["early_data_accepted"] = pd.array(rows["early_data_accepted"], dtype="boolean")
+    for k in ("handshake_ms", "pct_psh_end", "pct_single_record_units"):
+        data[k] = pd.array(rows[k], dtype="Float64")
+    data["cert_chain_len"] = pd.array(rows["cert_chain_len"], dtype="Int64")
+    return schema.frame("tls", data, n)
+
+
+def handshake_times(
+    recs: pd.DataFrame, versions: dict[int, int | None]
+) -> dict[int, tuple[int, int]]:
+    """Per flow: (ClientHello first byte seen, the client's Finished record readable), ns.
+
+    The Finished is the client's first record after the ClientHello in the
+    handshake epoch (TLS 1.3) or the first encrypted one (TLS 1.2, after
+    ChangeCipherSpec), never early data.  Records are sorted by (flow, dir,
+    offset), so "first" is the first row of a mask.
+    """
+    if recs.empty:
+        return {}
+    flow = recs["flow"].to_numpy(np.int64)
+    c2s = (recs["dir"] == "c2s").to_numpy(bool)
+    outer = recs["outer_content_type"].to_numpy(np.int64)
+    cand = np.nonzero(c2s & (outer == 22))[0]
+    hs = recs["handshake"].to_numpy(object)
+    ch_rows = [i for i in cand.tolist() if "ClientHello" in hs[i]]
+    if not ch_rows:
+        return {}
+    ch_flow, first = np.unique(flow[ch_rows], return_index=True)
+    ch_at = np.asarray(ch_rows)[first]
+    t0 = dict(
+        zip(ch_flow.tolist(), recs["first_ts_ns"].to_numpy(np.int64)[ch_at].tolist(), strict=True)
+    )
+    ch_off = np.full(int(flow.max()) + 1, np.iinfo(np.int64).max, np.int64)
+    ch_off[ch_flow] = recs["offset"].to_numpy(np.int64)[ch_at]
+    tls13 = np.zeros(ch_off.shape[0], bool)
+    for f, v in versions.items():
+        if f < tls13.shape[0]:
+            tls13[f] = v == 0x0304
+    epoch = recs["epoch"].to_numpy(object)
+    want = np.where(tls13[flow], "handshake", "application")
+    fin = (
+        c2s
+        & (epoch == want)
+        & ~recs["early_data"].to_numpy(bool)
+        & (recs["offset"].to_numpy(np.int64) > ch_off[flow])
+    )
+    rows = np.nonzero(fin)[0]
+    f_flow, f_first = np.unique(flow[rows], return_index=True)
+    last = recs["last_ts_ns"].to_numpy(np.int64)[rows[f_first]]
+    return {f: (t0[f], t) for f, t in zip(f_flow.tolist(), last.tolist(), strict=True) if f in t0}

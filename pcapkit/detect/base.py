@@ -13,6 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
+from .. import schema
+
 # Stable public kinds (issue 5).  HTTP/2, SSE and QUIC kinds arrive with their issues.
 KINDS = (
     "nagle",
@@ -116,3 +121,34 @@ def frame_filter(frames: list[int]) -> str:
     if not frames:
         return ""
     return "frame.number in {" + " ".join(str(f) for f in sorted(set(frames))) + "}"
+
+
+def findings_table(fs: list[Finding]) -> pd.DataFrame:
+    """Findings as the declared ``findings`` table (``schema.describe("findings")``)."""
+    if not fs:
+        return schema.frame("findings", n=0)
+    data = {
+        "kind": [f.kind for f in fs],
+        "severity": [f.severity for f in fs],
+        "flow": pd.array([f.flow for f in fs], dtype="Int64"),
+        "dir": [f.dir for f in fs],
+        "cost_ms": pd.array(
+            [None if f.cost_ms is None else round(f.cost_ms, 3) for f in fs], dtype="Float64"
+        ),
+        "frames": [f.frames for f in fs],
+        "explanation": [f.explanation for f in fs],
+        "remedy": [f.remedy for f in fs],
+        "cost_method": [f.cost_method for f in fs],
+        "t_start_ns": np.array([f.t_start_ns for f in fs], np.int64),
+        "t_end_ns": np.array([f.t_end_ns for f in fs], np.int64),
+        "stream": pd.array([f.stream for f in fs], dtype="Int64"),
+        "vantage": [f.vantage for f in fs],
+        "confidence": np.array([f.confidence for f in fs], np.float64),
+        "evidence": [
+            [{"frame": e.frame, "role": e.role, "ts_ns": e.ts_ns} for e in f.evidence] for f in fs
+        ],
+        "checks": [list(f.checks) for f in fs],
+        "display_filter": [f.display_filter for f in fs],
+        "details": [dict(f.details) for f in fs],
+    }
+    return schema.frame("findings", data, len(fs))

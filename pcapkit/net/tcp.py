@@ -368,18 +368,18 @@ def _analyze_batch(
     for side in (0, 1):
         other = bf_dir != side
         # last window the other side advertised before this packet (same flow)
-        last = _group_last_index(other, bf_flow)
+        last = group_last_index(other, bf_flow)
         mine = ~other
         sel = by_frame[mine]
         li = last[mine]
         ctx_win[sel] = np.where(li >= 0, raw_win[by_frame[np.maximum(li, 0)]], -1)
         # highest ack the other side had sent (its next expected offset of our stream)
         acks = np.where(other, ack_off[by_frame], -1)
-        ctx_ack[sel] = _group_cummax(acks, bf_flow)[mine]
+        ctx_ack[sel] = group_cummax(acks, bf_flow)[mine]
 
     # --- running highest byte per direction --------------------------------
     data = plen > 0
-    run_end = _group_cummax(np.where(data, de, -1), g)
+    run_end = group_cummax(np.where(data, de, -1), g)
     prev_max = np.empty(m, np.int64)
     prev_max[0:1] = 0
     prev_max[1:] = run_end[:-1]
@@ -387,7 +387,7 @@ def _analyze_batch(
     prev_max = np.maximum(prev_max, 0)
     # which packet set the current maximum (for the out-of-order time threshold)
     raised = data & (de > prev_max)
-    setter = _group_last_index(raised, g)
+    setter = group_last_index(raised, g)
     prev_setter = np.empty(m, np.int64)
     prev_setter[0:1] = -1
     prev_setter[1:] = setter[:-1]
@@ -600,7 +600,7 @@ def _stable_order(key: np.ndarray, bound: int) -> np.ndarray:
     return np.argsort(key, kind="stable")
 
 
-def _group_cummax(vals: np.ndarray, grp: np.ndarray) -> np.ndarray:
+def group_cummax(vals: np.ndarray, grp: np.ndarray) -> np.ndarray:
     """Running maximum restarted at each group (rows sorted by group), in numpy.
 
     Each group's values are shifted above every earlier group's, so one
@@ -619,7 +619,7 @@ def _group_cummax(vals: np.ndarray, grp: np.ndarray) -> np.ndarray:
     return np.maximum.accumulate(vals + shift) - shift
 
 
-def _group_last_index(cond: np.ndarray, grp: np.ndarray) -> np.ndarray:
+def group_last_index(cond: np.ndarray, grp: np.ndarray) -> np.ndarray:
     """Index of the last row ≤ this one where ``cond`` holds, within the group (-1 if none)."""
     m = cond.shape[0]
     idx = np.maximum.accumulate(np.where(cond, np.arange(m), -1)) if m else np.zeros(0, np.int64)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from dissectors.tls.keylog import KeyLog
-from dissectors.tls.record import is_record_header
+from dissectors.tls.record import ContentType, is_record_header
 from dissectors.tls.session import (
     DecryptStatus,
     Epoch,
@@ -414,3 +414,170 @@ def _gather(
         out += mv[p : p + take]
         o += take
     return bytes(out)
+
+
+# The records-table columns this layer fills (pcapkit.align adds where each record
+# travelled: frames, times, segments, PSH).
+RECORD_COLUMNS = (
+    "flow",
+    "dir",
+    "offset",
+    "length",
+    "content_type",
+    "plaintext_len",
+    "outer_content_type",
+    "version",
+    "status",
+    "epoch",
+    "key_generation",
+    "early_data",
+    "handshake",
+)
+# the categories of the records table's status and epoch columns
+DECRYPT_STATUSES = [x.value for x in DecryptStatus]
+EPOCHS = [x.value for x in Epoch]
+
+
+@dataclass
+class RecordColumns:
+    """Every TLS record of every session as columns, sorted by (group, offset).
+
+    ``groups[g]`` is the (flow, dir code) of group ``g``; the columns are those of
+    :data:`RECORD_COLUMNS` (``dir``, ``status`` and ``epoch`` as codes, a missing
+    ``plaintext_len`` as -1) plus ``_group`` and ``_bulk`` (found by the header walk,
+    not dissected).
+    """
+
+    data: dict[str, np.ndarray]
+    groups: list[tuple[int, int]]
+
+    @property
+    def n(self) -> int:
+        return int(self.data["flow"].shape[0]) if self.data else 0
+
+
+def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
+    """The records of ``run_tls``'s sessions as columns (no per-record pandas)."""
+    statuses, epochs = DECRYPT_STATUSES, EPOCHS
+    own = list(RECORD_COLUMNS)
+    cols: dict[str, list[Any]] = {c: [] for c in own + ["_group", "_bulk"]}
+    groups: list[tuple[int, int]] = []
+    # Per direction: the records the session dissected ("slow", a list) and those the
+    # header walk found ("bulk", arrays).  Columns constant over a part are expanded
+    # once at the end (np.repeat), so a capture with thousands of connections does
+    # not pay a few numpy calls per column per direction.
+    consts: dict[str, list[int]] = {c: [] for c in ("_group", "flow", "dir")}
+    part_len: list[int] = []
+    bulk_consts: dict[str, list[int]] = {
+        c: [] for c in ("plaintext_len", "status", "epoch", "key_generation")
+    }
+    is_bulk: list[bool] = []
+    for tf in tls_flows:
+        for d, name in enumerate(DIRS):
+            res = [r for r in tf.results if r.direction == name] if tf.results else []
+            bulk = tf.bulk.get(name)
+            nb = 0 if bulk is None else bulk.offset.shape[0]
+            if not res and not nb:
+                continue
+            g = len(groups)
+            groups.append((tf.flow, d))
+            if res:
+                part_len.append(len(res))
+                is_bulk.append(False)
+                for c, v in (("_group", g), ("flow", tf.flow), ("dir", d)):
+                    consts[c].append(v)
+                for c in bulk_consts:
+                    bulk_consts[c].append(0)  # unused for slow parts
+                cols["offset"].append(np.array([r.offset for r in res], np.int64))
+                cols["length"].append(np.array([r.length for r in res], np.int64))
+                cols["outer_content_type"].append(np.array([r.content_type for r in res], np.int64))
+                cols["content_type"].append(
+                    np.array(
+                        [
+                            r.inner_content_type
+                            if r.inner_content_type is not None
+                            else r.content_type
+                            for r in res
+                        ],
+                        np.int64,
+                    )
+                )
+                cols["plaintext_len"].append(
+                    np.array(
+                        [-1 if r.plaintext_len is None else r.plaintext_len for r in res],
+                        np.int64,
+                    )
+                )
+                cols["version"].append(np.array([r.version for r in res], np.int64))
+                cols["status"].append(
+                    np.array([statuses.index(r.status.value) for r in res], np.int64)
+                )
+                cols["epoch"].append(np.array([epochs.index(r.epoch.value) for r in res], np.int64))
+                cols["key_generation"].append(np.array([r.key_generation for r in res], np.int64))
+                cols["early_data"].append(np.array([r.early_data for r in res], bool))
+                hs = np.empty(len(res), dtype=object)
+                hs[:] = [",".join(type(m).__name__ for m in r.handshake) for r in res]
+                cols["handshake"].append(hs)
+            if nb:
+                assert bulk is not None
+                part_len.append(nb)
+                is_bulk.append(True)
+                for c, v in (("_group", g), ("flow", tf.flow), ("dir", d)):
+                    consts[c].append(v)
+                bulk_consts["plaintext_len"].append(-1)
+                bulk_consts["status"].append(statuses.index(bulk.status))
+                bulk_consts["epoch"].append(epochs.index(bulk.epoch))
+                bulk_consts["key_generation"].append(bulk.key_generation)
+                cols["offset"].append(bulk.offset)
+                cols["length"].append(bulk.length)
+                cols["outer_content_type"].append(bulk.content_type)
+                cols["content_type"].append(bulk.content_type)
+                cols["version"].append(bulk.version)
+                for c in ("plaintext_len", "status", "epoch", "key_generation"):
+                    cols[c].append(None)  # filled from bulk_consts below
+                cols["early_data"].append(None)
+                cols["handshake"].append(None)
+    plen = np.asarray(part_len, np.int64)
+    bmask = np.asarray(is_bulk, bool)
+    for c, vals in consts.items():
+        cols[c] = [np.repeat(np.asarray(vals, np.int64), plen)]
+    cols["_bulk"] = [np.repeat(bmask, plen)]
+    starts = (np.cumsum(plen) - plen).tolist()
+
+    def merged(parts: list[Any], fill: np.ndarray) -> list[np.ndarray]:
+        """One array: each part's fill value repeated, overwritten by a part's own
+        array where it has one (the session-dissected records)."""
+        out = np.repeat(fill, plen)
+        for s0, part in zip(starts, parts, strict=True):
+            if part is not None:
+                out[s0 : s0 + len(part)] = part
+        return [out]
+
+    for c, vals in bulk_consts.items():
+        cols[c] = merged(cols[c], np.asarray(vals, np.int64))
+    cols["early_data"] = merged(cols["early_data"], np.zeros(len(part_len), bool))
+    cols["handshake"] = merged(cols["handshake"], np.full(len(part_len), "", dtype=object))
+    n = sum(len(x) for x in cols["flow"])
+    if n == 0:
+        return RecordColumns({}, groups)
+    data: dict[str, Any] = {k: np.concatenate(parts) for k, parts in cols.items()}
+    order = np.lexsort((data["offset"], data["_group"]))  # groups are (flow, dir) in order
+    return RecordColumns({k: v[order] for k, v in data.items()}, groups)
+
+
+def plaintext(tls_flows: list[TlsFlow], flow: int, direction: str) -> bytes:
+    """Decrypted application data of one direction of ``flow``, in order.
+
+    Records that did not decrypt contribute nothing (their ``status`` says why)."""
+    parts = []
+    for tf in tls_flows:
+        if tf.flow != flow:
+            continue
+        for r in tf.results:
+            if (
+                r.direction == direction
+                and r.plaintext is not None
+                and r.inner_content_type == ContentType.APPLICATION_DATA
+            ):
+                parts.append(r.plaintext)
+    return b"".join(parts)

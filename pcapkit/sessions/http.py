@@ -1,6 +1,9 @@
-"""The application layer: HTTP/1.1, SSE (and the HTTP/2 / gRPC hooks) over TCP and TLS.
+"""The HTTP session layer: HTTP/1.1, SSE, HTTP/2, gRPC over TCP and TLS, HTTP/3 over QUIC.
 
-Builds ``Trace.messages`` and ``Trace.requests`` (DESIGN.md §2).  For each TCP
+Builds the rows of ``Trace.messages``, ``Trace.requests``, ``Trace.h2_windows`` and
+``Trace.qpack_blocked`` (DESIGN.md §2) from plain inputs (:class:`HttpInputs`: the
+capture buffer, the TCP direction indexes, the TLS and QUIC sessions and the
+records' stamps), never from a ``Trace``.  For each TCP
 connection it finds the application byte stream of each direction — the decrypted
 TLS plaintext, or the reassembled cleartext — with a *stamp*: for any byte, the
 frame and time at which it became readable in order at the capture point (for TLS,
@@ -16,14 +19,14 @@ says where and why.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .trace import Trace
+from ..net.streams import empty_index, tcp_stream
+from ..net.tcp import DirectionIndex
 
 # RFC 9110 §11.6.2 / §11.7.2, RFC 6265: credentials — DESIGN.md §4 says reports never
 # show them unless asked.
@@ -142,9 +145,8 @@ def _tls_direction(tf: Any, name: str, rec_lookup: Any) -> AppDirection:
     )
 
 
-def _tcp_direction(trace: Trace, flow: int, name: str) -> AppDirection:
-    sb = trace.stream(flow, name)
-    idx = trace.stream_index(flow, name)
+def _tcp_direction(buf: np.ndarray, idx: DirectionIndex) -> AppDirection:
+    sb = tcp_stream(buf, idx)
     stop = stop_offset = None
     data = bytes(sb)
     if sb.gaps:
@@ -166,21 +168,36 @@ def _tcp_direction(trace: Trace, flow: int, name: str) -> AppDirection:
     return AppDirection(data, stamp, stop, stop_offset, cuts, cut_frames)
 
 
-def app_flows(trace: Trace) -> list[AppFlow]:
+@dataclass(frozen=True)
+class HttpInputs:
+    """What the HTTP layer reads, all built by the layers below it."""
+
+    buf: np.ndarray  # the capture's bytes (payloads are read at DirectionIndex.buf_off)
+    tcp_flows: list[int]  # TCP connections, in flow order
+    index: Mapping[tuple[int, int], DirectionIndex]  # (flow, 0 c2s | 1 s2c) -> pieces
+    tls_flows: list[Any]  # pcapkit.sessions.tls.TlsFlow
+    records: Any  # the aligned records table (flow, dir, offset, last_frame, last_ts_ns)
+    first_ts_ns: np.ndarray  # per flow: first packet's time
+    syn_seen: np.ndarray  # per flow: the TCP handshake was captured
+    tls_done: Mapping[int, tuple[int, int]]  # per flow: (ClientHello, client Finished) ns
+    quic_flows: list[Any] = field(default_factory=list)  # pcapkit.sessions.quic.QuicFlow
+
+    def direction_index(self, flow: int, d: int) -> DirectionIndex:
+        return self.index.get((flow, d)) or empty_index()
+
+
+def app_flows(inp: HttpInputs) -> list[AppFlow]:
     """Every TCP connection whose application bytes pcapkit can read."""
     from dissectors.http1 import looks_like_http1
     from dissectors.http2 import is_h2_preface
 
-    from .net.decode import PROTO_TCP as TCP
-    from .sessions.tls import stream_head
+    from .tls import stream_head
 
-    buf = trace.raw.buf
-    net = trace._net
-    recs = trace.records
-    lookup = _record_lookup(recs)
-    tls_by_flow = {tf.flow: tf for tf in trace._tls}
+    buf = inp.buf
+    lookup = _record_lookup(inp.records)
+    tls_by_flow = {tf.flow: tf for tf in inp.tls_flows}
     out: list[AppFlow] = []
-    for f in np.nonzero(net.flows.proto == TCP)[0].tolist():
+    for f in inp.tcp_flows:
         tf = tls_by_flow.get(f)
         if tf is not None:
             sm = tf.summary
@@ -192,12 +209,13 @@ def app_flows(trace: Trace) -> list[AppFlow]:
         else:
             # cleartext: look at the first bytes before copying a whole stream out of the
             # capture (most TCP connections of a large capture are not HTTP)
-            ch = stream_head(buf, trace.stream_index(f, "c2s"), HEAD_PROBE_BYTES)
-            sh = stream_head(buf, trace.stream_index(f, "s2c"), HEAD_PROBE_BYTES)
+            ci, si = inp.direction_index(f, 0), inp.direction_index(f, 1)
+            ch = stream_head(buf, ci, HEAD_PROBE_BYTES)
+            sh = stream_head(buf, si, HEAD_PROBE_BYTES)
             if not (is_h2_preface(ch) or looks_like_http1(ch or sh)):
                 continue
-            c2s = _tcp_direction(trace, f, "c2s")
-            s2c = _tcp_direction(trace, f, "s2c")
+            c2s = _tcp_direction(buf, ci)
+            s2c = _tcp_direction(buf, si)
             if c2s.data or s2c.data:
                 out.append(AppFlow(f, None, c2s, s2c))
     return out
@@ -224,7 +242,7 @@ def _record_lookup(recs: Any) -> Callable[[int, str], tuple[np.ndarray, np.ndarr
 
 # -- tables ----------------------------------------------------------------------------
 def _empty_rows(table: str) -> dict[str, list[Any]]:
-    from . import schema
+    from .. import schema
 
     return {c: [] for c in schema.columns(table)}
 
@@ -943,17 +961,16 @@ def _http3(b: _Builder, qf: Any) -> None:
         b.anomaly(f"h3_{e.name}", qf.flow, getattr(e, "offset", None), str(e.detail))
 
 
-def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
+def build(inp: HttpInputs, *, redact_secrets: bool = True) -> AppTables:
     """Dissect every readable connection into messages and requests rows."""
     from dissectors.http1 import looks_like_http1
     from dissectors.http2 import is_h2_preface
 
     b = _Builder(redact_secrets=redact_secrets)
-    flows = trace.flows
-    first_ts = flows["first_ts_ns"].to_numpy(np.int64)
-    syn_seen = flows["handshake"].to_numpy(bool)
-    hs = trace._handshake_times
-    for af in app_flows(trace):
+    first_ts = inp.first_ts_ns
+    syn_seen = inp.syn_seen
+    hs = inp.tls_done
+    for af in app_flows(inp):
         conn_times = {
             "syn_ts_ns": int(first_ts[af.flow]) if syn_seen[af.flow] else -1,
             "tls_done_ts_ns": hs.get(af.flow, (-1, -1))[1],
@@ -969,7 +986,7 @@ def build(trace: Trace, *, redact_secrets: bool = True) -> AppTables:
         for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
             if ad.stop:
                 b.anomaly("app_stream_truncated", af.flow, ad.stop_offset, f"{d}: {ad.stop}")
-    for qf in trace._quic:
+    for qf in inp.quic_flows:
         if qf.conn.alpn and qf.conn.alpn.startswith("h3"):
             _http3(b, qf)
     return AppTables(b.messages, b.requests, b.anomalies, b.h2_flow, b.h3)
