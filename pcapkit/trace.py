@@ -210,35 +210,32 @@ class Trace:
     def messages(self) -> pd.DataFrame:
         """HTTP/1.1 heads, SSE events, HTTP/2 frames, gRPC messages and QUIC frames, ordered
         by (flow, dir, stream, offset); see ``schema.describe("messages")``."""
-        m = self._app.messages
-        n = len(m["flow"])
-        parts = []
-        if n:
-            data: dict[str, Any] = dict(m)
-            data["dir"] = schema.categorical(
-                np.asarray([DIR_CODES[d] for d in m["dir"]], np.int64), schema.DIRS
-            )
-            for k in ("stream", "frame", "ts_ns", "request"):
-                data[k] = pd.array(m[k], dtype="Int64")
-            parts.append(schema.frame("messages", data, n))
-        q = self.quic_messages
-        if len(q):
-            parts.append(q)
-        if not parts:
-            return schema.frame("messages", n=0)
-        df = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-        return df.sort_values(["flow", "dir", "stream", "offset"], kind="stable").reset_index(
-            drop=True
-        )
+        from .sessions.http import messages_table
+
+        return messages_table(self._app, self.quic_messages)
 
     @cached_property
     def requests(self) -> pd.DataFrame:
         """One row per HTTP exchange with its timeline; see ``schema.describe("requests")``."""
-        r = self._app.requests
-        n = len(r["flow"])
-        if n == 0:
-            return schema.frame("requests", n=0)
-        return schema.frame("requests", dict(r), n)
+        from .sessions.http import requests_table
+
+        return requests_table(self._app)
+
+    @cached_property
+    def h2_windows(self) -> pd.DataFrame:
+        """HTTP/2 DATA and WINDOW_UPDATE frames with the send windows after each; see
+        ``schema.describe("h2_windows")``."""
+        from .sessions.http import h2_windows_table
+
+        return h2_windows_table(self._app)
+
+    @cached_property
+    def qpack_blocked(self) -> pd.DataFrame:
+        """HTTP/3 field sections that waited for QPACK encoder instructions; see
+        ``schema.describe("qpack_blocked")``."""
+        from .sessions.http import qpack_blocked_table
+
+        return qpack_blocked_table(self._app)
 
     # -- QUIC ----------------------------------------------------------------------
     @cached_property
@@ -331,8 +328,8 @@ class Trace:
             self.tls,
             requests=self.requests,
             messages=self.messages,
-            h2_flow=self._app.h2_flow,
-            h3=self._app.h3,
+            h2_windows=self.h2_windows,
+            qpack_blocked=self.qpack_blocked,
             quic=self._quic,
         )
 

@@ -73,8 +73,8 @@ class DetectContext:
         tls: pd.DataFrame,
         requests: pd.DataFrame | None = None,
         messages: pd.DataFrame | None = None,
-        h2_flow: list[dict[str, Any]] | None = None,
-        h3: list[Any] | None = None,
+        h2_windows: pd.DataFrame | None = None,
+        qpack_blocked: pd.DataFrame | None = None,
         quic: list[Any] | None = None,
     ) -> None:
         from .. import schema
@@ -84,8 +84,10 @@ class DetectContext:
         # findings of the detectors that ran before (run_detectors fills it), for the
         # application-level detectors that attribute a symptom to a TCP/TLS cause
         self.prior: list[Any] = []
-        self.h2_flow = h2_flow or []  # HTTP/2 DATA / WINDOW_UPDATE rows (pcapkit.app)
-        self.h3 = h3 or []  # (flow, QuicFlow, H3Connection) per HTTP/3 connection
+        self.h2_windows = schema.frame("h2_windows", n=0) if h2_windows is None else h2_windows
+        self.qpack_blocked = (
+            schema.frame("qpack_blocked", n=0) if qpack_blocked is None else qpack_blocked
+        )
         self.quic = quic or []  # QUIC connections (pcapkit.sessions.quic.QuicFlow)
         self.packets = packets
         self.flows = flows

@@ -38,6 +38,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from .base import Evidence, Finding, frame_filter
 from .context import DIRS, DetectContext
 
@@ -59,8 +62,26 @@ def detect(
     )
 
 
+def _window_rows(t: pd.DataFrame) -> list[dict[str, Any]]:
+    """The h2_windows table as dicts; unknown frame / time as -1, missing windows None."""
+    if t.empty:
+        return []
+    cols: dict[str, list[Any]] = {
+        "flow": t["flow"].tolist(),
+        "dir": t["dir"].astype(str).tolist(),
+        "stream": t["stream"].tolist(),
+        "frame": t["frame"].to_numpy(np.int64, na_value=-1).tolist(),
+        "ts_ns": t["ts_ns"].to_numpy(np.int64, na_value=-1).tolist(),
+        "type": t["type"].tolist(),
+        "end_stream": t["end_stream"].tolist(),
+    }
+    for c in ("stream_window", "connection_window", "increment"):
+        cols[c] = [None if v is pd.NA else int(v) for v in t[c].tolist()]
+    return [dict(zip(cols, vals, strict=True)) for vals in zip(*cols.values(), strict=True)]
+
+
 def _with_keys(ctx: DetectContext, *, stall_credit: int, min_idle_ms: float) -> list[Finding]:
-    rows: list[dict[str, Any]] = getattr(ctx, "h2_flow", None) or []
+    rows = _window_rows(ctx.h2_windows)
     out: list[Finding] = []
     by_flow: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for r in rows:

@@ -18,6 +18,7 @@ lower bound up to the end of the capture.
 
 from __future__ import annotations
 
+from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 
@@ -30,67 +31,72 @@ MIN_BLOCKED_MS = 1.0
 
 def detect(ctx: DetectContext, *, min_blocked_ms: float = MIN_BLOCKED_MS) -> list[Finding]:
     out: list[Finding] = []
-    for flow, qf, h3 in getattr(ctx, "h3", None) or []:
-        for bl in h3.blocked:
-            if bl.blocked_frame is None or bl.blocked_ts_ns is None:
-                continue
-            waited = bl.blocked_ns
-            if waited is not None and waited / 1e6 < min_blocked_ms:
-                continue
-            ev = [
+    t = ctx.qpack_blocked
+    if t.empty:
+        return out
+    for bl in t.itertuples(index=False):
+        if _na(bl.blocked_frame) or _na(bl.blocked_ts_ns):
+            continue
+        released = not _na(bl.unblocked_ts_ns)
+        waited = int(bl.unblocked_ts_ns) - int(bl.blocked_ts_ns) if released else None
+        if waited is not None and waited / 1e6 < min_blocked_ms:
+            continue
+        ev = [
+            Evidence(
+                int(bl.blocked_frame),
+                "field section arrives, cannot decode",
+                int(bl.blocked_ts_ns),
+            )
+        ]
+        if not _na(bl.unblocked_frame):
+            ev.append(
                 Evidence(
-                    int(bl.blocked_frame), "field section arrives, cannot decode", bl.blocked_ts_ns
-                )
-            ]
-            if bl.unblocked_frame is not None:
-                ev.append(
-                    Evidence(
-                        int(bl.unblocked_frame),
-                        "encoder instruction unblocks it",
-                        bl.unblocked_ts_ns,
-                    )
-                )
-            who = "server" if bl.direction == "s2c" else "client"
-            cost = None if waited is None else waited / 1e6
-            out.append(
-                Finding(
-                    kind="qpack_blocked_stream",
-                    flow=int(flow),
-                    dir=qf.flow_dir(bl.direction),
-                    stream=int(bl.stream_id),
-                    t_start_ns=int(bl.blocked_ts_ns),
-                    t_end_ns=int(
-                        bl.unblocked_ts_ns if bl.unblocked_ts_ns is not None else bl.blocked_ts_ns
-                    ),
-                    cost_ms=cost,
-                    cost_method="measured_interval" if cost is not None else "lower_bound",
-                    evidence=ev,
-                    explanation=(
-                        f"HTTP/3 stream {bl.stream_id}: the {who}'s field section needed "
-                        f"{bl.required_insert_count} QPACK dynamic-table entries but only "
-                        f"{bl.inserts_at_block} had arrived on the encoder stream, so the "
-                        "stream could not be decoded although its bytes were there"
-                        + (
-                            f"; the encoder instruction in frame {bl.unblocked_frame} released "
-                            f"it {cost:.1f} ms later."
-                            if cost is not None
-                            else "; the capture ends before it was released."
-                        )
-                    ),
-                    remedy=(
-                        f"Let the {who}'s QPACK encoder reference only acknowledged entries "
-                        "(or use literals) for latency-critical streams, or advertise "
-                        "SETTINGS_QPACK_BLOCKED_STREAMS = 0 so peers never block; check for "
-                        "loss on the encoder stream."
-                    ),
-                    display_filter=frame_filter([e.frame for e in ev]),
-                    confidence=0.9,
-                    checks=["the section's own bytes had arrived (blocked on the encoder stream)"],
-                    details={
-                        "required_insert_count": bl.required_insert_count,
-                        "inserts_at_block": bl.inserts_at_block,
-                        "encoder_stream": bl.encoder_stream_id,
-                    },
+                    int(bl.unblocked_frame),
+                    "encoder instruction unblocks it",
+                    None if _na(bl.unblocked_ts_ns) else int(bl.unblocked_ts_ns),
                 )
             )
+        who = "server" if bl.dir == "s2c" else "client"
+        cost = None if waited is None else waited / 1e6
+        required = None if _na(bl.required_insert_count) else int(bl.required_insert_count)
+        encoder = None if _na(bl.encoder_stream) else int(bl.encoder_stream)
+        out.append(
+            Finding(
+                kind="qpack_blocked_stream",
+                flow=int(bl.flow),
+                dir=str(bl.dir),
+                stream=int(bl.stream),
+                t_start_ns=int(bl.blocked_ts_ns),
+                t_end_ns=int(bl.unblocked_ts_ns) if released else int(bl.blocked_ts_ns),
+                cost_ms=cost,
+                cost_method="measured_interval" if cost is not None else "lower_bound",
+                evidence=ev,
+                explanation=(
+                    f"HTTP/3 stream {bl.stream}: the {who}'s field section needed "
+                    f"{required} QPACK dynamic-table entries but only "
+                    f"{bl.inserts_at_block} had arrived on the encoder stream, so the "
+                    "stream could not be decoded although its bytes were there"
+                    + (
+                        f"; the encoder instruction in frame {bl.unblocked_frame} released "
+                        f"it {cost:.1f} ms later."
+                        if cost is not None
+                        else "; the capture ends before it was released."
+                    )
+                ),
+                remedy=(
+                    f"Let the {who}'s QPACK encoder reference only acknowledged entries "
+                    "(or use literals) for latency-critical streams, or advertise "
+                    "SETTINGS_QPACK_BLOCKED_STREAMS = 0 so peers never block; check for "
+                    "loss on the encoder stream."
+                ),
+                display_filter=frame_filter([e.frame for e in ev]),
+                confidence=0.9,
+                checks=["the section's own bytes had arrived (blocked on the encoder stream)"],
+                details={
+                    "required_insert_count": required,
+                    "inserts_at_block": int(bl.inserts_at_block),
+                    "encoder_stream": encoder,
+                },
+            )
+        )
     return out

@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from .. import schema
 from ..net.streams import empty_index, tcp_stream
 from ..net.tcp import DirectionIndex
 
@@ -35,6 +37,7 @@ REDACTED = "<redacted>"
 # Bytes read from the start of a cleartext stream to recognise HTTP/1.1 (a method or
 # status line) or the HTTP/2 preface (24 bytes).
 HEAD_PROBE_BYTES = 24
+DIRS = ("c2s", "s2c")
 # How much of a unit's content goes into the messages table's ``detail``.
 DETAIL_CHARS = 80
 
@@ -75,12 +78,10 @@ class AppTables:
     messages: dict[str, list[Any]]
     requests: dict[str, list[Any]]
     anomalies: list[dict[str, Any]] = field(default_factory=list)
-    # HTTP/2 flow control per DATA / WINDOW_UPDATE frame, for the h2 detectors:
-    # {flow, dir, stream, frame, ts_ns, type, length, end_stream, stream_window,
-    #  connection_window, increment}
-    h2_flow: list[dict[str, Any]] = field(default_factory=list)
-    # HTTP/3 connections as (flow, QuicFlow, H3Connection), for the h3 detectors
-    h3: list[tuple[int, Any, Any]] = field(default_factory=list)
+    # rows of the h2_windows table: HTTP/2 flow control per DATA / WINDOW_UPDATE frame
+    h2_windows: dict[str, list[Any]] = field(default_factory=dict)
+    # rows of the qpack_blocked table: HTTP/3 field sections QPACK could not decode
+    qpack_blocked: dict[str, list[Any]] = field(default_factory=dict)
 
 
 def _no_stamp(pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -242,8 +243,6 @@ def _record_lookup(recs: Any) -> Callable[[int, str], tuple[np.ndarray, np.ndarr
 
 # -- tables ----------------------------------------------------------------------------
 def _empty_rows(table: str) -> dict[str, list[Any]]:
-    from .. import schema
-
     return {c: [] for c in schema.columns(table)}
 
 
@@ -282,8 +281,8 @@ class _Builder:
         self.messages = _empty_rows("messages")
         self.requests = _empty_rows("requests")
         self.anomalies: list[dict[str, Any]] = []
-        self.h2_flow: list[dict[str, Any]] = []
-        self.h3: list[tuple[int, Any, Any]] = []
+        self.h2_windows = _empty_rows("h2_windows")
+        self.qpack_blocked = _empty_rows("qpack_blocked")
         self.redact_secrets = redact_secrets
 
     def message(
@@ -326,6 +325,12 @@ class _Builder:
                 v = None if v < 0 else int(v)
             r[c].append(v)
         return n
+
+    @staticmethod
+    def row(table: dict[str, list[Any]], **values: Any) -> None:
+        """Append one row (every declared column, missing ones None) to ``table``."""
+        for c, col in table.items():
+            col.append(values.get(c))
 
     def anomaly(self, name: str, flow: int, offset: int | None, detail: str) -> None:
         self.anomalies.append(
@@ -823,20 +828,19 @@ def _http2(
                 detail,
             )
             if f.type_name in ("DATA", "WINDOW_UPDATE"):
-                b.h2_flow.append(
-                    {
-                        "flow": af.flow,
-                        "dir": d,
-                        "stream": f.stream_id,
-                        "frame": f1,
-                        "ts_ns": t1,
-                        "type": f.type_name,
-                        "length": f.flow_controlled_length,
-                        "end_stream": f.end_stream,
-                        "stream_window": f.stream_window,
-                        "connection_window": f.connection_window,
-                        "increment": f.window_size_increment,
-                    }
+                b.row(
+                    b.h2_windows,
+                    flow=af.flow,
+                    dir=d,
+                    stream=f.stream_id,
+                    frame=None if f1 < 0 else f1,
+                    ts_ns=None if t1 < 0 else t1,
+                    type=f.type_name,
+                    length=f.flow_controlled_length,
+                    end_stream=f.end_stream,
+                    stream_window=f.stream_window,
+                    connection_window=f.connection_window,
+                    increment=f.window_size_increment,
                 )
     for e in events:
         if isinstance(e, H2Error):
@@ -850,7 +854,23 @@ def _http3(b: _Builder, qf: Any) -> None:
     h3 = dissect_quic(qf.conn)
     if h3 is None:
         return
-    b.h3.append((qf.flow, qf, h3))
+    for bl in h3.blocked:
+        b.row(
+            b.qpack_blocked,
+            flow=qf.flow,
+            dir=qf.flow_dir(bl.direction),
+            stream=bl.stream_id,
+            offset=bl.offset,
+            frame_type=bl.frame_type,
+            required_insert_count=bl.required_insert_count,
+            inserts_at_block=bl.inserts_at_block,
+            blocked_frame=bl.blocked_frame,
+            blocked_ts_ns=bl.blocked_ts_ns,
+            encoder_stream=bl.encoder_stream_id,
+            unblocked_encoder_offset=bl.unblocked_encoder_offset,
+            unblocked_frame=bl.unblocked_frame,
+            unblocked_ts_ns=bl.unblocked_ts_ns,
+        )
     hs = qf.conn.handshake
     conn_times = {
         "syn_ts_ns": hs.client_initial.ts_ns if hs.client_initial else -1,
@@ -989,4 +1009,63 @@ def build(inp: HttpInputs, *, redact_secrets: bool = True) -> AppTables:
     for qf in inp.quic_flows:
         if qf.conn.alpn and qf.conn.alpn.startswith("h3"):
             _http3(b, qf)
-    return AppTables(b.messages, b.requests, b.anomalies, b.h2_flow, b.h3)
+    return AppTables(b.messages, b.requests, b.anomalies, b.h2_windows, b.qpack_blocked)
+
+
+def _table(name: str, rows: dict[str, list[Any]], nullable: tuple[str, ...]) -> pd.DataFrame:
+    n = len(rows["flow"])
+    if n == 0:
+        return schema.frame(name, n=0)
+    data: dict[str, Any] = dict(rows)
+    if "dir" in data:
+        data["dir"] = schema.categorical(
+            np.asarray([DIRS.index(d) for d in rows["dir"]], np.int64), schema.DIRS
+        )
+    for k in nullable:
+        data[k] = pd.array(rows[k], dtype="Int64")
+    return schema.frame(name, data, n)
+
+
+def messages_table(app: AppTables, quic_messages: pd.DataFrame) -> pd.DataFrame:
+    """HTTP/1.1 heads, SSE events, HTTP/2 frames, gRPC messages (``app``) and QUIC
+    frames (``quic_messages``), ordered by (flow, dir, stream, offset); see
+    ``schema.describe("messages")``."""
+    parts = []
+    if len(app.messages["flow"]):
+        parts.append(_table("messages", app.messages, ("stream", "frame", "ts_ns", "request")))
+    if len(quic_messages):
+        parts.append(quic_messages)
+    if not parts:
+        return schema.frame("messages", n=0)
+    df = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    return df.sort_values(["flow", "dir", "stream", "offset"], kind="stable").reset_index(drop=True)
+
+
+def requests_table(app: AppTables) -> pd.DataFrame:
+    """One row per HTTP exchange with its timeline; see ``schema.describe("requests")``."""
+    n = len(app.requests["flow"])
+    if n == 0:
+        return schema.frame("requests", n=0)
+    return schema.frame("requests", dict(app.requests), n)
+
+
+def h2_windows_table(app: AppTables) -> pd.DataFrame:
+    """HTTP/2 DATA and WINDOW_UPDATE frames with the send windows after each; see
+    ``schema.describe("h2_windows")``."""
+    nullable = ("frame", "ts_ns", "stream_window", "connection_window", "increment")
+    return _table("h2_windows", app.h2_windows, nullable)
+
+
+def qpack_blocked_table(app: AppTables) -> pd.DataFrame:
+    """HTTP/3 field sections that waited for QPACK encoder instructions; see
+    ``schema.describe("qpack_blocked")``."""
+    nullable = (
+        "required_insert_count",
+        "blocked_frame",
+        "blocked_ts_ns",
+        "encoder_stream",
+        "unblocked_encoder_offset",
+        "unblocked_frame",
+        "unblocked_ts_ns",
+    )
+    return _table("qpack_blocked", app.qpack_blocked, nullable)

@@ -5,68 +5,75 @@ release logic itself is tested on the QIF corpus replayed with late encoder chun
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 import pcapkit
-from dissectors.http3 import QpackBlocked
+from pcapkit import schema
 from pcapkit.detect import h3 as h3_detector
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 T0 = 1_800_000_000_000_000_000
 
 
-@dataclass
-class _FakeQuicFlow:
-    def flow_dir(self, d: str) -> str:
-        return d
+def _blocked_table(rows: list[tuple[int, float, tuple[int, float] | None]]) -> object:
+    """SYNTHETIC qpack_blocked rows: (blocked frame, ms, (unblocking frame, ms) or None)."""
+    n = len(rows)
 
+    def opt(vals: list[int | None]) -> object:
+        return schema.masked(
+            np.asarray([0 if v is None else v for v in vals], np.int64),
+            np.asarray([v is None for v in vals]),
+            "Int64",
+        )
 
-@dataclass
-class _FakeH3:
-    blocked: list[QpackBlocked] = field(default_factory=list)
-
-
-def _blocked(frame: int, t_ms: float, unblock: tuple[int, float] | None) -> QpackBlocked:
-    return QpackBlocked(
-        direction="s2c",
-        stream_id=4,
-        offset=0,
-        frame_type=1,
-        required_insert_count=3,
-        inserts_at_block=1,
-        blocked_frame=frame,
-        blocked_ts_ns=T0 + int(t_ms * 1e6),
-        encoder_stream_id=7 if unblock else None,
-        unblocked_encoder_offset=40 if unblock else None,
-        unblocked_frame=unblock[0] if unblock else None,
-        unblocked_ts_ns=T0 + int(unblock[1] * 1e6) if unblock else None,
+    return schema.frame(
+        "qpack_blocked",
+        {
+            "flow": np.zeros(n, np.int64),
+            "dir": schema.categorical(np.ones(n, np.int64), schema.DIRS),
+            "stream": np.full(n, 4, np.int64),
+            "offset": np.zeros(n, np.int64),
+            "frame_type": np.ones(n, np.int64),
+            "required_insert_count": opt([3] * n),
+            "inserts_at_block": np.ones(n, np.int64),
+            "blocked_frame": opt([fr for fr, _, _ in rows]),
+            "blocked_ts_ns": opt([T0 + int(ms * 1e6) for _, ms, _ in rows]),
+            "encoder_stream": opt([7 if u else None for _, _, u in rows]),
+            "unblocked_encoder_offset": opt([40 if u else None for _, _, u in rows]),
+            "unblocked_frame": opt([u[0] if u else None for _, _, u in rows]),
+            "unblocked_ts_ns": opt([T0 + int(u[1] * 1e6) if u else None for _, _, u in rows]),
+        },
+        n,
     )
 
 
 def test_blocked_sections_become_findings() -> None:
     with pcapkit.open(FIX / "h3_streams_nodrop" / "client.pcapng") as t:
         ctx = t.detect_context
-    ctx.h3 = [
-        (
-            0,
-            _FakeQuicFlow(),
-            _FakeH3(
-                [
-                    _blocked(20, 0.0, (31, 12.5)),  # waited 12.5 ms for the encoder stream
-                    _blocked(40, 50.0, (41, 50.3)),  # 0.3 ms: same flight, nobody waited
-                    _blocked(60, 90.0, None),  # never released in the capture
-                ]
-            ),
-        )
-    ]
+    ctx.qpack_blocked = _blocked_table(
+        [
+            (20, 0.0, (31, 12.5)),  # waited 12.5 ms for the encoder stream
+            (40, 50.0, (41, 50.3)),  # 0.3 ms: same flight, nobody waited
+            (60, 90.0, None),  # never released in the capture
+        ]
+    )
     found = h3_detector.detect(ctx)
     assert [f.kind for f in found] == ["qpack_blocked_stream"] * 2
     a, b = found
     assert a.cost_ms == 12.5 and a.cost_method == "measured_interval"
     assert a.frames == [20, 31] and a.stream == 4 and a.dir == "s2c"
     assert "needed 3" in a.explanation and "frame 31" in a.explanation
+    assert a.details == {"required_insert_count": 3, "inserts_at_block": 1, "encoder_stream": 7}
     assert b.cost_ms is None and b.cost_method == "lower_bound" and b.frames == [60]
+    assert b.details["encoder_stream"] is None
+
+
+def test_qpack_blocked_table_is_declared_and_empty_on_real_h3() -> None:
+    with pcapkit.open(FIX / "h3_streams_drop" / "client.pcapng") as t:
+        assert list(t.qpack_blocked.columns) == schema.columns("qpack_blocked")
+        assert t.qpack_blocked.empty and len(t.requests) > 0
 
 
 def test_real_h3_fixtures_have_no_blocked_sections() -> None:
