@@ -2,7 +2,7 @@
 
 Exit codes (also in ``pcapkit --help`` and the README): 0 ok, 1 error (the input
 could not be analysed: not a capture, unsupported link type, unreadable),
-2 usage error, 3 findings matched ``--fail-on`` (arrives with the detectors).
+2 usage error (also a bad ``--set`` threshold), 3 findings matched ``--fail-on``.
 """
 
 from __future__ import annotations
@@ -84,14 +84,44 @@ def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _settings(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
+    """``--set NAME=VALUE`` checked against the registry: a bad one is a usage error."""
+    from .detect.registry import ThresholdError, parse_settings, resolve_thresholds
+
+    try:
+        settings = parse_settings(value)
+        resolve_thresholds(settings)
+    except ThresholdError as exc:
+        click.echo(f"pcapkit: error: --set: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    return settings
+
+
+def threshold_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--set NAME=VALUE`` (repeatable) for the commands that run the detectors."""
+    return click.option(
+        "--set",
+        "settings",
+        multiple=True,
+        metavar="NAME=VALUE",
+        callback=_settings,
+        help="Set a detector threshold, e.g. --set nagle.late_slack_ms=3 (repeatable; "
+        "`pcapkit thresholds` lists names, defaults, units and sources).",
+    )(f)
+
+
 def open_trace(
-    path: str, keylog: str | None, *, redact: bool = True
+    path: str,
+    keylog: str | None,
+    *,
+    redact: bool = True,
+    settings: dict[str, Any] | None = None,
 ) -> tuple[Trace, _Progress | None]:
     prog = None
     if sys.stderr.isatty() and os.path.getsize(path) >= PROGRESS_MIN_BYTES:
         prog = _Progress()
     try:
-        return Trace(path, keylog, progress=prog, redact=redact), prog
+        return Trace(path, keylog, progress=prog, redact=redact, thresholds=settings), prog
     except PcapkitError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -147,8 +177,15 @@ def cli() -> None:
     show_default=True,
     help="Hide findings that cost less than this (they do not count for --fail-on either).",
 )
+@threshold_option
 def analyze(
-    path: str, keylog: str | None, fmt: str, show_all: bool, fail_on: str | None, min_cost_ms: float
+    path: str,
+    keylog: str | None,
+    fmt: str,
+    show_all: bool,
+    fail_on: str | None,
+    min_cost_ms: float,
+    settings: dict[str, Any],
 ) -> None:
     """Summarise every connection of a capture: bytes, handshake, RTT legs, vantage,
     retransmissions, TLS and QUIC sessions, HTTP requests with their timelines and
@@ -159,11 +196,12 @@ def analyze(
       pcapkit analyze fixtures/nagle_wwr/client.pcapng
       pcapkit analyze trace.pcap.gz --format json | jq '.findings[0]'
       pcapkit analyze trace.pcapng --fail-on nagle_delayed_ack,zero_window --min-cost-ms 5
+      pcapkit analyze trace.pcapng --set nagle.late_slack_ms=3 --set hol.min_episode_ms=10
     """
     from .report import analysis_json, analysis_text
 
     gate = parse_fail_on(fail_on)
-    trace, prog = open_trace(path, keylog)
+    trace, prog = open_trace(path, keylog, settings=settings)
     try:
         with trace:
             findings = trace.findings
@@ -247,11 +285,12 @@ def print_table(
     text: Callable[[Trace, int | None], str],
     *,
     redact: bool = True,
+    settings: dict[str, Any] | None = None,
 ) -> None:
     """One Trace table as text (``text(trace, flow)``), JSON records or CSV."""
     from .report.json import records as df_records
 
-    trace, prog = open_trace(path, keylog, redact=redact)
+    trace, prog = open_trace(path, keylog, redact=redact, settings=settings)
     with trace:
         r = getattr(trace, table)
         if flow is not None:
@@ -282,7 +321,15 @@ def print_table(
     is_flag=True,
     help="Do not redact authorization / cookie header values (json/csv header columns).",
 )
-def requests(path: str, keylog: str | None, flow: int | None, fmt: str, show_secrets: bool) -> None:
+@threshold_option
+def requests(
+    path: str,
+    keylog: str | None,
+    flow: int | None,
+    fmt: str,
+    show_secrets: bool,
+    settings: dict[str, Any],
+) -> None:
     """HTTP exchanges with their timelines: TTFB, TTFT, events and gaps.
 
     One block per request (HTTP/1.1 and HTTP/2 over cleartext TCP or decrypted TLS,
@@ -300,7 +347,60 @@ def requests(path: str, keylog: str | None, flow: int | None, fmt: str, show_sec
     """
     from .report.text import requests_text
 
-    print_table(path, keylog, flow, fmt, "requests", requests_text, redact=not show_secrets)
+    print_table(
+        path,
+        keylog,
+        flow,
+        fmt,
+        "requests",
+        requests_text,
+        redact=not show_secrets,
+        settings=settings,
+    )
+
+
+@cli.command(epilog="Exit codes: 0 ok; 2 usage error.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: one object per threshold.",
+)
+@click.argument("detector", required=False)
+def thresholds(fmt: str, detector: str | None) -> None:
+    """Every detector threshold you can set with --set NAME=VALUE (or
+    pcapkit.open(path, thresholds={NAME: VALUE})): its default, unit, the range
+    allowed and where the default comes from.
+
+    \b
+    Examples:
+      pcapkit thresholds
+      pcapkit thresholds nagle
+      pcapkit analyze trace.pcapng --set nagle.late_slack_ms=3
+    """
+    from dataclasses import asdict
+
+    from .detect.registry import DETECTORS
+    from .detect.registry import thresholds as all_thresholds
+
+    rows = all_thresholds()
+    if detector is not None:
+        names = sorted(d.name for d in DETECTORS)
+        if detector not in names:
+            click.echo(
+                f"pcapkit: error: no detector {detector!r}; detectors: {', '.join(names)}",
+                err=True,
+            )
+            sys.exit(Exit.USAGE)
+        rows = [r for r in rows if r.detector == detector]
+    if fmt == "json":
+        click.echo(json.dumps([asdict(r) for r in rows], indent=2))
+        return
+    from .report.text import thresholds_text
+
+    click.echo(thresholds_text(rows), nl=False)
 
 
 @cli.command(epilog=EXIT_HELP)

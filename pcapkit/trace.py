@@ -20,7 +20,7 @@ is a pandas DataFrame with the columns declared in :mod:`pcapkit.schema`
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -62,7 +62,12 @@ class Trace:
         progress: Progress | None = None,
         redact: bool = True,
         embedded_keys: bool = True,
+        thresholds: Mapping[str, Any] | None = None,
     ) -> None:
+        from .detect.registry import resolve_thresholds
+
+        resolve_thresholds(thresholds)  # a bad name or value fails here, not after the read
+        self.thresholds = dict(thresholds or {})
         self.path = os.fspath(path)
         self.redact_secrets = redact
         self.embedded_keys = embedded_keys
@@ -339,7 +344,7 @@ class Trace:
         from .detect import run_detectors
 
         self._report("detect", 0.0)
-        out = run_detectors(self.detect_context)
+        out = run_detectors(self.detect_context, settings=self.thresholds)
         self._report("detect", 1.0)
         return out
 
@@ -449,6 +454,7 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     progress: Progress | None = None,
     redact: bool = True,
     embedded_keys: bool = True,
+    thresholds: Mapping[str, Any] | None = None,
 ) -> Trace:
     """Open a pcap/pcapng capture (optionally gzip-compressed).
 
@@ -456,7 +462,18 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     the file's Decryption Secrets Blocks are used as well.  ``redact`` (default)
     hides the values of credential headers (authorization, cookies) in
     ``Trace.requests``.  ``embedded_keys=False`` ignores the pcapng Decryption Secrets
-    Blocks (analyse a capture as a third party without keys would).  Raises
-    :class:`pcapkit.errors.PcapkitError` subclasses for whole-file problems.
+    Blocks (analyse a capture as a third party without keys would).
+    ``thresholds`` sets detector thresholds by name, e.g. ``{"nagle.late_slack_ms":
+    3.0}`` (``pcapkit thresholds`` lists them with defaults, units and sources; an
+    unknown name or a bad value raises :class:`pcapkit.detect.ThresholdError`, a
+    ``ValueError``).  Raises :class:`pcapkit.errors.PcapkitError` subclasses for
+    whole-file problems.
     """
-    return Trace(path, keylog, progress=progress, redact=redact, embedded_keys=embedded_keys)
+    return Trace(
+        path,
+        keylog,
+        progress=progress,
+        redact=redact,
+        embedded_keys=embedded_keys,
+        thresholds=thresholds,
+    )

@@ -1,84 +1,87 @@
 """Detectors: name the pathology, prove it with frames, price it in milliseconds.
 
-One module per pathology, each a pure function ``detect(ctx, **thresholds) ->
-list[Finding]`` of the trace's tables (DESIGN.md §5); thresholds are keyword
-arguments whose defaults cite the kernel constant or RFC they come from.  They
-are registered in :data:`DETECTORS`, in the order DETECTION.md §9 recommends
-(cheap → expensive).  Detection never parses bytes.
+One module per pathology: a :class:`~pcapkit.detect.spec.DetectorSpec` (its kinds,
+their severity and whether they hold bytes, its thresholds with their sources, the
+kinds it reads from earlier detectors) and a pure function ``detect(ctx,
+**thresholds) -> list[Finding]`` of the trace's tables (DESIGN.md §5).  The
+registry (:mod:`pcapkit.detect.registry`) finds the modules and derives the kind
+lists and the run order.  Detection never parses bytes.
 """
 
 from __future__ import annotations
 
-from types import ModuleType
+from collections.abc import Mapping
+from typing import Any
 
-from . import (
-    cork,
-    delayed_ack,
-    h2,
-    h2_send_buffer,
-    h3,
-    hol,
-    http,
-    nagle,
-    quic,
-    quic_fc,
-    quic_handshake,
-    resumption,
-    reuse,
-    ssr,
-    tls_records,
-    zero_window,
-)
-from .base import KINDS, SEVERITIES, Evidence, Finding, severity_for
+from .base import Evidence, Finding, findings_table, severity_for
 from .context import DetectContext
+from .registry import (
+    DETECTORS,
+    HOLDING_KINDS,
+    INFORMATIONAL_KINDS,
+    KINDS,
+    ThresholdError,
+    resolve_thresholds,
+    thresholds,
+)
+from .spec import SEVERITIES
 
-# The one explicit list.  Each module has ``KINDS`` (the kinds it can emit) and
-# ``detect(ctx, **thresholds) -> list[Finding]``.
-DETECTORS: list[ModuleType] = [
-    zero_window,  # R2
-    cork,  # C1, C2
-    nagle,  # N1, N2
-    delayed_ack,  # D1
-    tls_records,  # T1, T2, T3
-    ssr,  # R1
-    hol,  # H1
-    reuse,  # R3
-    resumption,  # R4
-    h2,  # H2 (HTTP/2 flow control)
-    h2_send_buffer,  # H3 (HTTP/2 send-buffer HoL)
-    quic,  # Q1, Q3 (QUIC stream HoL)
-    quic_fc,  # QUIC flow-control stalls
-    quic_handshake,  # QUIC handshake round trips
-    h3,  # QPACK-blocked streams
-    http,  # application level, after the TCP/TLS causes it attributes to
-]
-
-IMPLEMENTED_KINDS: frozenset[str] = frozenset(k for m in DETECTORS for k in m.KINDS)
+IMPLEMENTED_KINDS: frozenset[str] = frozenset(KINDS)
 
 
-def run_detectors(ctx: DetectContext, only: set[str] | None = None) -> list[Finding]:
-    """Run every registered detector (or those emitting one of ``only``), worst first."""
-    out: list[Finding] = []
-    for mod in DETECTORS:
-        if only is not None and not (set(mod.KINDS) & only):
-            continue
-        ctx.prior = list(out)
-        found = mod.detect(ctx)
-        out.extend(f for f in found if only is None or f.kind in only)
-    out.sort(
-        key=lambda f: (-(f.cost_ms or 0.0), f.flow if f.flow is not None else -1, f.t_start_ns)
+def finding_order(f: Finding) -> tuple[Any, ...]:
+    """Worst first: cost, then flow, start, kind, direction and frames (a total order,
+    so the findings table does not depend on the order the detectors ran in)."""
+    return (
+        -(f.cost_ms or 0.0),
+        f.flow if f.flow is not None else -1,
+        f.t_start_ns,
+        f.kind,
+        f.dir or "",
+        f.frames,
+        f.t_end_ns,
     )
+
+
+def run_detectors(
+    ctx: DetectContext,
+    only: set[str] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> list[Finding]:
+    """Run every registered detector (or those emitting one of ``only``), worst first.
+
+    ``settings`` sets thresholds by name (``{"nagle.late_slack_ms": 3.0}``, see
+    :func:`thresholds`); a bad name or value raises :class:`ThresholdError`.
+    """
+    kwargs = resolve_thresholds(settings)
+    out: list[Finding] = []
+    for det in DETECTORS:
+        if only is not None and not (set(det.spec.kind_names) & only):
+            continue
+        ctx.prior = sorted(out, key=finding_order)
+        found = det.detect(ctx, **kwargs.get(det.name, {}))
+        for f in found:
+            if f.kind not in det.spec.kind_names:
+                raise TypeError(f"detector {det.name} emitted {f.kind!r}, not one of its kinds")
+        out.extend(f for f in found if only is None or f.kind in only)
+    out.sort(key=finding_order)
     return out
 
 
 __all__ = [
     "DETECTORS",
+    "HOLDING_KINDS",
     "IMPLEMENTED_KINDS",
+    "INFORMATIONAL_KINDS",
     "KINDS",
     "SEVERITIES",
     "DetectContext",
     "Evidence",
     "Finding",
+    "ThresholdError",
+    "findings_table",
+    "resolve_thresholds",
     "run_detectors",
     "severity_for",
+    "thresholds",
 ]

@@ -18,37 +18,6 @@ import pandas as pd
 
 from .. import schema
 
-# Stable public kinds (issue 5).  HTTP/2, SSE and QUIC kinds arrive with their issues.
-KINDS = (
-    "nagle",
-    "nagle_delayed_ack",
-    "delayed_ack",
-    "tcp_cork",
-    "write_coalescing",
-    "tcp_hol_blocking",
-    "tls_tiny_records",
-    "tls_record_spanning",
-    "tls_record_split_write",
-    "tls_records_coalesced",
-    "slow_start_restart",
-    "zero_window",
-    "connection_not_reused",
-    "tls_resumption_missing",
-    # HTTP / SSE (issue 6)
-    "sse_batching",
-    "rate_limited",
-    "h2_flow_control_stall",
-    "h2_send_buffer_hol",
-    # QUIC (issue 7)
-    "quic_stream_hol",
-    "h3_single_stream_hol",
-    "quic_handshake_extra_rtt",
-    "qpack_blocked_stream",
-    "quic_flow_control_stall",
-    "zero_rtt_unused",
-)
-
-SEVERITIES = ("info", "low", "medium", "high")
 COST_METHODS = ("measured_interval", "lower_bound", "upper_bound", "estimate")
 
 # Severity from cost (per finding): a delay a user feels is ≥ 100 ms (one "blink";
@@ -98,14 +67,15 @@ class Finding:
     details: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
+        from .registry import KIND_SPECS  # the registry imports the detectors, which import this
+
+        spec = KIND_SPECS.get(self.kind)
+        if spec is None:
             raise ValueError(f"unknown finding kind {self.kind!r}")
         if self.cost_method not in COST_METHODS:
             raise ValueError(f"unknown cost method {self.cost_method!r}")
         if self.severity is None:
-            self.severity = severity_for(
-                self.cost_ms, informational=self.kind == "write_coalescing"
-            )
+            self.severity = spec.severity or severity_for(self.cost_ms)
 
     @property
     def frames(self) -> list[int]:

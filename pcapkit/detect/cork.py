@@ -68,8 +68,50 @@ from .nagle import (
     cost_stats,
     role_name,
 )
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("tcp_cork", "write_coalescing")
+SPEC = DetectorSpec(
+    kinds=(
+        Kind("tcp_cork", "C1", "DETECTION.md §3", holds=True),
+        Kind("write_coalescing", "C2", "DETECTION.md §3.2", severity="info"),
+    ),
+    thresholds=(
+        Threshold(
+            "rto_min_ms",
+            "ms",
+            "Linux TCP_RTO_MIN = HZ/5 = 200 ms (include/net/tcp.h): floor of the probe timer",
+        ),
+        Threshold("rto_low_factor", "ratio", "−5 % of m + 200 ms for RTT noise [judgement]"),
+        Threshold(
+            "rto_high_factor",
+            "ratio",
+            "+25 % of the RTO estimate [judgement; lab: 236 ms for an RTO of 232 ms]",
+        ),
+        Threshold("rto_high_slack_ms", "ms", "two jiffies at HZ=100 for rttvar above its floor"),
+        Threshold(
+            "autocork_max_gap_ms",
+            "ms",
+            "DETECTION.md §3.2 C2: autocork releases on TX completion, µs to sub-ms later",
+        ),
+        Threshold(
+            "tol_min_ms",
+            "ms",
+            "DETECTION.md §2.3: release-lag tolerance max(0.5 ms, ¼·d_X, 3·jitter_X)",
+        ),
+        Threshold(
+            "tol_fraction",
+            "fraction",
+            "DETECTION.md §2.3: ¼·d_X, used when X's jitter cannot be measured",
+            maximum=1.0,
+        ),
+        Threshold(
+            "late_slack_ms",
+            "ms",
+            "a release can be late on a busy host (0.8 ms seen in the lab), well under a HZ=250 jiffy",
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # include/net/tcp.h: TCP_RTO_MIN = HZ/5 = 200 ms, the floor of rttvar in __tcp_set_rto and
 # of tcp_probe0_base(): the cork ceiling is ≥ 200 ms + srtt.

@@ -52,8 +52,40 @@ from .nagle import (
     os_guess,
     role_name,
 )
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("delayed_ack",)
+SPEC = DetectorSpec(
+    kinds=(Kind("delayed_ack", "D1", "DETECTION.md §2.7", holds=True),),
+    thresholds=(
+        Threshold(
+            "delack_timer_min_ms",
+            "ms",
+            "DETECTION.md §2.3: a receiver delay ≥ 30 ms is a timer (Linux TCP_DELACK_MIN is 40 ms)",
+        ),
+        Threshold(
+            "ack_delay_max_ms",
+            "ms",
+            "RFC 1122 §4.2.3.2: the ACK delay MUST be less than 0.5 seconds",
+        ),
+        Threshold(
+            "tol_min_ms",
+            "ms",
+            "DETECTION.md §2.3: release-lag tolerance max(0.5 ms, ¼·d_X, 3·jitter_X)",
+        ),
+        Threshold(
+            "tol_fraction",
+            "fraction",
+            "DETECTION.md §2.3: ¼·d_X, used when X's jitter cannot be measured",
+            maximum=1.0,
+        ),
+        Threshold(
+            "late_slack_ms",
+            "ms",
+            "a release can be late on a busy host (0.8 ms seen in the lab), well under a HZ=250 jiffy",
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # Histogram bins (ms) for the per-direction ACK-delay fingerprint (§2.7, §2.3 OS bands).
 HIST_EDGES_MS = (0.0, 1.0, 10.0, 30.0, 60.0, 110.0, 220.0, 500.0)

@@ -43,8 +43,20 @@ import pandas as pd
 
 from .base import Evidence, Finding, frame_filter
 from .context import DIRS, DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("h2_flow_control_stall",)
+SPEC = DetectorSpec(
+    kinds=(Kind("h2_flow_control_stall", "H2", "DETECTION.md §4.2", holds=True),),
+    thresholds=(
+        Threshold(
+            "stall_credit",
+            "bytes",
+            "RFC 9113 §4.2: SETTINGS_MAX_FRAME_SIZE starts at 16 384 (less credit: blocked)",
+        ),
+        Threshold("min_idle_ms", "ms", "a pause under 1 ms is scheduling noise, not a round trip"),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # RFC 9113 §4.2: SETTINGS_MAX_FRAME_SIZE starts at 16 384; a sender left with less
 # credit than one full frame is (about to be) blocked.

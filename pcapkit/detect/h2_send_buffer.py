@@ -37,8 +37,25 @@ import numpy as np
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("h2_send_buffer_hol",)
+SPEC = DetectorSpec(
+    kinds=(Kind("h2_send_buffer_hol", "H3", "DETECTION.md §4.3", holds=True),),
+    thresholds=(
+        Threshold(
+            "min_queued_bytes",
+            "bytes",
+            "Cloudflare tcp_notsent_lowat 16 KiB + one maximal HTTP/2 frame in one TLS 1.3 record",
+        ),
+        Threshold("max_idle_ms", "ms", "the queued bytes flow without a longer pause [judgement]"),
+        Threshold(
+            "idle_factor",
+            "ratio",
+            "× the mean packet spacing (a rate-limited path spaces packets by serialisation time)",
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # Cloudflare's tcp_notsent_lowat 16 KiB plus one maximal HTTP/2 frame (RFC 9113 §4.2
 # default SETTINGS_MAX_FRAME_SIZE 16 384, 9-byte header) in one TLS 1.3 record (22 bytes):

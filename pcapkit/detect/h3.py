@@ -21,8 +21,19 @@ from __future__ import annotations
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("qpack_blocked_stream",)
+SPEC = DetectorSpec(
+    kinds=(Kind("qpack_blocked_stream", "Q3", "DETECTION.md §4.5; RFC 9204 §2.1.2", holds=True),),
+    thresholds=(
+        Threshold(
+            "min_blocked_ms",
+            "ms",
+            "decoded within 1 ms of arriving: packet order within one flight, nobody waited",
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # A section decoded within 1 ms of arriving was blocked by packet ordering within one
 # flight, not by a late encoder stream: nobody waited.

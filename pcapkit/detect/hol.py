@@ -63,8 +63,31 @@ import pandas as pd
 from ..net.decode import ACK, FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
 from .context import DIRS, DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("tcp_hol_blocking",)
+SPEC = DetectorSpec(
+    kinds=(Kind("tcp_hol_blocking", "H1", "DETECTION.md §4.1", holds=True),),
+    thresholds=(
+        Threshold(
+            "loss_min_rtt_fraction",
+            "rtt",
+            "RFC 5681 §3.2 / RFC 8985 §6.2: a retransmission fills a hole ~1 RTT after it shows; "
+            "½ RTT leaves room for jitter",
+        ),
+        Threshold(
+            "reorder_window_no_rtt_ms",
+            "ms",
+            "Wireshark packet-tcp.c ooo_thres = 3 ms when the iRTT is unknown",
+        ),
+        Threshold(
+            "min_dupacks",
+            "count",
+            "RFC 5681 §4.2: a receiver SHOULD send an immediate duplicate ACK for out-of-order data",
+        ),
+        Threshold("min_episode_ms", "ms", "report every episode with victims (0)"),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # A retransmission cannot fill a hole sooner than ~1 RTT after the hole shows:
 # the dupACK must reach the sender and the copy come back (RFC 5681 §3.2 fast

@@ -26,8 +26,18 @@ import numpy as np
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .spec import DetectorSpec, Kind
 
-KINDS = ("sse_batching", "rate_limited")
+SPEC = DetectorSpec(
+    kinds=(
+        Kind("sse_batching", "S1", "issue 6: events arrive in bursts"),
+        Kind("rate_limited", "S2", "issue 6: 429 / 503 with Retry-After"),
+    ),
+    # attributes bursts to the transport findings that held the bytes, and names the
+    # HTTP/2 streams behind a TCP hole
+    reads=("holding", "tcp_hol_blocking"),
+)
+KINDS = SPEC.kind_names
 
 # Events delivered within 1 ms of each other arrived in one segment or back to back:
 # below any cadence an application produces deliberately, above capture jitter.
@@ -37,27 +47,12 @@ BURST_GAP_MS = 1.0
 MIN_CADENCE_MS = 5.0
 MIN_EVENTS = 3
 # Findings that can hold bytes of a direction and so explain a burst.
-HOLDING_KINDS = (
-    "nagle",
-    "nagle_delayed_ack",
-    "delayed_ack",
-    "tcp_cork",
-    "tcp_hol_blocking",
-    "tls_record_spanning",
-    "tls_record_split_write",
-    "zero_window",
-    "slow_start_restart",
-    "h2_flow_control_stall",
-    "h2_send_buffer_hol",
-    "quic_stream_hol",
-    "h3_single_stream_hol",
-    "quic_flow_control_stall",
-    "qpack_blocked_stream",
-)
 
 
 def overlapping(prior: list[Finding], flow: int, d: str, t0: int, t1: int) -> list[Finding]:
     """Holding findings of (flow, d) whose interval overlaps [t0, t1], costliest first."""
+    from .registry import HOLDING_KINDS
+
     hits = [
         f
         for f in prior

@@ -70,8 +70,55 @@ import numpy as np
 from ..net.decode import FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
 from .context import DIRS, DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("nagle", "nagle_delayed_ack")
+SPEC = DetectorSpec(
+    kinds=(
+        Kind("nagle", "N1", "DETECTION.md §2", holds=True),
+        Kind("nagle_delayed_ack", "N2", "DETECTION.md §2", holds=True),
+    ),
+    thresholds=(
+        Threshold(
+            "tol_min_ms",
+            "ms",
+            "DETECTION.md §2.3: release-lag tolerance max(0.5 ms, ¼·d_X, 3·jitter_X)",
+        ),
+        Threshold(
+            "tol_fraction",
+            "fraction",
+            "DETECTION.md §2.3: ¼·d_X, used when X's jitter cannot be measured",
+            maximum=1.0,
+        ),
+        Threshold(
+            "late_slack_ms",
+            "ms",
+            "a release can be late on a busy host (0.8 ms seen in the lab), well under a HZ=250 jiffy",
+        ),
+        Threshold(
+            "delack_timer_min_ms",
+            "ms",
+            "DETECTION.md §2.3: a receiver delay ≥ 30 ms is a timer (Linux TCP_DELACK_MIN is 40 ms)",
+        ),
+        Threshold(
+            "ack_delay_max_ms",
+            "ms",
+            "RFC 1122 §4.2.3.2: the ACK delay MUST be less than 0.5 seconds",
+        ),
+        Threshold(
+            "min_repeats",
+            "count",
+            "DETECTION.md §2.3: ≥ 3 coupled exchanges make coincidence negligible",
+            minimum=1,
+        ),
+        Threshold(
+            "min_coupled_share",
+            "fraction",
+            "share of S1/S2 pairs coupled to an ACK before quick-ACK holds are believed (§8.1a)",
+            maximum=1.0,
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 MS = 1_000_000  # ns per ms
 

@@ -50,8 +50,23 @@ from dissectors.quic.frames import Ack
 
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("quic_stream_hol", "h3_single_stream_hol")
+SPEC = DetectorSpec(
+    kinds=(
+        Kind("quic_stream_hol", "Q1", "DETECTION.md §4.4", holds=True),
+        Kind("h3_single_stream_hol", "Q3", "DETECTION.md §4.5", holds=True),
+    ),
+    thresholds=(
+        Threshold(
+            "single_stream_share",
+            "fraction",
+            "DETECTION.md §4.5 case 1: ≥ 90 % of the STREAM bytes in the loss window on one stream",
+            maximum=1.0,
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # §4.5 case 1: "≥ 90 % of STREAM bytes in the loss window belong to one stream" —
 # then a loss blocks everything, exactly like TCP.

@@ -29,8 +29,15 @@ from dissectors.quic.transport_params import DEFAULTS, from_extensions
 
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("quic_flow_control_stall",)
+SPEC = DetectorSpec(
+    kinds=(Kind("quic_flow_control_stall", "Q2", "DETECTION.md §4.5; RFC 9000 §4", holds=True),),
+    thresholds=(
+        Threshold("min_idle_ms", "ms", "a pause under 1 ms is scheduling within one flight"),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # A pause below 1 ms is scheduling within one flight, not a wait for credit.
 MIN_IDLE_MS = 1.0

@@ -37,8 +37,15 @@ from typing import Any
 
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .spec import DetectorSpec, Kind
 
-KINDS = ("quic_handshake_extra_rtt", "zero_rtt_unused")
+SPEC = DetectorSpec(
+    kinds=(
+        Kind("quic_handshake_extra_rtt", "Q5", "DETECTION.md §7.5; RFC 9000 §8.1"),
+        Kind("zero_rtt_unused", "Q4", "DETECTION.md §7.6; RFC 9001 §4.6"),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # RFC 9000 §8.1: "an endpoint MUST limit the amount of data it sends to the
 # unvalidated address to three times the amount of data received from that address"

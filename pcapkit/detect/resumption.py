@@ -49,8 +49,20 @@ from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 from .reuse import ConnTimeline, timeline
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("tls_resumption_missing",)
+SPEC = DetectorSpec(
+    kinds=(Kind("tls_resumption_missing", "R4", "DETECTION.md §7.4"),),
+    thresholds=(
+        Threshold(
+            "session_lifetime_s",
+            "s",
+            "OpenSSL's default session timeout, SSL_CTX_set_timeout(3): 300 s",
+        ),
+        Threshold("initial_window_segments", "segments", "RFC 6928 initial window", minimum=1),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # OpenSSL's documented default session timeout (SSL_CTX_set_timeout(3): 300 s for
 # every protocol) — the shortest lifetime a stock server gives a session or ticket;

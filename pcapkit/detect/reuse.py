@@ -48,8 +48,29 @@ from ..net.decode import ACK, FIN, RST, SYN
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("connection_not_reused",)
+SPEC = DetectorSpec(
+    kinds=(Kind("connection_not_reused", "R3", "DETECTION.md §7.3"),),
+    thresholds=(
+        Threshold(
+            "reuse_window_s",
+            "s",
+            "DETECTION.md §7.3 (T = 60 s); below nginx keepalive_timeout 75 s, Go IdleConnTimeout 90 s",
+        ),
+        Threshold(
+            "parallel_window_ms",
+            "ms",
+            "RFC 8305 §5: the Connection Attempt Delay MUST NOT be less than 10 ms",
+        ),
+        Threshold(
+            "nat_idle_s",
+            "s",
+            "deployed NAT / load-balancer idle timeouts (Azure LB 4 min, AWS NAT gateway 350 s)",
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # (b) window: a connection closed less than this before the next one to the same
 # server could have been kept for it.  DETECTION.md §7.3 ("T = e.g. 60 s"); below

@@ -44,9 +44,32 @@ import numpy as np
 
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext, FlowPackets
+from .spec import DetectorSpec, Kind, Threshold
 from .tls_records import Tables, n_rows
 
-KINDS = ("slow_start_restart",)
+SPEC = DetectorSpec(
+    kinds=(Kind("slow_start_restart", "R1", "DETECTION.md §7.1", holds=True),),
+    thresholds=(
+        Threshold(
+            "iw_segments", "segments", "RFC 6928 initial window; Linux TCP_INIT_CWND", minimum=1
+        ),
+        Threshold(
+            "rto_min_ns", "ns", "Linux TCP_RTO_MIN (HZ/5): RTO_est = srtt + max(200 ms, 4·mdev)"
+        ),
+        Threshold(
+            "flight_shrink",
+            "fraction",
+            "DETECTION.md §7.1: the first flight after the idle < 0.5 × the largest before it",
+            maximum=1.0,
+        ),
+        Threshold(
+            "burst_continue_rtt",
+            "rtt",
+            "judgement: ACK-clocked flights start within 1.5 RTT of the previous one",
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 IW_SEGMENTS = 10  # RFC 6928 initial window; Linux TCP_INIT_CWND
 TCP_RTO_MIN_NS = 200_000_000  # Linux TCP_RTO_MIN (HZ/5): RTO_est = srtt + max(200 ms, 4·mdev)

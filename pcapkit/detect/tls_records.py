@@ -68,13 +68,69 @@ import pandas as pd
 
 from .base import Evidence, Finding, frame_filter, severity_for
 from .context import DetectContext, FlowPackets
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = (
-    "tls_tiny_records",
-    "tls_record_spanning",
-    "tls_record_split_write",
-    "tls_records_coalesced",
+SPEC = DetectorSpec(
+    kinds=(
+        Kind("tls_tiny_records", "T1", "DETECTION.md §5.1"),
+        Kind("tls_record_spanning", "T2", "DETECTION.md §5.2", holds=True),
+        Kind("tls_record_split_write", "T3", "DETECTION.md §5.3", holds=True),
+        Kind("tls_records_coalesced", "T3", "DETECTION.md §5.4"),
+    ),
+    thresholds=(
+        Threshold("tiny_plaintext_max", "bytes", "DETECTION.md §5.1: plaintext ≤ 16 B"),
+        Threshold(
+            "tiny_min_overhead_ratio",
+            "fraction",
+            "DETECTION.md §5.1: overhead / (overhead + plaintext) ≥ 0.5",
+            maximum=1.0,
+        ),
+        Threshold(
+            "tiny_min_run",
+            "count",
+            "DETECTION.md §5.1: ≥ 10 consecutive tiny application records",
+            minimum=1,
+        ),
+        Threshold(
+            "tiny_min_fraction",
+            "fraction",
+            "DETECTION.md §5.1: or ≥ 20 % of the application records",
+            maximum=1.0,
+        ),
+        Threshold(
+            "tiny_min_fraction_records",
+            "count",
+            "judgement: the fraction rule needs a few records (one close_notify among four is 25 %)",
+            minimum=1,
+        ),
+        Threshold(
+            "flight_break_rtt",
+            "rtt",
+            "DETECTION.md §5.2: pieces ≥ ½ RTT apart were sent in different flights",
+        ),
+        Threshold(
+            "bulk_after_bytes",
+            "bytes",
+            "Go crypto/tls recordSizeBoostThreshold: 16 KiB records after 128 KiB",
+        ),
+        Threshold(
+            "idle_reset_ns",
+            "ns",
+            "nginx dynamic-record patch / Grigorik: record sizing resets after 1 s idle",
+        ),
+        Threshold(
+            "split_min_wait_ns",
+            "ns",
+            "judgement: a split record whose pieces left < 1 ms apart cost less than a scheduler tick",
+        ),
+        Threshold(
+            "coalesced_min_wait_ns",
+            "ns",
+            "judgement: a push unit whose oldest record could have waited < 1 ms was not held",
+        ),
+    ),
 )
+KINDS = SPEC.kind_names
 
 # --- constants and their sources ----------------------------------------------------------
 TLS_MAX_PLAINTEXT = 1 << 14  # RFC 8446 §5.1: "The length MUST NOT exceed 2^14 bytes"

@@ -23,8 +23,17 @@ import numpy as np
 
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .spec import DetectorSpec, Kind, Threshold
 
-KINDS = ("zero_window",)
+SPEC = DetectorSpec(
+    kinds=(Kind("zero_window", "R2", "DETECTION.md §7.2", holds=True),),
+    thresholds=(
+        Threshold(
+            "min_stall_ms", "ms", "report every zero-window stall (0); raise to ignore short ones"
+        ),
+    ),
+)
+KINDS = SPEC.kind_names
 
 # RFC 9293 §3.8.6.1 / Linux tcp_probe0_base: probes start after max(RTO, 200 ms);
 # a stall shorter than this could not have been probed at all.  Used only to say

@@ -353,3 +353,14 @@ def records_text(trace: Trace, flow: int | None = None) -> str:
             f"{x.status}{' (retransmitted)' if flags else ''}{f' ({x.missing_bytes} B missing)' if x.missing_bytes else ''}"
         )
     return "\n".join(out) + "\n"
+
+
+def thresholds_text(rows: list[Any]) -> str:
+    """``pcapkit thresholds``: one block per threshold (name = default unit, range, source)."""
+    out = []
+    for r in rows:
+        hi = "" if r.maximum is None else f"{r.maximum:g}"
+        rng = f"[{r.minimum:g}, {hi or '∞'}]"
+        out.append(f"{r.name} = {r.default} {r.unit}  {rng}")
+        out.extend(_wrap(r.source, "    "))
+    return "\n".join(out) + "\n"
