@@ -375,6 +375,23 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("unblocked_frame", "Int64", "frame carrying that instruction; missing if never released"),
         ("unblocked_ts_ns", "Int64", "time of that frame"),
     ],
+    "gaps": [
+        ("request", "int64", "row of Trace.requests"),
+        ("flow", "int64", "flow id"),
+        ("stream", "Int64", "HTTP/2 / HTTP/3 stream id"),
+        ("event", "int64", "index of the event that ended the wait (0: the first event, TTFT)"),
+        ("frame", "Int64", "frame of that event"),
+        ("from_ts_ns", "int64", "start of the wait (request, or the previous event)"),
+        ("to_ts_ns", "int64", "the event's arrival at the capture point"),
+        ("gap_ms", "float64", "length of the wait"),
+        ("path_ms", "float64", "round trip capture point ↔ server (first event only)"),
+        ("cadence_ms", "float64", "the stream's median gap (later events only)"),
+        ("network_ms", "float64", "time inside overlapping TCP/TLS findings"),
+        ("server_ms", "float64", "the rest: no network cause, the server sent late"),
+        ("cause", "str", "largest share: a finding kind, server, path or cadence"),
+        ("findings", "object", "kinds of the overlapping findings, costliest first"),
+        ("frames", "object", "evidence frames of the costliest overlapping finding"),
+    ],
     "anomalies": [
         ("name", "str", "stable snake_case name (like Zeek's weird.log)"),
         ("frame", "Int64", "frame where it was noticed, if any"),
@@ -418,8 +435,34 @@ def columns(table: str) -> list[str]:
     return [c for c, _, _ in SCHEMAS[table]]
 
 
-def describe(table: str) -> pd.DataFrame:
-    """The documented columns of ``table`` as a small DataFrame."""
+# One line per table, for describe() without a name.
+TABLES: dict[str, str] = {
+    "packets": "one row per frame (Wireshark frame numbers): addresses, ports, TCP fields, flow",
+    "flows": "one row per TCP connection / UDP flow: roles, bytes, handshake options, RTT legs",
+    "segments": "one row per TCP segment with payload, classified (new, retransmission, …)",
+    "records": "one row per TLS record, aligned with the TCP frames and PSH that carried it",
+    "tls": "one row per TLS session: version, cipher, SNI, ALPN, resumption, decryption",
+    "quic": "one row per QUIC connection: version, DCID, SNI, ALPN, decryption, streams",
+    "messages": "HTTP/1.1 heads, SSE events, HTTP/2 frames, gRPC messages, QUIC frames",
+    "requests": "one row per HTTP exchange with its timeline (TTFB, TTFT, gaps)",
+    "h2_windows": "HTTP/2 DATA and WINDOW_UPDATE frames with the send windows after each",
+    "qpack_blocked": "HTTP/3 field sections that waited for QPACK encoder instructions",
+    "gaps": "why each streamed response waited: path, network findings, server",
+    "anomalies": "what could not be parsed, with a stable name (like Zeek's weird.log)",
+    "findings": "pathologies: kind, cost, evidence frames, explanation, remedy",
+}
+
+
+def describe(table: str | None = None) -> pd.DataFrame:
+    """The documented columns of ``table`` as a small DataFrame; without a name, every
+    table with its one-line description."""
+    if table is None:
+        return pd.DataFrame(
+            [(t, TABLES.get(t, ""), len(cols)) for t, cols in SCHEMAS.items()],
+            columns=["table", "description", "columns"],
+        )
+    if table not in SCHEMAS:
+        raise KeyError(f"no table {table!r}; tables: {', '.join(SCHEMAS)}")
     return pd.DataFrame(SCHEMAS[table], columns=["column", "dtype", "description"])
 
 

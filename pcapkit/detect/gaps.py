@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import schema
 from .http import overlapping
 
 # A gap is "long" when it exceeds twice the stream's median gap and the median by
@@ -41,24 +42,6 @@ MIN_EXTRA_MS = 20.0
 # An event that arrives within 1 ms after a finding's interval ends was released by it
 # (the releasing frame and the event's frame can be consecutive captures).
 RELEASE_SLACK_NS = 1_000_000
-
-COLUMNS = [
-    ("request", "int64", "row of Trace.requests"),
-    ("flow", "int64", "flow id"),
-    ("stream", "Int64", "HTTP/2 / HTTP/3 stream id"),
-    ("event", "int64", "index of the event that ended the wait (0: the first event, TTFT)"),
-    ("frame", "Int64", "frame of that event"),
-    ("from_ts_ns", "int64", "start of the wait (request, or the previous event)"),
-    ("to_ts_ns", "int64", "the event's arrival at the capture point"),
-    ("gap_ms", "float64", "length of the wait"),
-    ("path_ms", "float64", "round trip capture point ↔ server (first event only)"),
-    ("cadence_ms", "float64", "the stream's median gap (later events only)"),
-    ("network_ms", "float64", "time inside overlapping TCP/TLS findings"),
-    ("server_ms", "float64", "the rest: no network cause, the server sent late"),
-    ("cause", "str", "largest share: a finding kind, server, path or cadence"),
-    ("findings", "object", "kinds of the overlapping findings, costliest first"),
-    ("frames", "object", "evidence frames of the costliest overlapping finding"),
-]
 
 
 def _union_ms(intervals: list[tuple[int, int]]) -> float:
@@ -86,7 +69,7 @@ def attribute(
 ) -> pd.DataFrame:
     """``server_legs`` supplies the capture ↔ server round trip (ms) of flows the flows
     table has none for (QUIC: from ACK timing, :func:`pcapkit.sessions.quic.server_leg_ms`)."""
-    rows: dict[str, list[Any]] = {c: [] for c, _, _ in COLUMNS}
+    rows: dict[str, list[Any]] = {c: [] for c in schema.columns("gaps")}
     if messages.empty or requests.empty:
         return _frame(rows)
     ev = messages[messages["type"].isin(["event", "message"]) & messages["request"].notna()]
@@ -148,12 +131,8 @@ def attribute(
 
 
 def _frame(rows: dict[str, list[Any]]) -> pd.DataFrame:
-    data = {}
-    for c, dt, _ in COLUMNS:
-        v = rows[c]
-        data[c] = (
-            pd.array(v, dtype=dt)
-            if dt in ("Int64",)
-            else pd.Series(v, dtype=dt if dt != "str" else object)
-        )
-    return pd.DataFrame(data)
+    n = len(rows["request"])
+    data: dict[str, Any] = dict(rows)
+    for c in ("stream", "frame"):
+        data[c] = pd.array(rows[c], dtype="Int64")
+    return schema.frame("gaps", data, n)
