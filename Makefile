@@ -33,7 +33,7 @@ lint: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/mypy --strict dissectors
 
 golden: $(TEST_VENV)/.stamp
-	$(TEST_VENV)/bin/python -m pcapkit.detect.golden fixtures
+	$(TEST_VENV)/bin/python -m pcapkit.report.golden fixtures
 	git diff --stat -- fixtures/*/expected.json
 
 bench: $(TEST_VENV)/.stamp

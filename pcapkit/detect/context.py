@@ -146,6 +146,10 @@ class DetectContext:
     def flow(self, f: int) -> Any:
         return self._flow_rows[f]
 
+    def has_flow(self, f: int) -> bool:
+        """``f`` is a flow of this trace (tables built by hand may lack some)."""
+        return f in self._flow_rows
+
     def tls_row(self, f: int) -> Any | None:
         return self._tls_rows.get(f)
 

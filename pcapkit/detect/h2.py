@@ -105,7 +105,7 @@ def _with_keys(ctx: DetectContext, *, stall_credit: int, min_idle_ms: float) -> 
         if not data or not wus:
             continue
         dd = 0 if d == "c2s" else 1
-        leg_x, _ = ctx.sender_receiver_legs(flow, dd) if flow in ctx._flow_rows else (None, None)
+        leg_x, _ = ctx.sender_receiver_legs(flow, dd) if ctx.has_flow(flow) else (None, None)
         lag = leg_x or 0  # round trip capture point ↔ X
         stalls = []
         for i, k in enumerate(data):

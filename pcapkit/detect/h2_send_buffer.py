@@ -85,7 +85,7 @@ def detect(
     out: list[Finding] = []
     for r in req.itertuples(index=False):
         flow = int(r.flow)
-        if _na(r.stream) or _na(r.request_frame) or flow not in ctx._flow_rows:
+        if _na(r.stream) or _na(r.request_frame) or not ctx.has_flow(flow):
             continue
         sid, rframe = int(r.stream), int(r.request_frame)
         fm = h2[h2["flow"] == flow]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pcapkit.detect.golden import COST_ABS_TOLERANCE_MS, COST_REL_TOLERANCE, VANTAGES, findings_of
+from pcapkit.report.golden import COST_ABS_TOLERANCE_MS, COST_REL_TOLERANCE, VANTAGES, findings_of
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CASES = [

@@ -7,7 +7,6 @@ DESIGN.md §1's import rule for ``lab``.
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
@@ -213,31 +212,5 @@ def test_generate_retries_a_run_that_fails_its_check(tmp_path: Path) -> None:
     assert (tmp_path / "tcp_cork" / "marker").exists(), "a failed run must not replace it"
 
 
-def _imports(path: Path) -> set[str]:
-    mods: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            mods.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:  # resolve relative imports against the file's package
-                pkg = path.relative_to(PKG.parent).with_suffix("").parts[: -node.level]
-                base = ".".join(pkg) + ("." + base if base else "")
-            mods.add(base)
-    return mods
-
-
-def test_import_rules() -> None:
-    """DESIGN.md §1: only the CLI may import the lab; the lab imports only io and dissectors."""
-    for path in PKG.rglob("*.py"):
-        rel = path.relative_to(PKG)
-        mods = _imports(path)
-        if rel.parts[0] == "lab":
-            bad = {
-                m
-                for m in mods
-                if m.startswith("pcapkit.") and not m.startswith(("pcapkit.lab", "pcapkit.io"))
-            }
-            assert not bad, f"{rel} imports {bad}"
-        elif rel != Path("cli.py"):
-            assert not any(m.startswith("pcapkit.lab") for m in mods), f"{rel} imports the lab"
+# The lab's import rules (only the CLI imports it; it imports only io and dissectors) are
+# part of the whole import contract: tests/test_layers.py.

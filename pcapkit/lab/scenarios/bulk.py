@@ -74,7 +74,7 @@ from ..apps import (
 )
 from ..certs import DEFAULT_HOSTNAME
 from . import RunData, Scenario, register
-from .tls_records import REQUEST, TLS13_RECORD_OVERHEAD, _client_close, _read_all, record_layout
+from .tls_records import REQUEST, TLS13_RECORD_OVERHEAD, client_close, read_all, record_layout
 
 LOOPBACK_EFF_MSS = 65_483  # lo MTU 65 536 − 40 (IPv4 + TCP) − 1 (MSS 65 495) − 12 (timestamps)
 VETH_EFF_MSS = 1_448  # MTU 1500 − 40 − 12 (timestamps)
@@ -192,9 +192,9 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     }
     meta["request_write_ns"] = now_ns()
     conn.sendall(REQUEST)
-    reads = _read_all(conn, p["response_len"])
+    reads = read_all(conn, p["response_len"])
     info = tcp_info(conn)
-    _client_close(conn)
+    client_close(conn)
     return {**meta, "reads": reads, "tcp_info": info}
 
 

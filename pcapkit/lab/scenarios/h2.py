@@ -113,7 +113,7 @@ def frames_in(data: bytes) -> list[dict[str, Any]]:
     return out
 
 
-class _Writer:
+class Writer:
     """Sends what the h2 connection has queued as one ``SSL_write``; logs each write."""
 
     def __init__(self, sock: ssl.SSLSocket, conn: Any) -> None:
@@ -146,7 +146,7 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     conn = h2.connection.H2Connection(
         h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
     )
-    w = _Writer(sock, conn)
+    w = Writer(sock, conn)
     conn.initiate_connection()
     w.flush()
     requests: dict[int, str] = {}
@@ -276,7 +276,7 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     conn.initiate_connection()
     if win:
         conn.increment_flow_control_window(win - DEFAULT_WINDOW)  # connection window
-    w = _Writer(sock, conn)
+    w = Writer(sock, conn)
     w.flush()
     for i in range(p["streams"]):
         sid = conn.get_next_available_stream_id()

@@ -60,7 +60,7 @@ from ..apps import (
 )
 from ..certs import DEFAULT_HOSTNAME
 from . import RunData, Scenario, register
-from .h2 import DEFAULT_WINDOW, _Writer, frames_in, wire_layout
+from .h2 import DEFAULT_WINDOW, Writer, frames_in, wire_layout
 
 TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)  # Linux include/uapi/linux/tcp.h
 SIOCOUTQ = 0x5411  # TIOCOUTQ: bytes in the send queue (unacked + unsent)
@@ -139,7 +139,7 @@ def _accept(p: dict[str, Any], ready: Callable[[], None]) -> tuple[Any, ...]:
     if sock.selected_alpn_protocol() != "h2":
         raise ConnectionError(f"ALPN gave {sock.selected_alpn_protocol()!r}, not h2")
     conn = _h2_conn(False)
-    w = _Writer(sock, conn)
+    w = Writer(sock, conn)
     conn.initiate_connection()
     w.flush()
     return ls, sock, conn, w, opts
@@ -169,7 +169,7 @@ def _connect(p: dict[str, Any]) -> tuple[Any, ...]:
     )
     conn.initiate_connection()
     conn.increment_flow_control_window(win - DEFAULT_WINDOW)
-    w = _Writer(sock, conn)
+    w = Writer(sock, conn)
     w.flush()
     info = {"socket": tcp_options(sock), "tls": tls_info(sock), "connect_ns": t_connect}
     return sock, conn, w, info
@@ -182,7 +182,7 @@ def _close(sock: ssl.SSLSocket) -> None:
         sock.close()
 
 
-def _drain_until_close(sock: ssl.SSLSocket, conn: Any, w: _Writer) -> None:
+def _drain_until_close(sock: ssl.SSLSocket, conn: Any, w: Writer) -> None:
     """Server: read until the client's GOAWAY / close_notify / FIN."""
     try:
         sock.setblocking(True)

@@ -57,7 +57,7 @@ from typing import Any
 from .. import truth
 from ..apps import IO_TIMEOUT_S, listen, now_ns, tcp_info, tcp_options, tls_server_context
 from . import RunData, Scenario, register
-from .tls_records import TLS13_RECORD_OVERHEAD, _client_close, _connect_tls, _read_all
+from .tls_records import TLS13_RECORD_OVERHEAD, client_close, connect_tls, read_all
 
 REQUEST = b"GET /events HTTP/1.1\r\nHost: pcapkit.lab\r\n\r\n"
 TLS_HEADER = 5  # RFC 8446 §5.1: type, legacy version, length
@@ -223,11 +223,11 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
 
 
 def client(p: dict[str, Any]) -> dict[str, Any]:
-    conn, meta = _connect_tls(p)
+    conn, meta = connect_tls(p)
     meta["request_write_ns"] = now_ns()
     conn.sendall(REQUEST)
-    reads = _read_all(conn, p["messages"] * p["message_len"])
-    _client_close(conn)
+    reads = read_all(conn, p["messages"] * p["message_len"])
+    client_close(conn)
     return {**meta, "reads": reads}
 
 

@@ -117,7 +117,7 @@ def _close_tls_server(ls: socket.socket, conn: ssl.SSLSocket) -> None:
     ls.close()
 
 
-def _connect_tls(p: dict[str, Any]) -> tuple[ssl.SSLSocket, dict[str, Any]]:
+def connect_tls(p: dict[str, Any]) -> tuple[ssl.SSLSocket, dict[str, Any]]:
     ctx = tls_client_context(p["cert"], p["keylog_client"])
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     apply_tcp_options(raw, cc=p["cc"], nodelay=p["client_nodelay"])
@@ -136,7 +136,7 @@ def _connect_tls(p: dict[str, Any]) -> tuple[ssl.SSLSocket, dict[str, Any]]:
     return conn, meta
 
 
-def _read_all(conn: ssl.SSLSocket, total: int) -> list[dict[str, int]]:
+def read_all(conn: ssl.SSLSocket, total: int) -> list[dict[str, int]]:
     """Read ``total`` bytes; one entry per recv: time and cumulative bytes."""
     reads = []
     got = 0
@@ -150,7 +150,7 @@ def _read_all(conn: ssl.SSLSocket, total: int) -> list[dict[str, int]]:
     return reads
 
 
-def _client_close(conn: ssl.SSLSocket) -> None:
+def client_close(conn: ssl.SSLSocket) -> None:
     try:
         conn.unwrap().close()
     except (OSError, ssl.SSLError):
@@ -187,11 +187,11 @@ def tiny_server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
 
 
 def tiny_client(p: dict[str, Any]) -> dict[str, Any]:
-    conn, meta = _connect_tls(p)
+    conn, meta = connect_tls(p)
     meta["request_write_ns"] = now_ns()
     conn.sendall(REQUEST)
-    reads = _read_all(conn, p["messages"] * p["message_len"])
-    _client_close(conn)
+    reads = read_all(conn, p["messages"] * p["message_len"])
+    client_close(conn)
     return {**meta, "reads": reads}
 
 
@@ -282,11 +282,11 @@ def large_server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]
 
 
 def large_client(p: dict[str, Any]) -> dict[str, Any]:
-    conn, meta = _connect_tls(p)
+    conn, meta = connect_tls(p)
     meta["request_write_ns"] = now_ns()
     conn.sendall(REQUEST)
-    reads = _read_all(conn, p["response_len"])
-    _client_close(conn)
+    reads = read_all(conn, p["response_len"])
+    client_close(conn)
     return {**meta, "reads": reads}
 
 

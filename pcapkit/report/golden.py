@@ -1,6 +1,6 @@
 """Golden findings beside each fixture: ``fixtures/<name>/expected.json``.
 
-``python -m pcapkit.detect.golden fixtures`` (``make golden``) rewrites them from
+``python -m pcapkit.report.golden fixtures`` (``make golden``) rewrites them from
 the current detectors, so a change in what pcapkit finds shows up as a diff to
 review; ``tests/detect/test_golden.py`` fails when the findings drift from them.
 A golden entry keeps what matters for regression: kind, flow, direction, stream,
@@ -44,7 +44,7 @@ def findings_of(path: Path) -> list[dict[str, Any]]:
 
 def golden_for(folder: Path) -> dict[str, Any]:
     return {
-        "generated_by": "make golden (python -m pcapkit.detect.golden fixtures)",
+        "generated_by": "make golden (python -m pcapkit.report.golden fixtures)",
         "vantages": {
             v: findings_of(folder / f"{v}.pcapng")
             for v in VANTAGES
