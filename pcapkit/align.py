@@ -305,7 +305,7 @@ def records_table(
     key_start = np.searchsorted(skey[sorder], np.arange(2 * nflows + 1)).tolist()
     indexes = [index.get(g) or empty_index() for g in rc.groups]
     seg_rows = [sorder[key_start[f * 2 + d] : key_start[f * 2 + d + 1]] for f, d in rc.groups]
-    data = dict(rc.data)
+    data: dict[str, Any] = dict(rc.data)
     n = rc.n
     rows = np.concatenate(seg_rows)
     seg_group = np.repeat(np.arange(len(indexes)), [r.shape[0] for r in seg_rows])
@@ -347,7 +347,11 @@ def tls_table(
     hs_ms = {f: (t1 - t0) / 1e6 for f, (t0, t1) in hs_times.items()}
     counts = recs.groupby("flow").size().to_dict() if len(recs) else {}
     dec = recs.loc[recs.status == "decrypted"].groupby("flow").size().to_dict() if len(recs) else {}
-    no_kpi = {"pct_psh_end": None, "pct_single_record_units": None, "records_per_unit_hist": {}}
+    no_kpi: dict[str, Any] = {
+        "pct_psh_end": None,
+        "pct_single_record_units": None,
+        "records_per_unit_hist": {},
+    }
     rows: dict[str, list[Any]] = {c: [] for c in schema.columns("tls")}
     for tf in tls_flows:
         sm = tf.summary

@@ -12,7 +12,7 @@ Stream offsets count from the byte after the ISN.  ``dir`` is ``c2s`` or ``s2c``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -457,13 +457,13 @@ def describe(table: str | None = None) -> pd.DataFrame:
     """The documented columns of ``table`` as a small DataFrame; without a name, every
     table with its one-line description."""
     if table is None:
-        return pd.DataFrame(
-            [(t, TABLES.get(t, ""), len(cols)) for t, cols in SCHEMAS.items()],
-            columns=["table", "description", "columns"],
-        )
+        rows = [(t, TABLES.get(t, ""), len(cols)) for t, cols in SCHEMAS.items()]
+        out: pd.DataFrame = pd.DataFrame(rows, columns=["table", "description", "columns"])
+        return out
     if table not in SCHEMAS:
         raise KeyError(f"no table {table!r}; tables: {', '.join(SCHEMAS)}")
-    return pd.DataFrame(SCHEMAS[table], columns=["column", "dtype", "description"])
+    cols: pd.DataFrame = pd.DataFrame(SCHEMAS[table], columns=["column", "dtype", "description"])
+    return cols
 
 
 def frame(table: str, data: dict[str, Any] | None = None, n: int | None = None) -> pd.DataFrame:
@@ -495,12 +495,13 @@ def frame(table: str, data: dict[str, Any] | None = None, n: int | None = None) 
             elif dtype == "str":
                 out[col] = pd.array(list(v), dtype="str")
             elif dtype[0].isupper() or dtype == "boolean":
-                out[col] = pd.array(np.asarray(v), dtype=dtype)
+                out[col] = pd.array(np.asarray(v), dtype=cast(Any, dtype))
             else:
                 out[col] = np.asarray(v).astype(dtype, copy=False)
         else:
             out[col] = _missing(dtype, n)
-    return pd.DataFrame(out, copy=False)
+    df: pd.DataFrame = pd.DataFrame(out, copy=False)
+    return df
 
 
 def _missing(dtype: str, n: int) -> Any:
@@ -511,7 +512,7 @@ def _missing(dtype: str, n: int) -> Any:
     if dtype == "object":
         return pd.array([None] * n, dtype="object")
     if dtype[0].isupper() or dtype == "boolean":
-        return pd.array([None] * n, dtype=dtype)
+        return pd.array([None] * n, dtype=cast(Any, dtype))
     if dtype == "bool":
         return np.zeros(n, bool)
     return np.zeros(n, dtype)

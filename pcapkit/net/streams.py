@@ -40,7 +40,9 @@ class StreamBytes(bytes):
         for off, chunk in chunks:
             runs.append((off, pos, len(chunk)))
             pos += len(chunk)
-        return cls(data, np.array(runs, np.int64).reshape(-1, 3), [tuple(g) for g in gaps])
+        return cls(
+            data, np.array(runs, np.int64).reshape(-1, 3), [(int(a), int(b)) for a, b in gaps]
+        )
 
     @property
     def complete(self) -> bool:

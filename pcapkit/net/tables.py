@@ -106,14 +106,14 @@ def flows_table(raw: RawCapture, dec: Decoded, flows: FlowTable, tcp: TcpAnalysi
         minlength=nf,
     ).astype(np.int64)
     addr = np.array(ft.addr_strings, dtype=object) if ft.addr_strings else np.zeros(0, dtype=object)
-    tcp = ~is_udp
-    hs = info["handshake"] & tcp
+    is_tcp = ~is_udp
+    hs = info["handshake"] & is_tcp
 
     def ms(v: np.ndarray) -> Any:
-        return schema.masked(v / 1e6, (v < 0) | ~tcp, "Float64")
+        return schema.masked(v / 1e6, (v < 0) | ~is_tcp, "Float64")
 
     def opt(v: np.ndarray) -> Any:
-        return schema.masked(v, (v < 0) | ~tcp, "Int64")
+        return schema.masked(v, (v < 0) | ~is_tcp, "Int64")
 
     eff = np.maximum(info["c_eff_mss"], info["s_eff_mss"])
     data = {
@@ -140,24 +140,24 @@ def flows_table(raw: RawCapture, dec: Decoded, flows: FlowTable, tcp: TcpAnalysi
         "s_mss": opt(info["s_mss"]),
         "c_wscale": opt(info["c_wscale"]),
         "s_wscale": opt(info["s_wscale"]),
-        "sack_permitted": info["sack_permitted"] & tcp,
-        "timestamps": info["timestamps"] & tcp,
+        "sack_permitted": info["sack_permitted"] & is_tcp,
+        "timestamps": info["timestamps"] & is_tcp,
         "eff_mss": opt(eff),
         "server_leg_ms": ms(info["server_leg_ns"]),
         "client_leg_ms": ms(info["client_leg_ns"]),
         "rtt_ms": ms(info["irtt_ns"]),
-        "vantage": np.where(tcp, info["vantage"], "unknown").tolist(),
+        "vantage": np.where(is_tcp, info["vantage"], "unknown").tolist(),
         "retransmissions": info["retransmissions"],
         "out_of_order": info["out_of_order"],
-        "fin": info["fin"] & tcp,
-        "rst": info["rst"] & tcp,
+        "fin": info["fin"] & is_tcp,
+        "rst": info["rst"] & is_tcp,
     }
     return schema.frame("flows", data, nf)
 
 
 def segments_table(tcp: TcpAnalysis) -> pd.DataFrame:
     """TCP segments with payload, classified; see ``schema.describe("segments")``."""
-    s = dict(tcp.segments)
+    s: dict[str, Any] = dict(tcp.segments)
     s["dir"] = schema.categorical(s["dir"], schema.DIRS)
     s["kind"] = schema.categorical(s["kind"], list(KINDS))
     return schema.frame("segments", s)

@@ -542,7 +542,7 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
         row["ttft_ms"] = (t_first - t_req) / 1e6 if t_req >= 0 and t_first >= 0 else None
         b.request(row)
         # HTTP/1.1 units into the messages table
-        if rh:
+        if rh and req is not None:
             b.message(
                 af.flow,
                 "c2s",
@@ -618,7 +618,7 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
     for d, items in (("c2s", conn.c2s), ("s2c", conn.s2c)):
         tun = [it for it in items if isinstance(it, Http1Tunnel)]
         if tun:
-            fr, ts = dirs[d].stamp(np.asarray([tun[-1].end - 1], np.int64))
+            tfr, tts = dirs[d].stamp(np.asarray([tun[-1].end - 1], np.int64))
             total = sum(t.length for t in tun)
             b.message(
                 af.flow,
@@ -628,8 +628,8 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
                 "tunnel",
                 tun[0].offset,
                 total,
-                int(fr[0]),
-                int(ts[0]),
+                int(tfr[0]),
+                int(tts[0]),
                 None,
                 f"{total} bytes after the protocol switch",
             )
@@ -1038,7 +1038,10 @@ def messages_table(app: AppTables, quic_messages: pd.DataFrame) -> pd.DataFrame:
     if not parts:
         return schema.frame("messages", n=0)
     df = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
-    return df.sort_values(["flow", "dir", "stream", "offset"], kind="stable").reset_index(drop=True)
+    out: pd.DataFrame = df.sort_values(
+        ["flow", "dir", "stream", "offset"], kind="stable"
+    ).reset_index(drop=True)
+    return out
 
 
 def requests_table(app: AppTables) -> pd.DataFrame:

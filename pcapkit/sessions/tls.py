@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 from array import array
 from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,7 +54,7 @@ class KeySources:
 
 
 def load_keys(
-    keylog: Any, dsbs: list[CaptureSecret], *, env: dict[str, str] | None = None
+    keylog: Any, dsbs: list[CaptureSecret], *, env: Mapping[str, str] | None = None
 ) -> KeySources:
     kl = KeyLog()
     sources: list[str] = []
@@ -66,8 +67,7 @@ def load_keys(
             with open(path, "rb") as f:
                 kl.add_text(f.read(), source=path)
             sources.append(path)
-    env = os.environ if env is None else env
-    envfile = env.get("SSLKEYLOGFILE")
+    envfile = (os.environ if env is None else env).get("SSLKEYLOGFILE")
     if envfile and os.path.isfile(envfile):
         with open(envfile, "rb") as f:
             kl.add_text(f.read(), source="SSLKEYLOGFILE")
@@ -213,7 +213,7 @@ def run_tls(
             for d, ix in enumerate(idx):
                 if ix.start.shape[0]:
                     trig = _Trigger(DIRS[d], DecryptStatus.NO_HANDSHAKE, Epoch.PLAINTEXT)
-                    pending.append((len(out) - 1, DIRS[d], walk_headers(buf, ix, 0, trig)))  # type: ignore[arg-type]
+                    pending.append((len(out) - 1, DIRS[d], walk_headers(buf, ix, 0, trig)))
             continue
         sess = TlsSession(keys.keylog, resumption_cache=cache)
         results: list[RecordResult] = []
@@ -249,9 +249,9 @@ def run_tls(
             tail = sess.close()
         results += tail
         summary = sess.summary()
-        for dd, trig in bulk_from.items():
+        for dd, rec in bulk_from.items():
             pending.append(
-                (len(out), DIRS[dd], walk_headers(buf, idx[dd], trig.offset + trig.length, trig))
+                (len(out), DIRS[dd], walk_headers(buf, idx[dd], rec.offset + rec.length, rec))
             )
         anomalies = [
             {
@@ -290,10 +290,12 @@ class _Walk:
     offsets: array[int]  # int64 ('q'): one machine word per record, no int objects kept
     pos: array[int]  # buffer position of each 5-byte header, -1 when it straddles segments
     split: dict[int, bytes]  # record index → header bytes gathered across segments
-    trig: RecordResult
+    trig: RecordResult | _Trigger
 
 
-def walk_headers(buf: np.ndarray, idx: DirectionIndex, start: int, trig: RecordResult) -> _Walk:
+def walk_headers(
+    buf: np.ndarray, idx: DirectionIndex, start: int, trig: RecordResult | _Trigger
+) -> _Walk:
     """Walk record headers of one direction from stream offset ``start``.
 
     The only per-record loop: follow the length field from header to header,
@@ -309,7 +311,7 @@ def walk_headers(buf: np.ndarray, idx: DirectionIndex, start: int, trig: RecordR
         idx.buf_off.tolist(),
     )
     k_max = len(st_l)
-    mv = memoryview(buf)
+    mv = buf.data  # a memoryview of the capture
     offs = array("q")
     pos = array("q")
     split: dict[int, bytes] = {}
