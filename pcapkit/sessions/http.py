@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
+from ..anomalies import qualified
 from ..net.streams import empty_index, tcp_stream
 from ..net.tcp import DirectionIndex
 
@@ -420,7 +421,7 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
 
     conn = dissect_connection(af.c2s.data, af.s2c.data, eof=af.s2c.stop is None)
     for d, err in conn.error.items():
-        b.anomaly(f"http1_{err.reason}", af.flow, err.offset, f"{d}: {err.message}")
+        b.anomaly(qualified("http1", err.reason), af.flow, err.offset, f"{d}: {err.message}")
     dirs = {"c2s": af.c2s, "s2c": af.s2c}
     # stamp every item's last byte in one call per direction
     stamps: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -844,7 +845,7 @@ def _http2(
                 )
     for e in events:
         if isinstance(e, H2Error):
-            b.anomaly(f"h2_{e.name}", af.flow, e.offset, f"{e.direction}: {e.detail}")
+            b.anomaly(qualified("h2", e.name), af.flow, e.offset, f"{e.direction}: {e.detail}")
 
 
 def _http3(b: _Builder, qf: Any) -> None:
@@ -978,7 +979,7 @@ def _http3(b: _Builder, qf: Any) -> None:
                     f"{blk.kind}" + (" (QPACK-blocked)" if blk.blocked else ""),
                 )
     for e in h3.errors:
-        b.anomaly(f"h3_{e.name}", qf.flow, getattr(e, "offset", None), str(e.detail))
+        b.anomaly(qualified("h3", e.name), qf.flow, getattr(e, "offset", None), str(e.detail))
 
 
 def build(inp: HttpInputs, *, redact_secrets: bool = True) -> AppTables:
