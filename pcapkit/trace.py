@@ -674,10 +674,24 @@ class Trace:
     @cached_property
     def _quic(self) -> list[Any]:
         """One :class:`pcapkit.sessions.quic.QuicFlow` per QUIC connection."""
-        from .sessions.quic import run_quic
+        from .sessions.quic import quic_flow_ids, run_quic
+        from .sessions.tls import load_keys
 
         self._report("quic", 0.0)
-        out = run_quic(self)
+        c, ft, buf = self._net.dec.cols, self._net.flows, self.raw.buf
+        ids = quic_flow_ids(buf, c["payload_off"], c["payload_caplen"], ft.proto, ft.first_idx)
+        out = run_quic(
+            ids,
+            buf=buf,
+            ts_ns=self.raw.ts_ns,
+            payload_off=c["payload_off"],
+            payload_caplen=c["payload_caplen"],
+            payload_len=c["payload_len"],
+            pkt_flow=ft.pkt_flow,
+            pkt_dir=ft.pkt_dir,
+            # the key log is read only when the capture has QUIC
+            keylog=load_keys(self.keylog, self.secrets).keylog if ids else None,
+        )
         self._report("quic", 1.0)
         return out
 

@@ -1,12 +1,15 @@
-"""Drive the QUIC dissector over the UDP flows of a trace (RFC 9000, RFC 9001).
+"""Drive the QUIC dissector over the UDP flows of a capture (RFC 9000, RFC 9001).
 
 A UDP flow is QUIC when its first datagram looks like a QUIC long header
-(:func:`dissectors.quic.looks_like_quic`, by content, not port).  All datagrams of
-both directions are fed, in frame order, into one
-:class:`dissectors.quic.QuicConnection` with the trace's key log: the same keys as
-TLS over TCP (``--keylog`` file, ``SSLKEYLOGFILE``, pcapng Decryption Secrets
-Blocks; :func:`pcapkit.sessions.tls.load_keys`).  Initial packets decrypt without
-keys (RFC 9001 §5.2).
+(:func:`dissectors.quic.looks_like_quic`, by content, not port;
+:func:`quic_flow_ids`).  All datagrams of both directions are fed, in frame order,
+into one :class:`dissectors.quic.QuicConnection` with the capture's key log
+(:func:`run_quic`): the same keys as TLS over TCP (``--keylog`` file,
+``SSLKEYLOGFILE``, pcapng Decryption Secrets Blocks;
+:func:`pcapkit.sessions.tls.load_keys`).  Initial packets decrypt without keys
+(RFC 9001 §5.2).  Both functions take plain inputs — the capture buffer, per-packet
+arrays of the decoded packets and the flow table, a key log — so they know nothing
+of :class:`pcapkit.Trace`, which wires them.
 
 The QUIC client is the endpoint that sent the flow's first datagram (RFC 9000 §7:
 the client's Initial opens the connection).  When the flow table decided the
@@ -21,7 +24,7 @@ dissector's records, no per-packet pandas.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,7 +44,14 @@ from dissectors.quic.frames import (
 
 from ..net.decode import PROTO_UDP
 
-__all__ = ["QuicFlow", "anomaly_rows", "message_rows", "run_quic", "summary_rows"]
+__all__ = [
+    "QuicFlow",
+    "anomaly_rows",
+    "message_rows",
+    "quic_flow_ids",
+    "run_quic",
+    "summary_rows",
+]
 
 DIRS = ("c2s", "s2c")
 _FLIP = {"c2s": "s2c", "s2c": "c2s"}
@@ -64,6 +74,10 @@ class QuicFlow:
     conn: QuicConnection
     swapped: bool  # the QUIC client is the flow's server (roles decided otherwise)
     datagrams: int
+    # per datagram of the flow, in frame order: its frame number and UDP payload bytes
+    # on the wire (the datagram index and size of Trace.quic_packets)
+    datagram_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    datagram_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def flow_dir(self, quic_direction: str) -> str:
         """The flow direction (``Trace.flows`` roles) of a QUIC direction."""
@@ -74,45 +88,61 @@ class QuicFlow:
         return _FLIP[flow_direction] if self.swapped else flow_direction
 
 
-def run_quic(trace: Any, keylog: Any = None) -> list[QuicFlow]:
-    """Every QUIC connection of ``trace``, in flow order.
+def quic_flow_ids(
+    buf: Any,
+    payload_off: np.ndarray,
+    payload_caplen: np.ndarray,
+    flow_proto: np.ndarray,
+    flow_first_idx: np.ndarray,
+) -> list[int]:
+    """The UDP flows whose first datagram looks like a QUIC long header, in flow order.
 
-    ``keylog`` is a :class:`dissectors.tls.keylog.KeyLog` (or a mapping accepted by
-    :class:`QuicConnection`); by default the trace's keys are loaded as for TLS.
+    ``buf`` is the capture buffer; ``payload_off`` / ``payload_caplen`` the per-packet
+    L4 payload offset in it and captured length (the decoded packet columns);
+    ``flow_proto`` / ``flow_first_idx`` the flow table's IP protocol and first packet
+    (0-based row) per flow.
     """
-    net = trace._net
-    ft = net.flows
-    udp_flows = np.nonzero(ft.proto == PROTO_UDP)[0]
-    if udp_flows.shape[0] == 0:
-        return []
-    c = net.dec.cols
-    buf = trace.raw.buf
-    off = c["payload_off"]
-    caplen = c["payload_caplen"]
-    quic = []
+    udp_flows = np.nonzero(flow_proto == PROTO_UDP)[0]
+    out = []
     for f in udp_flows.tolist():
-        i0 = int(ft.first_idx[f])
-        o = int(off[i0])
-        if looks_like_quic(buf[o : o + int(caplen[i0])]):
-            quic.append(f)
-    if not quic:
-        return []
-    if keylog is None:
-        from .tls import load_keys
+        i0 = int(flow_first_idx[f])
+        o = int(payload_off[i0])
+        if looks_like_quic(buf[o : o + int(payload_caplen[i0])]):
+            out.append(f)
+    return out
 
-        keylog = load_keys(trace.keylog, trace.secrets).keylog
+
+def run_quic(
+    flows: list[int],
+    *,
+    buf: Any,
+    ts_ns: np.ndarray,
+    payload_off: np.ndarray,
+    payload_caplen: np.ndarray,
+    payload_len: np.ndarray,
+    pkt_flow: np.ndarray,
+    pkt_dir: np.ndarray,
+    keylog: Any = None,
+) -> list[QuicFlow]:
+    """Dissect each of ``flows`` (from :func:`quic_flow_ids`) as one QUIC connection.
+
+    Per-packet arrays (one entry per frame, 0-based): capture time ``ts_ns``, the L4
+    payload's offset in ``buf``, captured and on-the-wire length; the flow table's
+    ``pkt_flow`` (flow id, -1 none) and ``pkt_dir`` (0 c2s, 1 s2c).  ``keylog`` is a
+    :class:`dissectors.tls.keylog.KeyLog` (or a mapping accepted by
+    :class:`QuicConnection`); without it only Initial packets decrypt.
+    """
+    if not flows:
+        return []
     # packets of the QUIC flows grouped by flow, frame order inside each group
-    pkt_flow = ft.pkt_flow
-    sel = np.nonzero(np.isin(pkt_flow, np.asarray(quic, np.int64)))[0]
+    sel = np.nonzero(np.isin(pkt_flow, np.asarray(flows, np.int64)))[0]
     order = sel[np.argsort(pkt_flow[sel], kind="stable")]
     keys = pkt_flow[order]
-    bounds = np.searchsorted(keys, np.asarray(quic, np.int64), side="left").tolist() + [
+    bounds = np.searchsorted(keys, np.asarray(flows, np.int64), side="left").tolist() + [
         order.shape[0]
     ]
-    ts = trace.raw.ts_ns
-    pkt_dir = ft.pkt_dir
     out: list[QuicFlow] = []
-    for k, f in enumerate(quic):
+    for k, f in enumerate(flows):
         rows = order[bounds[k] : bounds[k + 1]]
         if rows.shape[0] == 0:
             continue
@@ -120,16 +150,25 @@ def run_quic(trace: Any, keylog: Any = None) -> list[QuicFlow]:
         conn = QuicConnection(keylog)
         for i, o, ln, t, d in zip(
             rows.tolist(),
-            off[rows].tolist(),
-            caplen[rows].tolist(),
-            ts[rows].tolist(),
+            payload_off[rows].tolist(),
+            payload_caplen[rows].tolist(),
+            ts_ns[rows].tolist(),
             pkt_dir[rows].tolist(),
             strict=True,
         ):
             if ln <= 0:
                 continue
             conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
-        out.append(QuicFlow(flow=f, conn=conn, swapped=swapped, datagrams=int(rows.shape[0])))
+        out.append(
+            QuicFlow(
+                flow=f,
+                conn=conn,
+                swapped=swapped,
+                datagrams=int(rows.shape[0]),
+                datagram_frames=(rows + 1).astype(np.int64),
+                datagram_bytes=np.asarray(payload_len[rows], np.int64),
+            )
+        )
     return out
 
 
