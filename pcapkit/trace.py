@@ -732,6 +732,36 @@ class Trace:
 
         return anomaly_rows(self._quic)
 
+    @cached_property
+    def quic_packets(self) -> pd.DataFrame:
+        """One row per QUIC packet; see ``schema.describe("quic_packets")``."""
+        from .sessions.quic import packet_table
+
+        return packet_table(self._quic)
+
+    @cached_property
+    def quic_frames(self) -> pd.DataFrame:
+        """One row per frame of every decrypted QUIC packet (PADDING included); see
+        ``schema.describe("quic_frames")``."""
+        from .sessions.quic import frame_table
+
+        return frame_table(self._quic)
+
+    @cached_property
+    def quic_tls(self) -> pd.DataFrame:
+        """TLS handshake messages of the QUIC connections with their extensions' facts and
+        transport parameters; see ``schema.describe("quic_tls")``."""
+        from .sessions.quic import tls_table
+
+        return tls_table(self._quic)
+
+    @cached_property
+    def quic_handshake(self) -> pd.DataFrame:
+        """Handshake milestones per QUIC connection; see ``schema.describe("quic_handshake")``."""
+        from .sessions.quic import handshake_table
+
+        return handshake_table(self._quic)
+
     def quic_stream(self, flow: int, stream_id: int, direction: str) -> StreamBytes:
         """Reassembled bytes of one QUIC stream direction (``c2s``/``s2c`` of the flow).
 
