@@ -821,7 +821,11 @@ class Trace:
             messages=self.messages,
             h2_flow=self._app.h2_flow,
             h3=self._app.h3,
-            quic=self._quic,
+            quic=self.quic,
+            quic_packets=self.quic_packets,
+            quic_frames=self.quic_frames,
+            quic_tls=self.quic_tls,
+            quic_handshake=self.quic_handshake,
         )
 
     @cached_property

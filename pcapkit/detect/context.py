@@ -75,18 +75,31 @@ class DetectContext:
         messages: pd.DataFrame | None = None,
         h2_flow: list[dict[str, Any]] | None = None,
         h3: list[Any] | None = None,
-        quic: list[Any] | None = None,
+        quic: pd.DataFrame | None = None,
+        quic_packets: pd.DataFrame | None = None,
+        quic_frames: pd.DataFrame | None = None,
+        quic_tls: pd.DataFrame | None = None,
+        quic_handshake: pd.DataFrame | None = None,
     ) -> None:
         from .. import schema
 
         self.requests = schema.frame("requests", n=0) if requests is None else requests
         self.messages = schema.frame("messages", n=0) if messages is None else messages
+        # the declared QUIC tables (pcapkit.schema), what the QUIC detectors read
+        self.quic = schema.frame("quic", n=0) if quic is None else quic
+        self.quic_packets = (
+            schema.frame("quic_packets", n=0) if quic_packets is None else quic_packets
+        )
+        self.quic_frames = schema.frame("quic_frames", n=0) if quic_frames is None else quic_frames
+        self.quic_tls = schema.frame("quic_tls", n=0) if quic_tls is None else quic_tls
+        self.quic_handshake = (
+            schema.frame("quic_handshake", n=0) if quic_handshake is None else quic_handshake
+        )
         # findings of the detectors that ran before (run_detectors fills it), for the
         # application-level detectors that attribute a symptom to a TCP/TLS cause
         self.prior: list[Any] = []
         self.h2_flow = h2_flow or []  # HTTP/2 DATA / WINDOW_UPDATE rows (pcapkit.app)
         self.h3 = h3 or []  # (flow, QuicFlow, H3Connection) per HTTP/3 connection
-        self.quic = quic or []  # QUIC connections (pcapkit.sessions.quic.QuicFlow)
         self.packets = packets
         self.flows = flows
         self.segments = segments

@@ -451,14 +451,37 @@ def _frame_fields(f: Any, srow: Any) -> dict[str, Any]:
     return {}
 
 
+_EMPTY: dict[str, pd.DataFrame] = {}
+# numpy base type of the nullable columns the QUIC tables use (schema dtypes)
+_MASKED_BASE = {"Int64": np.int64, "Int8": np.int64, "Float64": np.float64, "boolean": bool}
+
+
 def _columns(table: str, rows: list[tuple[Any, ...]], names: tuple[str, ...]) -> pd.DataFrame:
-    """A declared table from row tuples (``names`` gives the tuple's columns)."""
+    """A declared table from row tuples (``names`` gives the tuple's columns).
+
+    Nullable columns are built as masked arrays from the values directly (``None`` =
+    missing), not through pandas' inference per column; an empty table is a copy of
+    one built once (most captures have no QUIC, and the detectors get these tables).
+    """
     n = len(rows)
     if n == 0:
-        return schema.frame(table, n=0)
-    cols = dict(zip(names, (list(c) for c in zip(*rows, strict=True)), strict=True))
-    if "dir" in cols:
-        cols["dir"] = schema.categorical(np.asarray(cols["dir"], np.int64), schema.DIRS)
+        if table not in _EMPTY:
+            _EMPTY[table] = schema.frame(table, n=0)
+        return _EMPTY[table].copy(deep=True)
+    dtypes = {c: dt for c, dt, _ in schema.SCHEMAS[table]}
+    cols: dict[str, Any] = {}
+    for name, vals in zip(names, zip(*rows, strict=True), strict=True):
+        dt = dtypes[name]
+        if name == "dir":
+            cols[name] = schema.categorical(np.asarray(vals, np.int64), schema.DIRS)
+        elif dt in _MASKED_BASE:
+            miss = np.fromiter((v is None for v in vals), bool, n)
+            base = _MASKED_BASE[dt]
+            zero = base(0)
+            arr = np.fromiter((zero if v is None else v for v in vals), base, n)
+            cols[name] = schema.masked(arr, miss, dt)
+        else:
+            cols[name] = vals
     return schema.frame(table, cols, n)
 
 
