@@ -18,8 +18,11 @@ every table here speaks in the *flow's* directions (``Trace.flows`` c2s/s2c),
 like ``Trace.tls`` does for TLS.
 
 This module also turns the connections into the rows of ``Trace.quic``,
-``Trace.quic_messages`` and the QUIC anomalies — per-connection loops over the
-dissector's records, no per-packet pandas.
+``Trace.quic_messages`` and the QUIC anomalies, and into the declared tables
+``Trace.quic_packets``, ``quic_frames``, ``quic_tls`` and ``quic_handshake``
+(:mod:`pcapkit.schema`) that the QUIC detectors and the qlog export read instead of
+the dissector's objects — per-connection loops over the dissector's records, no
+per-packet pandas.
 """
 
 from __future__ import annotations
@@ -492,9 +495,8 @@ def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
     """``Trace.quic_packets``: one row per QUIC packet (schema "quic_packets")."""
     rows: list[tuple[Any, ...]] = []
     for qf in flows:
-        dgram = {int(fr): (k, int(b)) for k, (fr, b) in enumerate(
-            zip(qf.datagram_frames.tolist(), qf.datagram_bytes.tolist(), strict=True)
-        )}  # fmt: skip
+        sizes = qf.datagram_bytes.tolist()
+        dgram = {fr: (k, sizes[k]) for k, fr in enumerate(qf.datagram_frames.tolist())}
         for p in qf.conn.packets:
             pt = p.packet_type
             k, size = dgram[p.frame]
