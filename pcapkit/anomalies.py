@@ -106,6 +106,8 @@ _ALL = [
             "retry_integrity_failed": "a Retry whose integrity tag does not verify (RFC 9001 §5.8)",
             "small_initial_datagram": "a client Initial in a datagram under 1200 bytes (RFC "
             "9000 §14.1)",
+            "transport_parameters_malformed": "a quic_transport_parameters extension that "
+            "does not parse (RFC 9000 §18); the connection's limits are unknown",
         },
     ),
     *_declare(

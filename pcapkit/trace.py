@@ -246,10 +246,24 @@ class Trace:
     @cached_property
     def _quic(self) -> list[Any]:
         """One :class:`pcapkit.sessions.quic.QuicFlow` per QUIC connection."""
-        from .sessions.quic import run_quic
+        from .sessions.quic import quic_flow_ids, run_quic
+        from .sessions.tls import load_keys
 
         self._report("quic", 0.0)
-        out = run_quic(self)
+        c, ft, buf = self._net.dec.cols, self._net.flows, self.raw.buf
+        ids = quic_flow_ids(buf, c["payload_off"], c["payload_caplen"], ft.proto, ft.first_idx)
+        out = run_quic(
+            ids,
+            buf=buf,
+            ts_ns=self.raw.ts_ns,
+            payload_off=c["payload_off"],
+            payload_caplen=c["payload_caplen"],
+            payload_len=c["payload_len"],
+            pkt_flow=ft.pkt_flow,
+            pkt_dir=ft.pkt_dir,
+            # the key log is read only when the capture has QUIC
+            keylog=load_keys(self.keylog, self.secrets).keylog if ids else None,
+        )
         self._report("quic", 1.0)
         return out
 
@@ -289,6 +303,36 @@ class Trace:
         from .sessions.quic import anomaly_rows
 
         return anomaly_rows(self._quic)
+
+    @cached_property
+    def quic_packets(self) -> pd.DataFrame:
+        """One row per QUIC packet; see ``schema.describe("quic_packets")``."""
+        from .sessions.quic import packet_table
+
+        return packet_table(self._quic)
+
+    @cached_property
+    def quic_frames(self) -> pd.DataFrame:
+        """One row per frame of every decrypted QUIC packet (PADDING included); see
+        ``schema.describe("quic_frames")``."""
+        from .sessions.quic import frame_table
+
+        return frame_table(self._quic)
+
+    @cached_property
+    def quic_tls(self) -> pd.DataFrame:
+        """TLS handshake messages of the QUIC connections with their extensions' facts and
+        transport parameters; see ``schema.describe("quic_tls")``."""
+        from .sessions.quic import tls_table
+
+        return tls_table(self._quic)
+
+    @cached_property
+    def quic_handshake(self) -> pd.DataFrame:
+        """Handshake milestones per QUIC connection; see ``schema.describe("quic_handshake")``."""
+        from .sessions.quic import handshake_table
+
+        return handshake_table(self._quic)
 
     def quic_stream(self, flow: int, stream_id: int, direction: str) -> StreamBytes:
         """Reassembled bytes of one QUIC stream direction (``c2s``/``s2c`` of the flow).
@@ -335,7 +379,11 @@ class Trace:
             messages=self.messages,
             h2_windows=self.h2_windows,
             qpack_blocked=self.qpack_blocked,
-            quic=self._quic,
+            quic=self.quic,
+            quic_packets=self.quic_packets,
+            quic_frames=self.quic_frames,
+            quic_tls=self.quic_tls,
+            quic_handshake=self.quic_handshake,
         )
 
     @cached_property

@@ -107,3 +107,95 @@ def test_qlog_agrees_with_the_servers_own_qlog(tmp_path: Path, name: str) -> Non
     ]
     theirs = [key(p["frames"], p["pn"], p["type"], p["stream_frames"]) for p in truth]
     assert sorted(ours) == sorted(theirs)
+
+
+def test_every_frame_type_in_qlog_form() -> None:
+    """Each QUIC frame type goes dissector record → Trace.quic_frames row → qlog QuicFrame
+    (quic-events §8.13), including the types the captures do not carry."""
+    import numpy as np
+
+    from dissectors.quic import PacketType, QuicConnection
+    from dissectors.quic import frames as F
+    from dissectors.quic.connection import PacketRecord
+    from pcapkit.export.qlog import connection_records
+    from pcapkit.sessions.quic import QuicFlow, frame_table, packet_table
+
+    z = {"frame_offset": 0, "frame_length": 3}
+    cases = [
+        (F.Padding(frame_offset=0, frame_length=7), {"frame_type": "padding", "raw": {"length": 7}}),
+        (F.Ping(**z), {"frame_type": "ping"}),
+        (
+            F.Ack(**z, frame_type=0x03, largest_acknowledged=9, ack_delay=125, first_ack_range=1,
+                  ranges=((8, 9), (2, 5)), ecn_counts=(1, 2, 3)),
+            {"frame_type": "ack", "ack_delay": 1.0, "acked_ranges": [[2, 5], [8, 9]],
+             "ect0": 1, "ect1": 2, "ce": 3},
+        ),
+        (
+            F.ResetStream(**z, stream_id=4, application_protocol_error_code=258, final_size=10),
+            {"frame_type": "reset_stream", "stream_id": 4, "error_code": 258, "final_size": 10},
+        ),
+        (
+            F.StopSending(**z, stream_id=4, application_protocol_error_code=268),
+            {"frame_type": "stop_sending", "stream_id": 4, "error_code": 268},
+        ),
+        (F.Crypto(**z, offset=5, length=2, data=b"ab"),
+         {"frame_type": "crypto", "offset": 5, "length": 2}),
+        (F.NewToken(**z, token=b"t"), {"frame_type": "new_token"}),
+        (
+            F.Stream(**z, frame_type=0x0F, stream_id=8, offset=3, length=2, fin=True, data=b"ab"),
+            {"frame_type": "stream", "stream_id": 8, "offset": 3, "length": 2, "fin": True},
+        ),
+        (F.MaxData(**z, maximum_data=99), {"frame_type": "max_data", "maximum": 99}),
+        (F.MaxStreamData(**z, stream_id=8, maximum_stream_data=77),
+         {"frame_type": "max_stream_data", "stream_id": 8, "maximum": 77}),
+        (F.MaxStreams(**z, frame_type=0x13, bidirectional=False, maximum_streams=3),
+         {"frame_type": "max_streams", "maximum": 3, "stream_type": "unidirectional"}),
+        (F.DataBlocked(**z, maximum_data=50), {"frame_type": "data_blocked", "limit": 50}),
+        (F.StreamDataBlocked(**z, stream_id=0, maximum_stream_data=60),
+         {"frame_type": "stream_data_blocked", "stream_id": 0, "limit": 60}),
+        (F.StreamsBlocked(**z, frame_type=0x16, bidirectional=True, maximum_streams=100),
+         {"frame_type": "streams_blocked", "limit": 100, "stream_type": "bidirectional"}),
+        (
+            F.NewConnectionId(**z, sequence_number=2, retire_prior_to=1,
+                              connection_id=b"\x01\x02", stateless_reset_token=bytes(16)),
+            {"frame_type": "new_connection_id", "sequence_number": 2, "retire_prior_to": 1,
+             "connection_id": "0102"},
+        ),
+        (F.RetireConnectionId(**z, sequence_number=1),
+         {"frame_type": "retire_connection_id", "sequence_number": 1}),
+        (F.PathChallenge(**z, data=bytes(8)), {"frame_type": "path_challenge"}),
+        (F.PathResponse(**z, data=bytes(8)), {"frame_type": "path_response"}),
+        (
+            F.ConnectionClose(**z, frame_type=0x1C, error_code=10, error_frame_type=6,
+                              reason_phrase=b"bad \xff"),
+            {"frame_type": "connection_close", "error_space": "transport", "error_code": 10,
+             "reason": "bad \ufffd"},
+        ),
+        (
+            F.ConnectionClose(**z, frame_type=0x1D, error_code=256, error_frame_type=None,
+                              reason_phrase=b""),
+            {"frame_type": "connection_close", "error_space": "application", "error_code": 256,
+             "reason": ""},
+        ),
+        (F.HandshakeDone(**z), {"frame_type": "handshake_done"}),
+        (F.Datagram(**z, frame_type=0x31, data=b"xyz"), {"frame_type": "datagram", "length": 3}),
+    ]  # fmt: skip
+    conn = QuicConnection()
+    conn.packets.append(
+        PacketRecord(
+            frame=1, ts_ns=10**18, direction="c2s", index=0, offset=0, length=200,
+            packet_type=PacketType.ONE_RTT, version=None, dcid=b"\xaa", scid=b"",
+            packet_number=5, decrypted=True, frames=tuple(f for f, _ in cases),
+        )
+    )  # fmt: skip
+    qf = QuicFlow(
+        flow=0, conn=conn, swapped=False, datagrams=1,
+        datagram_frames=np.array([1]), datagram_bytes=np.array([200]),
+    )  # fmt: skip
+    packets, frames = packet_table([qf]), frame_table([qf])
+    assert len(frames) == len(cases)
+    head, event = connection_records(0, None, packets, frames, title="t")
+    assert event["name"] == "transport:packet_sent"
+    assert event["data"]["header"] == {"packet_type": "1RTT", "packet_number": 5, "dcid": "aa"}
+    assert event["data"]["frames"] == [want for _, want in cases]
+    json.dumps(event)  # plain Python values only

@@ -6,16 +6,14 @@ the fixtures' ground truth (scenario.json)."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 import pcapkit
 from pcapkit import schema
+from pcapkit.detect import DetectContext
 from pcapkit.detect import quic as quic_detector
-from pcapkit.sessions.quic import QuicFlow
 
 from tshark_util import CORPUS, needs_corpus
 
@@ -189,17 +187,24 @@ def test_control_has_no_quic_findings(vantage):
     assert not f.kind.isin(quic_detector.KINDS).any()
 
 
+def _quic_context(t: pcapkit.Trace, **tables) -> DetectContext:
+    """The trace's detection context with some QUIC tables replaced."""
+    q = {
+        k: getattr(t, k)
+        for k in ("quic", "quic_packets", "quic_frames", "quic_tls", "quic_handshake")
+    }
+    q.update(tables)
+    return DetectContext(t.packets, t.flows, t.segments, t.records, t.tls, **q)
+
+
 def test_single_stream_variant():
-    """With only the stalled stream carrying data, QUIC cannot help (§4.5 case 1)."""
+    """With only the stalled stream carrying data, QUIC cannot help (§4.5 case 1): the
+    capture's tables without the STREAM frames of the other streams."""
     t = trace(DROP / "client.pcapng")
-    qf = t._quic[0]
-    conn = SimpleNamespace(
-        packets=qf.conn.packets,
-        stream_frames=[r for r in qf.conn.stream_frames if r.stream_id == 0],
-        handshake=qf.conn.handshake,
-    )
-    ctx = SimpleNamespace(quic=[replace(qf, conn=conn)], flow=t.detect_context.flow)
-    out = quic_detector.detect(ctx)
+    fr = t.quic_frames
+    only0 = fr[(fr.type != "STREAM") | (fr.stream_id == 0)].reset_index(drop=True)
+    assert len(only0) < len(fr)
+    out = quic_detector.detect(_quic_context(t, quic_frames=only0))
     assert [(f.kind, f.stream) for f in out] == [("h3_single_stream_hol", 0)]
     assert out[0].details["other_streams_bytes"] == 0
     assert "one stream" in out[0].explanation
@@ -207,13 +212,15 @@ def test_single_stream_variant():
 
 def test_no_keys_no_findings():
     t = trace(DROP / "client.pcapng")
-    qf = t._quic[0]
-    ctx = SimpleNamespace(
-        quic=[replace(qf, conn=SimpleNamespace(packets=[], stream_frames=[], handshake=None))],
-        flow=t.detect_context.flow,
-    )
+    assert quic_detector.detect(t.detect_context)  # with the keys: the stall
+    # the same connection with no decrypted packet: no frames, nothing to say
+    pk = t.quic_packets.assign(decrypted=False)
+    ctx = _quic_context(t, quic_packets=pk, quic_frames=schema.frame("quic_frames", n=0))
     assert quic_detector.detect(ctx) == []
-    assert isinstance(qf, QuicFlow)
+    # and as a third party without the keys really sees it
+    with pcapkit.open(DROP / "client.pcapng", embedded_keys=False) as t2:
+        assert not t2.quic_packets[t2.quic_packets.packet_type == "1rtt"].decrypted.any()
+        assert not t2.findings.kind.isin(quic_detector.KINDS).any()
 
 
 # -- SSE over HTTP/3 on one stream: QUIC cannot help (issue 7, DETECTION.md §4.5) ---------

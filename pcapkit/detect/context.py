@@ -75,12 +75,26 @@ class DetectContext:
         messages: pd.DataFrame | None = None,
         h2_windows: pd.DataFrame | None = None,
         qpack_blocked: pd.DataFrame | None = None,
-        quic: list[Any] | None = None,
+        quic: pd.DataFrame | None = None,
+        quic_packets: pd.DataFrame | None = None,
+        quic_frames: pd.DataFrame | None = None,
+        quic_tls: pd.DataFrame | None = None,
+        quic_handshake: pd.DataFrame | None = None,
     ) -> None:
         from .. import schema
 
         self.requests = schema.frame("requests", n=0) if requests is None else requests
         self.messages = schema.frame("messages", n=0) if messages is None else messages
+        # the declared QUIC tables (pcapkit.schema), what the QUIC detectors read
+        self.quic = schema.frame("quic", n=0) if quic is None else quic
+        self.quic_packets = (
+            schema.frame("quic_packets", n=0) if quic_packets is None else quic_packets
+        )
+        self.quic_frames = schema.frame("quic_frames", n=0) if quic_frames is None else quic_frames
+        self.quic_tls = schema.frame("quic_tls", n=0) if quic_tls is None else quic_tls
+        self.quic_handshake = (
+            schema.frame("quic_handshake", n=0) if quic_handshake is None else quic_handshake
+        )
         # findings of the detectors that ran before (run_detectors fills it), for the
         # application-level detectors that attribute a symptom to a TCP/TLS cause
         self.prior: list[Any] = []
@@ -88,7 +102,6 @@ class DetectContext:
         self.qpack_blocked = (
             schema.frame("qpack_blocked", n=0) if qpack_blocked is None else qpack_blocked
         )
-        self.quic = quic or []  # QUIC connections (pcapkit.sessions.quic.QuicFlow)
         self.packets = packets
         self.flows = flows
         self.segments = segments

@@ -38,6 +38,10 @@ Counter-hypotheses ruled out:
   packet before the copy left: nothing waited (skipped).
 * **Tail loss** — no later byte of the stream arrived (or was sent) before the
   repair: the stream was late, but nothing queued behind the hole.
+
+Reads the declared tables only: ``quic_packets`` (1-RTT packet numbers per
+direction), ``quic_frames`` (STREAM rows with their reassembly facts, ACK ranges),
+``quic_handshake`` (Initial timing, for the vantage) and ``quic`` (roles).
 """
 
 from __future__ import annotations
@@ -45,11 +49,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dissectors.quic import PacketSpace
-from dissectors.quic.frames import Ack
-
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .quic_rows import ACK_TYPES, QuicConn, connections
 from .spec import DetectorSpec, Kind, Threshold
 
 SPEC = DetectorSpec(
@@ -85,30 +87,30 @@ _FLIP = {"c2s": "s2c", "s2c": "c2s"}
 
 @dataclass
 class _Conn:
-    """One QUIC connection's 1-RTT packets, ACKs and STREAM frames, per QUIC direction."""
+    """One QUIC connection's 1-RTT packets, ACKs and STREAM frames, per QUIC direction
+    (quic_packets, quic_frames rows; ``qdir`` is the QUIC client's c2s)."""
 
-    qf: Any
+    qc: QuicConn
     app: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)  # (pn, frame, ts)
     pns: dict[str, set[int]] = field(default_factory=dict)
-    acks: dict[str, list[tuple[int, int, Ack]]] = field(default_factory=dict)  # (ts, frame, ack)
+    acks: dict[str, list[tuple[int, int, Any]]] = field(default_factory=dict)  # (ts, frame, ack)
     streams: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, qf: Any) -> _Conn:
-        c = cls(qf)
+    def of(cls, qc: QuicConn) -> _Conn:
+        c = cls(qc)
         for d in ("c2s", "s2c"):
             c.app[d], c.pns[d], c.acks[d] = [], set(), []
-        for p in qf.conn.packets:
-            if not p.decrypted or p.space is not PacketSpace.APPLICATION:
+        for p in qc.packets:
+            if not p.decrypted or p.space != "application":
                 continue
-            d = p.direction
-            c.app[d].append((p.packet_number, p.frame, p.ts_ns))
-            c.pns[d].add(p.packet_number)
-            for f in p.frames:
-                if isinstance(f, Ack):
-                    c.acks[d].append((p.ts_ns, p.frame, f))
-        for r in qf.conn.stream_frames:
-            c.streams.setdefault((r.direction, r.stream_id), []).append(r)
+            c.app[p.qdir].append((p.packet_number, p.frame, p.ts_ns))
+            c.pns[p.qdir].add(p.packet_number)
+        for f in qc.frames:  # frames exist only in decrypted packets
+            if f.frame_type in ACK_TYPES and f.space == "application":
+                c.acks[f.qdir].append((f.ts_ns, f.frame, f))
+        for r in qc.stream_rows:
+            c.streams.setdefault((r.qdir, r.stream_id), []).append(r)
         return c
 
     def acked(self, d: str, pn: int, t_hi: int) -> tuple[int, int] | None:
@@ -116,7 +118,7 @@ class _Conn:
         for ts, fr, a in self.acks[_FLIP[d]]:
             if ts > t_hi:
                 break
-            if any(lo <= pn <= hi for lo, hi in a.ranges):
+            if any(lo <= pn <= hi for lo, hi in a.ack_ranges):
                 return fr, ts
         return None
 
@@ -125,7 +127,7 @@ class _Conn:
         for ts, fr, a in self.acks[_FLIP[d]]:
             if ts > t_hi:
                 break
-            if a.largest_acknowledged > pn and not any(lo <= pn <= hi for lo, hi in a.ranges):
+            if a.largest_acknowledged > pn and not any(lo <= pn <= hi for lo, hi in a.ack_ranges):
                 return fr, ts, a.largest_acknowledged
         return None
 
@@ -329,14 +331,13 @@ def _retransmissions_at_p(c: _Conn, d: str, sid: int, rows: list[Any]) -> list[_
 # --------------------------------------------------------------------------- detector
 
 
-def _vantage(qf: Any) -> str:
+def _vantage(qc: QuicConn) -> str:
     """client / server / middle from the handshake legs (as pcapkit.net.tcp does for SYNs)."""
-    hs = qf.conn.handshake
-    ci, si = hs.client_initial, hs.server_initial
+    ci, si = qc.event("client_initial"), qc.event("server_initial")
     if ci is None or si is None:
         return "unknown"
     nxt = next(
-        (p for p in qf.conn.packets if p.direction == "c2s" and p.frame > si.frame),
+        (p for p in qc.packets if p.qdir == "c2s" and p.frame > si.frame),
         None,
     )
     if nxt is None:
@@ -357,11 +358,11 @@ def detect(
 ) -> list[Finding]:
     """Stream stalls behind lost QUIC packets, one finding per (loss, stream)."""
     out: list[Finding] = []
-    for qf in getattr(ctx, "quic", None) or []:
-        if not qf.conn.stream_frames:
+    for qc in connections(ctx):
+        if not qc.stream_rows:
             continue
-        c = _Conn.of(qf)
-        vantage = _vantage(qf)
+        c = _Conn.of(qc)
+        vantage = _vantage(qc)
         for (d, sid), rows in sorted(c.streams.items()):
             eps = _holes_at_p(c, d, sid, rows) + _retransmissions_at_p(c, d, sid, rows)
             for ep in eps:
@@ -372,7 +373,7 @@ def detect(
 def _finding(
     ctx: DetectContext, c: _Conn, ep: _Episode, vantage: str, single_share: float
 ) -> Finding:
-    qf = c.qf
+    qc = c.qc
     d = ep.d
     # streams whose bytes were in the same lost packet stall too: they are not "saved"
     same_loss = {
@@ -387,7 +388,7 @@ def _finding(
     total = saved + ep.blocked_bytes
     single = total > 0 and ep.blocked_bytes >= single_share * total
     kind = "h3_single_stream_hol" if single else "quic_stream_hol"
-    flow_dir = qf.flow_dir(d)
+    flow_dir = qc.flow_dir(d)
     sender = "server" if d == "s2c" else "client"
     receiver = "client" if d == "s2c" else "server"
     dur_ns = ep.t_end - ep.t_start
@@ -440,10 +441,10 @@ def _finding(
             "not also starve the others of sending opportunities."
         )
     frames = [e.frame for e in ep.evidence]
-    r = ctx.flow(qf.flow)
+    r = ctx.flow(qc.flow)
     return Finding(
         kind=kind,
-        flow=qf.flow,
+        flow=qc.flow,
         dir=flow_dir,
         stream=ep.stream,
         t_start_ns=ep.t_start,

@@ -18,17 +18,19 @@ poor clock for the capture ↔ endpoint distance).
 
 Cost = t(next new data) − t(data that hit the limit): both X's packets, so the
 interval is the same at every vantage (measured_interval).
+
+Reads the declared tables only: ``quic_tls`` (transport parameters of the
+ClientHello and EncryptedExtensions), ``quic_frames`` (STREAM, MAX_DATA,
+MAX_STREAM_DATA rows) and ``quic`` (roles).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dissectors.quic.frames import MaxData, MaxStreamData
-from dissectors.quic.transport_params import DEFAULTS, from_extensions
-
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .quic_rows import MAX_DATA, MAX_STREAM_DATA, QuicConn, connections
 from .spec import DetectorSpec, Kind, Threshold
 
 SPEC = DetectorSpec(
@@ -41,17 +43,26 @@ KINDS = SPEC.kind_names
 
 # A pause below 1 ms is scheduling within one flight, not a wait for credit.
 MIN_IDLE_MS = 1.0
+# RFC 9000 §18.2: an absent initial_max_data / initial_max_stream_data_* is 0 (no credit)
+DEFAULT_LIMITS = {
+    "initial_max_data": 0,
+    "initial_max_stream_data_bidi_local": 0,
+    "initial_max_stream_data_bidi_remote": 0,
+    "initial_max_stream_data_uni": 0,
+}
 
 
-def _params(conn: Any) -> dict[str, dict[str, Any]]:
-    """Transport parameters each side announced: {"c2s": client's, "s2c": server's}."""
-    out: dict[str, dict[str, Any]] = {"c2s": dict(DEFAULTS), "s2c": dict(DEFAULTS)}
-    for m in conn.tls_messages:
+def _params(qc: QuicConn) -> dict[str, dict[str, Any]]:
+    """Transport parameters each side announced: {"c2s": client's, "s2c": server's}; a
+    later ClientHello (after Retry / HelloRetryRequest) overrides what it announces."""
+    out: dict[str, dict[str, Any]] = {"c2s": dict(DEFAULT_LIMITS), "s2c": dict(DEFAULT_LIMITS)}
+    for m in qc.tls:
         side = {"CLIENT_HELLO": "c2s", "ENCRYPTED_EXTENSIONS": "s2c"}.get(m.name)
-        if side and m.decoded is not None:
-            tp = from_extensions(getattr(m.decoded, "extensions", ()))
-            if tp:
-                out[side].update(tp)
+        if side and m.decoded:
+            for k in DEFAULT_LIMITS:
+                v = getattr(m, k)
+                if v is not None:
+                    out[side][k] = v
     return out
 
 
@@ -70,23 +81,21 @@ def _initial_stream_limit(sid: int, sender: str, y_params: dict[str, Any]) -> in
 
 def detect(ctx: DetectContext, *, min_idle_ms: float = MIN_IDLE_MS) -> list[Finding]:
     out: list[Finding] = []
-    for qf in getattr(ctx, "quic", None) or []:
-        conn = qf.conn
-        if not conn.stream_frames:
+    for qc in connections(ctx):
+        if not qc.stream_rows:
             continue
-        params = _params(conn)
+        params = _params(qc)
         for x in ("c2s", "s2c"):
             y = "s2c" if x == "c2s" else "c2s"
             updates: list[tuple[int, int, int | None, int]] = []  # (ts, frame, stream|None, max)
-            for p in conn.packets:
-                if p.direction != y:
+            for fr in qc.frames:
+                if fr.qdir != y:
                     continue
-                for fr in p.frames:
-                    if isinstance(fr, MaxStreamData):
-                        updates.append((p.ts_ns, p.frame, fr.stream_id, fr.maximum_stream_data))
-                    elif isinstance(fr, MaxData):
-                        updates.append((p.ts_ns, p.frame, None, fr.maximum_data))
-            rows = [r for r in conn.stream_frames if r.direction == x and not r.retransmission]
+                if fr.frame_type == MAX_STREAM_DATA:
+                    updates.append((fr.ts_ns, fr.frame, fr.stream_id, fr.maximum))
+                elif fr.frame_type == MAX_DATA:
+                    updates.append((fr.ts_ns, fr.frame, None, fr.maximum))
+            rows = [r for r in qc.stream_rows if r.qdir == x and not r.retransmission]
             if not rows or not updates:
                 continue
             ends: dict[int, int] = {}
@@ -156,8 +165,8 @@ def detect(ctx: DetectContext, *, min_idle_ms: float = MIN_IDLE_MS) -> list[Find
                 out.append(
                     Finding(
                         kind="quic_flow_control_stall",
-                        flow=qf.flow,
-                        dir=qf.flow_dir(x),
+                        flow=qc.flow,
+                        dir=qc.flow_dir(x),
                         stream=int(r.stream_id),
                         t_start_ns=int(r.ts_ns),
                         t_end_ns=int(nxt.ts_ns),

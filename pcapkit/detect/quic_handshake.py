@@ -29,6 +29,12 @@ client's first Initial to the first packet carrying the request — the round tr
   add up to ≥ ``AMPLIFICATION_FILL`` of 3 × the client's bytes, then the server pauses
   ≥ ``MIN_PAUSE_MS`` and resumes only after a client datagram; the cost is that
   pause (both ends of it are server datagrams: the same at every vantage).
+
+Reads the declared tables only: ``quic_packets`` (types, directions, datagram sizes),
+``quic_tls`` (ClientHello / ServerHello / EncryptedExtensions and their
+pre_shared_key / early_data extensions, HelloRetryRequest), ``quic_frames`` (the
+client's first request STREAM frame), ``quic_handshake`` (the client's first
+Initial), ``quic`` (roles, SNI, version) and ``requests`` (the request's method).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
+from .quic_rows import QuicConn, connections
 from .spec import DetectorSpec, Kind
 
 SPEC = DetectorSpec(
@@ -55,9 +62,6 @@ AMPLIFICATION_FILL = 0.9
 # A pause shorter than this is pacing within the flight, not a wait for budget.
 MIN_PAUSE_MS = 1.0
 
-# TLS extension types (RFC 8446 §4.2)
-EXT_PRE_SHARED_KEY = 41
-EXT_EARLY_DATA = 42
 # RFC 9110 §9.2.2: requests a client may safely replay — the only ones 0-RTT suits
 # (RFC 8470, RFC 9114 §4.2.1 / RFC 8446 §8 replay caveats)
 IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
@@ -105,21 +109,14 @@ class _Datagram:
         self.types: set[str] = set()
 
 
-def _amplification(ctx: DetectContext, qf: Any) -> tuple[str, Any, Any, Any] | None:
+def _amplification(qc: QuicConn) -> tuple[str, Any, Any, Any] | None:
     """The server's pause at the anti-amplification limit, as (cause, a, trigger, b)."""
-    conn = qf.conn
-    pk = ctx.packets
-    sizes = dict(
-        zip(pk["frame"].tolist(), pk["payload_len"].fillna(0).astype(int).tolist(), strict=True)
-    )
     grams: dict[int, _Datagram] = {}
-    for p in conn.packets:
+    for p in qc.packets:
         g = grams.get(p.frame)
         if g is None:
-            g = grams[p.frame] = _Datagram(
-                p.frame, p.ts_ns, p.direction, sizes.get(p.frame, p.length)
-            )
-        g.types.add(str(getattr(p.packet_type, "value", "")))
+            g = grams[p.frame] = _Datagram(p.frame, p.ts_ns, p.qdir, p.datagram_bytes)
+        g.types.add(p.packet_type or "")
     order = sorted(grams.values(), key=lambda g: g.frame)
     # validated once the server has a Handshake packet from the client (RFC 9000 §8.1)
     first_hs = next((g for g in order if g.direction == "c2s" and "handshake" in g.types), None)
@@ -148,33 +145,24 @@ def _amplification(ctx: DetectContext, qf: Any) -> tuple[str, Any, Any, Any] | N
     return None
 
 
-def _ext_types(decoded: Any) -> set[int]:
-    return {t for t, _ in getattr(decoded, "extensions", ()) or ()}
-
-
-def _zero_rtt_unused(ctx: DetectContext, qf: Any) -> Finding | None:
-    conn = qf.conn
-    msgs = {m.name: m for m in reversed(conn.tls_messages)}  # first of each name
+def _zero_rtt_unused(ctx: DetectContext, qc: QuicConn) -> Finding | None:
+    msgs = {m.name: m for m in reversed(qc.tls)}  # first of each name
     ch, sh = msgs.get("CLIENT_HELLO"), msgs.get("SERVER_HELLO")
-    if ch is None or sh is None or EXT_PRE_SHARED_KEY not in _ext_types(sh.decoded):
+    if ch is None or sh is None or not sh.pre_shared_key:
         return None  # not a resumed connection
-    offered = EXT_EARLY_DATA in _ext_types(ch.decoded)
+    offered = bool(ch.early_data)
     ee = msgs.get("ENCRYPTED_EXTENSIONS")
-    accepted = ee is not None and EXT_EARLY_DATA in _ext_types(ee.decoded)
-    zero_rtt = [
-        p
-        for p in conn.packets
-        if p.direction == "c2s" and str(getattr(p.packet_type, "value", "")) == "0rtt"
-    ]
+    accepted = ee is not None and bool(ee.early_data)
+    zero_rtt = [p for p in qc.packets if p.qdir == "c2s" and p.packet_type == "0rtt"]
     if offered and accepted and zero_rtt:
         return None  # 0-RTT used
     req = ctx.requests
-    mine = req[(req["flow"] == qf.flow) & (req["protocol"] == "h3")] if len(req) else req
+    mine = req[(req["flow"] == qc.flow) & (req["protocol"] == "h3")] if len(req) else req
     method = None if mine.empty else mine["method"].iloc[0]
     if method is not None and str(method).upper() not in IDEMPOTENT:
         return None  # not safe to send as early data: waiting was right
-    c2s_req = [r for r in conn.stream_frames if r.direction == "c2s" and r.stream_id % 4 == 0]
-    first = conn.handshake.client_initial
+    c2s_req = [r for r in qc.stream_rows if r.qdir == "c2s" and r.stream_id % 4 == 0]
+    first = qc.event("client_initial")
     if not c2s_req or first is None:
         return None
     r0 = min(c2s_req, key=lambda r: r.ts_ns)
@@ -192,8 +180,8 @@ def _zero_rtt_unused(ctx: DetectContext, qf: Any) -> Finding | None:
     ]
     return Finding(
         kind="zero_rtt_unused",
-        flow=qf.flow,
-        dir=qf.flow_dir("c2s"),
+        flow=qc.flow,
+        dir=qc.flow_dir("c2s"),
         stream=int(r0.stream_id),
         t_start_ns=int(first.ts_ns),
         t_end_ns=int(r0.ts_ns),
@@ -201,7 +189,7 @@ def _zero_rtt_unused(ctx: DetectContext, qf: Any) -> Finding | None:
         cost_method="measured_interval",
         evidence=ev,
         explanation=(
-            f"Flow {qf.flow}{f' ({conn.sni})' if conn.sni else ''} resumed a QUIC session "
+            f"Flow {qc.flow}{f' ({qc.sni})' if qc.sni else ''} resumed a QUIC session "
             f"(the server accepted the ticket, frame {sh.frame}) but {why}: the "
             f"{method or 'first'} request left in frame {r0.frame}, {cost:.1f} ms after the "
             "client's first packet, instead of with it."
@@ -224,53 +212,38 @@ def _zero_rtt_unused(ctx: DetectContext, qf: Any) -> Finding | None:
 
 def detect(ctx: DetectContext) -> list[Finding]:
     out: list[Finding] = []
-    for qf in getattr(ctx, "quic", None) or []:
-        z = _zero_rtt_unused(ctx, qf)
+    for qc in connections(ctx):
+        z = _zero_rtt_unused(ctx, qc)
         if z is not None:
             out.append(z)
-    for qf in getattr(ctx, "quic", None) or []:
-        conn = qf.conn
-        pkts = conn.packets
-        first = _first(
-            pkts,
-            lambda p: (
-                p.direction == "c2s" and str(getattr(p.packet_type, "value", "")) == "initial"
-            ),
-        )
+    for qc in connections(ctx):
+        pkts = qc.packets
+        first = _first(pkts, lambda p: p.qdir == "c2s" and p.packet_type == "initial")
         if first is None:
             continue
         episodes: list[tuple[str, Any, Any, Any]] = []
         for cause, ptype in (("retry", "retry"), ("version_negotiation", "version_negotiation")):
-            trig = _first(
-                pkts,
-                lambda p, t=ptype: (
-                    p.direction == "s2c" and str(getattr(p.packet_type, "value", "")) == t
-                ),
-            )
+            trig = _first(pkts, lambda p, t=ptype: p.qdir == "s2c" and p.packet_type == t)
             if trig is None:
                 continue
             again = _first(
                 pkts,
                 lambda p, t=trig: (
-                    p.direction == "c2s"
-                    and p.frame > t.frame
-                    and str(getattr(p.packet_type, "value", "")) == "initial"
+                    p.qdir == "c2s" and p.frame > t.frame and p.packet_type == "initial"
                 ),
             )
             if again is not None:
                 episodes.append((cause, first, trig, again))
-        amp = _amplification(ctx, qf)
+        amp = _amplification(qc)
         if amp is not None:
             episodes.append(amp)
-        msgs = conn.tls_messages
+        msgs = qc.tls
         hrr = _first(msgs, lambda m: m.name == "HELLO_RETRY_REQUEST")
         if hrr is not None:
-            ch1 = _first(msgs, lambda m: m.name == "CLIENT_HELLO" and m.direction == "c2s")
+            ch1 = _first(msgs, lambda m: m.name == "CLIENT_HELLO" and m.qdir == "c2s")
             ch2 = _first(
                 msgs,
-                lambda m, h=hrr: (
-                    m.name == "CLIENT_HELLO" and m.direction == "c2s" and m.frame > h.frame
-                ),
+                lambda m, h=hrr: m.name == "CLIENT_HELLO" and m.qdir == "c2s" and m.frame > h.frame,
             )
             if ch1 is not None and ch2 is not None:
                 # after a Retry/VN the ClientHello went out again: count from that resend
@@ -280,7 +253,7 @@ def detect(ctx: DetectContext) -> list[Finding]:
         for cause, a, trig, b in episodes:
             why, remedy = _WHY[cause]
             cost = (b.ts_ns - a.ts_ns) / 1e6
-            d = qf.flow_dir("c2s")
+            d = qc.flow_dir("c2s")
             roles = {
                 "anti_amplification": (
                     "server stops at 3× the client's bytes",
@@ -301,7 +274,7 @@ def detect(ctx: DetectContext) -> list[Finding]:
             out.append(
                 Finding(
                     kind="quic_handshake_extra_rtt",
-                    flow=qf.flow,
+                    flow=qc.flow,
                     dir=d,
                     t_start_ns=int(a.ts_ns),
                     t_end_ns=int(b.ts_ns),
@@ -309,8 +282,8 @@ def detect(ctx: DetectContext) -> list[Finding]:
                     cost_method="measured_interval",
                     evidence=ev,
                     explanation=(
-                        f"The QUIC handshake of flow {qf.flow}"
-                        + (f" ({conn.sni})" if conn.sni else "")
+                        f"The QUIC handshake of flow {qc.flow}"
+                        + (f" ({qc.sni})" if qc.sni else "")
                         + f" took an extra round trip: {why} — frames {a.frame} → "
                         f"{trig.frame} → {b.frame}, {cost:.1f} ms before the handshake "
                         "could really start."
@@ -319,7 +292,7 @@ def detect(ctx: DetectContext) -> list[Finding]:
                     display_filter=frame_filter([e.frame for e in ev]),
                     confidence=0.9,
                     checks=["the client sent its first flight again after the server's answer"],
-                    details={"cause": cause, "version": conn.version_name},
+                    details={"cause": cause, "version": qc.version_name},
                 )
             )
     return out

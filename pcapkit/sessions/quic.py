@@ -1,12 +1,15 @@
-"""Drive the QUIC dissector over the UDP flows of a trace (RFC 9000, RFC 9001).
+"""Drive the QUIC dissector over the UDP flows of a capture (RFC 9000, RFC 9001).
 
 A UDP flow is QUIC when its first datagram looks like a QUIC long header
-(:func:`dissectors.quic.looks_like_quic`, by content, not port).  All datagrams of
-both directions are fed, in frame order, into one
-:class:`dissectors.quic.QuicConnection` with the trace's key log: the same keys as
-TLS over TCP (``--keylog`` file, ``SSLKEYLOGFILE``, pcapng Decryption Secrets
-Blocks; :func:`pcapkit.sessions.tls.load_keys`).  Initial packets decrypt without
-keys (RFC 9001 §5.2).
+(:func:`dissectors.quic.looks_like_quic`, by content, not port;
+:func:`quic_flow_ids`).  All datagrams of both directions are fed, in frame order,
+into one :class:`dissectors.quic.QuicConnection` with the capture's key log
+(:func:`run_quic`): the same keys as TLS over TCP (``--keylog`` file,
+``SSLKEYLOGFILE``, pcapng Decryption Secrets Blocks;
+:func:`pcapkit.sessions.tls.load_keys`).  Initial packets decrypt without keys
+(RFC 9001 §5.2).  Both functions take plain inputs — the capture buffer, per-packet
+arrays of the decoded packets and the flow table, a key log — so they know nothing
+of :class:`pcapkit.Trace`, which wires them.
 
 The QUIC client is the endpoint that sent the flow's first datagram (RFC 9000 §7:
 the client's Initial opens the connection).  When the flow table decided the
@@ -15,33 +18,59 @@ every table here speaks in the *flow's* directions (``Trace.flows`` c2s/s2c),
 like ``Trace.tls`` does for TLS.
 
 This module also turns the connections into the rows of ``Trace.quic``,
-``Trace.quic_messages`` and the QUIC anomalies — per-connection loops over the
-dissector's records, no per-packet pandas.
+``Trace.quic_messages`` and the QUIC anomalies, and into the declared tables
+``Trace.quic_packets``, ``quic_frames``, ``quic_tls`` and ``quic_handshake``
+(:mod:`pcapkit.schema`) that the QUIC detectors and the qlog export read instead of
+the dissector's objects — per-connection loops over the dissector's records, no
+per-packet pandas.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from dissectors.errors import DissectError
 from dissectors.quic import PacketType, QuicConnection, looks_like_quic
 from dissectors.quic.frames import (
     Ack,
+    ConnectionClose,
     Crypto,
+    DataBlocked,
+    Datagram,
+    MaxData,
     MaxStreamData,
+    MaxStreams,
+    NewConnectionId,
     Padding,
     ResetStream,
+    RetireConnectionId,
     StopSending,
     Stream,
     StreamDataBlocked,
+    StreamsBlocked,
     frame_name,
 )
+from dissectors.quic.transport_params import from_extensions
 
+from .. import schema
 from ..net.decode import PROTO_UDP
 
-__all__ = ["QuicFlow", "anomaly_rows", "message_rows", "run_quic", "summary_rows"]
+__all__ = [
+    "QuicFlow",
+    "anomaly_rows",
+    "frame_table",
+    "handshake_table",
+    "message_rows",
+    "packet_table",
+    "quic_flow_ids",
+    "run_quic",
+    "summary_rows",
+    "tls_table",
+]
 
 DIRS = ("c2s", "s2c")
 _FLIP = {"c2s": "s2c", "s2c": "c2s"}
@@ -64,6 +93,10 @@ class QuicFlow:
     conn: QuicConnection
     swapped: bool  # the QUIC client is the flow's server (roles decided otherwise)
     datagrams: int
+    # per datagram of the flow, in frame order: its frame number and UDP payload bytes
+    # on the wire (the datagram index and size of Trace.quic_packets)
+    datagram_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    datagram_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     def flow_dir(self, quic_direction: str) -> str:
         """The flow direction (``Trace.flows`` roles) of a QUIC direction."""
@@ -74,45 +107,61 @@ class QuicFlow:
         return _FLIP[flow_direction] if self.swapped else flow_direction
 
 
-def run_quic(trace: Any, keylog: Any = None) -> list[QuicFlow]:
-    """Every QUIC connection of ``trace``, in flow order.
+def quic_flow_ids(
+    buf: Any,
+    payload_off: np.ndarray,
+    payload_caplen: np.ndarray,
+    flow_proto: np.ndarray,
+    flow_first_idx: np.ndarray,
+) -> list[int]:
+    """The UDP flows whose first datagram looks like a QUIC long header, in flow order.
 
-    ``keylog`` is a :class:`dissectors.tls.keylog.KeyLog` (or a mapping accepted by
-    :class:`QuicConnection`); by default the trace's keys are loaded as for TLS.
+    ``buf`` is the capture buffer; ``payload_off`` / ``payload_caplen`` the per-packet
+    L4 payload offset in it and captured length (the decoded packet columns);
+    ``flow_proto`` / ``flow_first_idx`` the flow table's IP protocol and first packet
+    (0-based row) per flow.
     """
-    net = trace._net
-    ft = net.flows
-    udp_flows = np.nonzero(ft.proto == PROTO_UDP)[0]
-    if udp_flows.shape[0] == 0:
-        return []
-    c = net.dec.cols
-    buf = trace.raw.buf
-    off = c["payload_off"]
-    caplen = c["payload_caplen"]
-    quic = []
+    udp_flows = np.nonzero(flow_proto == PROTO_UDP)[0]
+    out = []
     for f in udp_flows.tolist():
-        i0 = int(ft.first_idx[f])
-        o = int(off[i0])
-        if looks_like_quic(buf[o : o + int(caplen[i0])]):
-            quic.append(f)
-    if not quic:
-        return []
-    if keylog is None:
-        from .tls import load_keys
+        i0 = int(flow_first_idx[f])
+        o = int(payload_off[i0])
+        if looks_like_quic(buf[o : o + int(payload_caplen[i0])]):
+            out.append(f)
+    return out
 
-        keylog = load_keys(trace.keylog, trace.secrets).keylog
+
+def run_quic(
+    flows: list[int],
+    *,
+    buf: Any,
+    ts_ns: np.ndarray,
+    payload_off: np.ndarray,
+    payload_caplen: np.ndarray,
+    payload_len: np.ndarray,
+    pkt_flow: np.ndarray,
+    pkt_dir: np.ndarray,
+    keylog: Any = None,
+) -> list[QuicFlow]:
+    """Dissect each of ``flows`` (from :func:`quic_flow_ids`) as one QUIC connection.
+
+    Per-packet arrays (one entry per frame, 0-based): capture time ``ts_ns``, the L4
+    payload's offset in ``buf``, captured and on-the-wire length; the flow table's
+    ``pkt_flow`` (flow id, -1 none) and ``pkt_dir`` (0 c2s, 1 s2c).  ``keylog`` is a
+    :class:`dissectors.tls.keylog.KeyLog` (or a mapping accepted by
+    :class:`QuicConnection`); without it only Initial packets decrypt.
+    """
+    if not flows:
+        return []
     # packets of the QUIC flows grouped by flow, frame order inside each group
-    pkt_flow = ft.pkt_flow
-    sel = np.nonzero(np.isin(pkt_flow, np.asarray(quic, np.int64)))[0]
+    sel = np.nonzero(np.isin(pkt_flow, np.asarray(flows, np.int64)))[0]
     order = sel[np.argsort(pkt_flow[sel], kind="stable")]
     keys = pkt_flow[order]
-    bounds = np.searchsorted(keys, np.asarray(quic, np.int64), side="left").tolist() + [
+    bounds = np.searchsorted(keys, np.asarray(flows, np.int64), side="left").tolist() + [
         order.shape[0]
     ]
-    ts = trace.raw.ts_ns
-    pkt_dir = ft.pkt_dir
     out: list[QuicFlow] = []
-    for k, f in enumerate(quic):
+    for k, f in enumerate(flows):
         rows = order[bounds[k] : bounds[k + 1]]
         if rows.shape[0] == 0:
             continue
@@ -120,16 +169,25 @@ def run_quic(trace: Any, keylog: Any = None) -> list[QuicFlow]:
         conn = QuicConnection(keylog)
         for i, o, ln, t, d in zip(
             rows.tolist(),
-            off[rows].tolist(),
-            caplen[rows].tolist(),
-            ts[rows].tolist(),
+            payload_off[rows].tolist(),
+            payload_caplen[rows].tolist(),
+            ts_ns[rows].tolist(),
             pkt_dir[rows].tolist(),
             strict=True,
         ):
             if ln <= 0:
                 continue
             conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
-        out.append(QuicFlow(flow=f, conn=conn, swapped=swapped, datagrams=int(rows.shape[0])))
+        out.append(
+            QuicFlow(
+                flow=f,
+                conn=conn,
+                swapped=swapped,
+                datagrams=int(rows.shape[0]),
+                datagram_frames=(rows + 1).astype(np.int64),
+                datagram_bytes=np.asarray(payload_len[rows], np.int64),
+            )
+        )
     return out
 
 
@@ -257,12 +315,343 @@ def message_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
 
 
 def anomaly_rows(flows: list[QuicFlow]) -> list[dict[str, Any]]:
-    """The dissector's anomalies as rows of the "anomalies" schema."""
-    return [
+    """The dissector's anomalies as rows of the "anomalies" schema, and the TLS messages
+    whose quic_transport_parameters do not parse (``transport_parameters_malformed``)."""
+    out = [
         {"name": a.name, "frame": a.frame, "flow": qf.flow, "offset": None, "detail": a.detail}
         for qf in flows
         for a in qf.conn.anomalies
     ]
+    for qf in flows:
+        for m in qf.conn.tls_messages:
+            err = _transport_params(m.decoded)[1]
+            if err is not None:
+                out.append(
+                    {
+                        "name": "transport_parameters_malformed",
+                        "frame": m.frame,
+                        "flow": qf.flow,
+                        "offset": None,
+                        "detail": f"{qf.flow_dir(m.direction)} {m.name}: {err}",
+                    }
+                )
+    return out
+
+
+# --------------------------------------------------------------------------- declared tables
+#
+# Trace.quic_packets, quic_frames, quic_tls and quic_handshake (pcapkit.schema): what the
+# QUIC detectors and the qlog export read, so that neither touches a dissector object.
+# Rows keep the dissector's order: connections in flow order, packets in capture order
+# (coalesced packets in datagram order), frames in packet order.
+
+_DIR_CODE = {"c2s": 0, "s2c": 1}
+_EXT_PRE_SHARED_KEY = 41  # RFC 8446 §4.2
+_EXT_EARLY_DATA = 42
+# quic_transport_parameters names (dissectors.quic.transport_params) → quic_tls columns
+_TP_INT = {
+    "initial_max_data": "initial_max_data",
+    "initial_max_stream_data_bidi_local": "initial_max_stream_data_bidi_local",
+    "initial_max_stream_data_bidi_remote": "initial_max_stream_data_bidi_remote",
+    "initial_max_stream_data_uni": "initial_max_stream_data_uni",
+    "initial_max_streams_bidi": "initial_max_streams_bidi",
+    "initial_max_streams_uni": "initial_max_streams_uni",
+    "max_idle_timeout": "max_idle_timeout_ms",
+    "max_udp_payload_size": "max_udp_payload_size",
+    "ack_delay_exponent": "ack_delay_exponent",
+    "max_ack_delay": "max_ack_delay_ms",
+    "active_connection_id_limit": "active_connection_id_limit",
+    "max_datagram_frame_size": "max_datagram_frame_size",
+}
+_TP_HEX = (
+    "original_destination_connection_id",
+    "initial_source_connection_id",
+    "retry_source_connection_id",
+)
+_TP_COLUMNS = (*_TP_INT.values(), "disable_active_migration", *_TP_HEX)
+_HS_EVENTS = {  # HandshakeTiming field → quic_handshake column prefix
+    "client_initial": "client_initial",
+    "version_negotiation": "version_negotiation",
+    "retry": "retry",
+    "server_initial": "server_initial",
+    "client_hello": "client_hello",
+    "server_hello": "server_hello",
+    "server_finished": "server_finished",
+    "client_finished": "client_finished",
+    "handshake_done": "handshake_done",
+    "first_1rtt_c2s": "client_first_1rtt",
+    "first_1rtt_s2c": "server_first_1rtt",
+}
+# quic_frames columns that depend on the frame type, in schema order
+_FRAME_FIELDS = tuple(
+    schema.columns("quic_frames")[schema.columns("quic_frames").index("stream_id") :]
+)
+
+
+def _transport_params(decoded: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(parameters, None), (None, None) when absent, (None, why) when they do not parse."""
+    try:
+        return from_extensions(getattr(decoded, "extensions", None)), None
+    except DissectError as e:
+        return None, str(e)
+
+
+def _frame_fields(f: Any, srow: Any) -> dict[str, Any]:
+    """The type-specific quic_frames columns of one frame (``srow``: its StreamFrameRow)."""
+    if isinstance(f, Stream):
+        out = {"stream_id": f.stream_id, "offset": f.offset, "length": f.length, "fin": f.fin}
+        if srow is not None:
+            out["retransmission"] = srow.retransmission
+            out["new_bytes"] = srow.new_bytes
+            out["duplicate_bytes"] = srow.duplicate_bytes
+            out["contiguous_end"] = srow.contiguous_end
+        return out
+    if isinstance(f, Ack):
+        out = {
+            "largest_acknowledged": f.largest_acknowledged,
+            "ack_delay": f.ack_delay,
+            "ack_ranges": f.ranges,
+        }
+        if f.ecn_counts:
+            out["ecn_ect0"], out["ecn_ect1"], out["ecn_ce"] = f.ecn_counts
+        return out
+    if isinstance(f, Crypto):
+        return {"offset": f.offset, "length": f.length}
+    if isinstance(f, MaxData):
+        return {"maximum": f.maximum_data}
+    if isinstance(f, MaxStreamData):
+        return {"stream_id": f.stream_id, "maximum": f.maximum_stream_data}
+    if isinstance(f, (MaxStreams, StreamsBlocked)):
+        return {"maximum": f.maximum_streams, "bidirectional": f.bidirectional}
+    if isinstance(f, DataBlocked):
+        return {"maximum": f.maximum_data}
+    if isinstance(f, StreamDataBlocked):
+        return {"stream_id": f.stream_id, "maximum": f.maximum_stream_data}
+    if isinstance(f, ResetStream):
+        return {
+            "stream_id": f.stream_id,
+            "error_code": f.application_protocol_error_code,
+            "final_size": f.final_size,
+        }
+    if isinstance(f, StopSending):
+        return {"stream_id": f.stream_id, "error_code": f.application_protocol_error_code}
+    if isinstance(f, ConnectionClose):
+        return {
+            "error_code": f.error_code,
+            "error_frame_type": f.error_frame_type,
+            "reason": f.reason_phrase.decode("utf-8", "replace"),
+        }
+    if isinstance(f, NewConnectionId):
+        return {
+            "sequence_number": f.sequence_number,
+            "retire_prior_to": f.retire_prior_to,
+            "connection_id": f.connection_id.hex(),
+        }
+    if isinstance(f, RetireConnectionId):
+        return {"sequence_number": f.sequence_number}
+    if isinstance(f, Datagram):
+        return {"length": len(f.data)}
+    return {}
+
+
+_EMPTY: dict[str, pd.DataFrame] = {}
+# numpy base type of the nullable columns the QUIC tables use (schema dtypes)
+_MASKED_BASE = {"Int64": np.int64, "Int8": np.int64, "Float64": np.float64, "boolean": bool}
+
+
+def _columns(table: str, rows: list[tuple[Any, ...]], names: tuple[str, ...]) -> pd.DataFrame:
+    """A declared table from row tuples (``names`` gives the tuple's columns).
+
+    Nullable columns are built as masked arrays from the values directly (``None`` =
+    missing), not through pandas' inference per column; an empty table is a copy of
+    one built once (most captures have no QUIC, and the detectors get these tables).
+    """
+    n = len(rows)
+    if n == 0:
+        if table not in _EMPTY:
+            _EMPTY[table] = schema.frame(table, n=0)
+        return _EMPTY[table].copy(deep=True)
+    dtypes = {c: dt for c, dt, _ in schema.SCHEMAS[table]}
+    cols: dict[str, Any] = {}
+    for name, vals in zip(names, zip(*rows, strict=True), strict=True):
+        dt = dtypes[name]
+        if name == "dir":
+            cols[name] = schema.categorical(np.asarray(vals, np.int64), schema.DIRS)
+        elif dt in _MASKED_BASE:
+            miss = np.fromiter((v is None for v in vals), bool, n)
+            base = _MASKED_BASE[dt]
+            zero = base(0)
+            arr = np.fromiter((zero if v is None else v for v in vals), base, n)
+            cols[name] = schema.masked(arr, miss, dt)
+        else:
+            cols[name] = vals
+    return schema.frame(table, cols, n)
+
+
+_PACKET_COLS = tuple(schema.columns("quic_packets"))
+
+
+def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
+    """``Trace.quic_packets``: one row per QUIC packet (schema "quic_packets")."""
+    rows: list[tuple[Any, ...]] = []
+    for qf in flows:
+        sizes = qf.datagram_bytes.tolist()
+        dgram = {fr: (k, sizes[k]) for k, fr in enumerate(qf.datagram_frames.tolist())}
+        for p in qf.conn.packets:
+            pt = p.packet_type
+            k, size = dgram[p.frame]
+            space = p.space
+            rows.append(
+                (
+                    qf.flow,
+                    _DIR_CODE[qf.flow_dir(p.direction)],
+                    p.direction == "c2s",
+                    p.frame,
+                    p.ts_ns,
+                    k,
+                    size,
+                    p.index,
+                    p.offset,
+                    p.length,
+                    None if pt is None else pt.value,
+                    None if space is None else space.value,
+                    p.version,
+                    p.dcid.hex(),
+                    p.scid.hex(),
+                    len(p.token) if pt in (PacketType.INITIAL, PacketType.RETRY) else None,
+                    p.packet_number,
+                    p.key_phase,
+                    p.decrypted,
+                    p.reason,
+                )
+            )
+    return _columns("quic_packets", rows, _PACKET_COLS)
+
+
+_FRAME_HEAD = (
+    "flow",
+    "dir",
+    "from_client",
+    "packet",
+    "frame",
+    "ts_ns",
+    "space",
+    "packet_number",
+    "frame_type",
+    "type",
+    "frame_offset",
+    "frame_length",
+)
+
+
+def frame_table(flows: list[QuicFlow]) -> pd.DataFrame:
+    """``Trace.quic_frames``: one row per frame of every decrypted packet, PADDING
+    included (schema "quic_frames").  STREAM frames that were reassembled carry the
+    dissector's reassembly facts (retransmission, new bytes, contiguous end)."""
+    rows: list[tuple[Any, ...]] = []
+    i = -1  # row of quic_packets
+    for qf in flows:
+        # the reassembly row of every STREAM frame the dissector applied, by identity of
+        # (direction, frame, packet number, stream, offset, length), in order
+        srows: dict[tuple[Any, ...], list[Any]] = {}
+        for r in qf.conn.stream_frames:
+            key = (r.direction, r.frame, r.packet_number, r.stream_id, r.offset, r.length)
+            srows.setdefault(key, []).append(r)
+        for p in qf.conn.packets:
+            i += 1
+            if not p.frames:
+                continue
+            d = _DIR_CODE[qf.flow_dir(p.direction)]
+            fc = p.direction == "c2s"
+            space = p.space.value if p.space is not None else None
+            for f in p.frames:
+                srow = None
+                if isinstance(f, Stream):
+                    key = (p.direction, p.frame, p.packet_number, f.stream_id, f.offset, f.length)
+                    got = srows.get(key)
+                    srow = got.pop(0) if got else None
+                extra = _frame_fields(f, srow)
+                rows.append(
+                    (
+                        qf.flow, d, fc, i, p.frame, p.ts_ns, space, p.packet_number,
+                        f.frame_type, frame_name(f.frame_type), f.frame_offset, f.frame_length,
+                        *(extra.get(c) for c in _FRAME_FIELDS),
+                    )
+                )  # fmt: skip
+    return _columns("quic_frames", rows, _FRAME_HEAD + _FRAME_FIELDS)
+
+
+_TLS_HEAD = (
+    "flow",
+    "dir",
+    "from_client",
+    "frame",
+    "ts_ns",
+    "space",
+    "msg_type",
+    "name",
+    "offset",
+    "length",
+    "decoded",
+    "extensions",
+    "pre_shared_key",
+    "early_data",
+)
+
+
+def tls_table(flows: list[QuicFlow]) -> pd.DataFrame:
+    """``Trace.quic_tls``: one row per TLS handshake message carried in CRYPTO frames,
+    with the facts of its extensions and the transport parameters it announced."""
+    rows: list[tuple[Any, ...]] = []
+    for qf in flows:
+        for m in qf.conn.tls_messages:
+            ext = getattr(m.decoded, "extensions", None)
+            types = None if ext is None else tuple(t for t, _ in ext)
+            tp = _transport_params(m.decoded)[0]
+            tpv: list[Any] = [None] * len(_TP_COLUMNS)
+            if tp is not None:
+                tpv = [tp.get(k) for k in _TP_INT]
+                tpv.append(bool(tp.get("disable_active_migration", False)))
+                tpv.extend(None if tp.get(k) is None else bytes(tp[k]).hex() for k in _TP_HEX)
+            rows.append(
+                (
+                    qf.flow,
+                    _DIR_CODE[qf.flow_dir(m.direction)],
+                    m.direction == "c2s",
+                    m.frame,
+                    m.ts_ns,
+                    m.space.value,
+                    m.msg_type,
+                    m.name,
+                    m.offset,
+                    m.length,
+                    m.decoded is not None,
+                    types,
+                    _EXT_PRE_SHARED_KEY in (types or ()),
+                    _EXT_EARLY_DATA in (types or ()),
+                    *tpv,
+                )
+            )
+    return _columns("quic_tls", rows, _TLS_HEAD + _TP_COLUMNS)
+
+
+def handshake_table(flows: list[QuicFlow]) -> pd.DataFrame:
+    """``Trace.quic_handshake``: one row per connection, the frame and time of each
+    handshake milestone (first occurrence) as the dissector saw them."""
+    rows: list[tuple[Any, ...]] = []
+    names: tuple[str, ...] = ("flow",)
+    for col in _HS_EVENTS.values():
+        names += (f"{col}_frame", f"{col}_ts_ns")
+    names += ("confirmed_ms",)
+    for qf in flows:
+        hs = qf.conn.handshake
+        row: list[Any] = [qf.flow]
+        for ev in _HS_EVENTS:
+            e = getattr(hs, ev)
+            row += [None, None] if e is None else [e.frame, e.ts_ns]
+        row.append(hs.confirmed_ms)
+        rows.append(tuple(row))
+    return _columns("quic_handshake", rows, names)
 
 
 def server_leg_ms(qf: QuicFlow) -> float | None:

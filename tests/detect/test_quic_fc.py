@@ -1,5 +1,6 @@
 """quic_flow_control_stall on the h3_flow_control lab fixtures (aioquic, 8 KiB stream
-window) against the stalls the lab saw on the wire; transport parameters decoding."""
+window) against the stalls the lab saw on the wire, and on QUIC tables written by hand;
+transport parameters decoding and their quic_tls columns."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from quic_tables import Conn, max_data, max_stream_data, stream
 
 import pcapkit
 from dissectors.errors import DissectError
-from dissectors.quic.transport_params import from_extensions, parse_transport_parameters
+from dissectors.quic.transport_params import parse_transport_parameters
+from pcapkit.detect import quic_fc
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -43,14 +46,91 @@ def test_large_windows_do_not_stall(name: str) -> None:
 
 
 def test_transport_parameters_of_the_fixture() -> None:
+    """Trace.quic_tls carries the client's transport parameters on its ClientHello row,
+    as the dissector decodes them."""
     with pcapkit.open(FIX / "h3_flow_control" / "client.pcapng") as t:
-        conn = t._quic[0].conn
-    ch = next(m for m in conn.tls_messages if m.name == "CLIENT_HELLO")
-    tp = from_extensions(ch.decoded.extensions)
-    assert tp is not None
-    assert tp["initial_max_stream_data_bidi_local"] == 8192  # the scenario's setting
-    assert tp["initial_max_data"] == 1_048_576  # aioquic's default
-    assert tp["max_idle_timeout"] == 10_000
+        tls = t.quic_tls
+        dcid = t.quic.client_dcid.iloc[0]
+    ch = tls[tls.name == "CLIENT_HELLO"].iloc[0]
+    assert ch.from_client and ch.dir == "c2s" and ch.space == "initial"
+    assert ch.initial_max_stream_data_bidi_local == 8192  # the scenario's setting
+    assert ch.initial_max_data == 1_048_576  # aioquic's default
+    assert ch.max_idle_timeout_ms == 10_000
+    ee = tls[tls.name == "ENCRYPTED_EXTENSIONS"].iloc[0]
+    assert not ee.from_client and ee.initial_max_data > 0
+    assert ee.original_destination_connection_id == dcid
+    # messages without the extension carry none
+    assert (
+        tls[~tls.name.isin(["CLIENT_HELLO", "ENCRYPTED_EXTENSIONS"])].initial_max_data.isna().all()
+    )
+
+
+# --------------------------------------------------------------------------- by hand
+#
+# The server (X) sends on stream 0, which the client opened: its credit is the client's
+# (Y's) initial_max_stream_data_bidi_local (RFC 9000 §18.2), then MAX_STREAM_DATA.
+
+
+def stalled(
+    *, grant_ms: float | None = 35.0, resume_ms: float = 40.0, stream_limit: int = 1000,
+    conn_limit: int = 1_000_000, second_stream: bool = False, grant: dict | None = None,
+) -> Conn:  # fmt: skip
+    """The server's data reaches 1000 bytes at 11 ms (on stream 0, or on streams 0 and 4
+    together), the client grants more at ``grant_ms``, the server resumes at ``resume_ms``."""
+    c = Conn()
+    f1 = c.packet("c2s", 0.0, ptype="initial", pn=0)
+    c.tls_message(
+        "c2s", "CLIENT_HELLO", f1,
+        initial_max_data=conn_limit, initial_max_stream_data_bidi_local=stream_limit,
+    )  # fmt: skip
+    f2 = c.packet("s2c", 5.0, ptype="handshake", pn=0)
+    c.tls_message("s2c", "ENCRYPTED_EXTENSIONS", f2, initial_max_data=1_000_000)
+    c.packet("s2c", 10.0, stream(0, 0, 600), pn=1)
+    last = stream(4, 0, 400) if second_stream else stream(0, 600, 400)
+    c.packet("s2c", 11.0, last, pn=2)
+    if grant_ms is not None:
+        c.packet("c2s", grant_ms, grant or max_stream_data(0, 3000), pn=1)
+    sid = last["stream_id"]
+    c.packet("s2c", resume_ms, stream(sid, last["offset"] + last["length"], 1000), pn=3)
+    return c
+
+
+def test_stream_limit_stall_by_hand() -> None:
+    (f,) = quic_fc.detect(stalled().context())
+    assert (f.kind, f.flow, f.dir, f.stream) == ("quic_flow_control_stall", 0, "s2c", 0)
+    assert f.cost_ms == pytest.approx(29.0)  # the limit-hitting data (11 ms) → resume (40)
+    assert f.details == {"limit": 1000, "window": "stream", "raised_to": 3000}
+    assert [(e.frame, e.role) for e in f.evidence] == [
+        (4, "STREAM data reaches the stream limit"),
+        (5, "MAX_STREAM_DATA raises it"),
+        (6, "new data resumes"),
+    ]
+    assert "limit of 1000 bytes" in f.explanation
+
+
+def test_connection_limit_stall_by_hand() -> None:
+    c = stalled(stream_limit=1_000_000, conn_limit=1000, second_stream=True, grant=max_data(5000))
+    (f,) = quic_fc.detect(c.context())
+    assert (f.stream, f.dir) == (4, "s2c")
+    assert f.details == {"limit": 1000, "window": "connection", "raised_to": 5000}
+    assert f.evidence[1].role == "MAX_DATA raises it"
+
+
+def test_no_grant_no_stall() -> None:
+    """The sender paused at the limit but resumed without a new grant: not flow control."""
+    assert quic_fc.detect(stalled(grant_ms=None).context()) == []
+
+
+def test_min_idle_threshold() -> None:
+    c = stalled(grant_ms=11.2, resume_ms=11.5)  # 0.5 ms: scheduling within one flight
+    assert quic_fc.detect(c.context()) == []
+    (f,) = quic_fc.detect(c.context(), min_idle_ms=0.1)
+    assert f.cost_ms == pytest.approx(0.5)
+
+
+def test_below_the_limit_no_stall() -> None:
+    """The sender stopped short of its credit: it had nothing to send, it was not blocked."""
+    assert quic_fc.detect(stalled(stream_limit=5000).context()) == []
 
 
 def test_transport_parameters_synthetic() -> None:

@@ -1,4 +1,6 @@
-"""quic_handshake_extra_rtt on the corpus capture with a draft-29 Retry and a HelloRetryRequest."""
+"""quic_handshake_extra_rtt on the corpus capture with a draft-29 Retry and a HelloRetryRequest;
+zero_rtt_unused and the anti-amplification pause on the lab fixtures; both detectors on QUIC
+tables written by hand."""
 
 from __future__ import annotations
 
@@ -6,8 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
+from quic_tables import Conn, stream
 
 import pcapkit
+from pcapkit.detect import quic_handshake
 
 from tshark_util import CORPUS, fields, needs_corpus, needs_tshark
 
@@ -82,14 +86,16 @@ def test_zero_rtt_request_decrypts_from_the_early_secret() -> None:
     """aioquic logs CLIENT_EARLY_TRAFFIC_SECRET: the GET inside the 0-RTT packet decrypts
     and the request row points at that packet's frame."""
     with pcapkit.open(FIX / "h3_resumed_0rtt" / "client.pcapng") as t:
-        conn = t._quic[1].conn
+        pk, fr = t.quic_packets, t.quic_frames
         q = t.requests
-    early = [p for p in conn.packets if p.packet_type.value == "0rtt"]
-    assert early and all(p.decrypted for p in early)
-    assert any(type(f).__name__ == "Stream" for p in early for f in p.frames)
+    early = pk[(pk.flow == 1) & (pk.packet_type == "0rtt")]
+    assert len(early) and early.decrypted.all() and early.from_client.all()
+    assert (early.space == "application").all()
+    in_early = fr[fr.packet.isin(early.index)]
+    assert (in_early.type == "STREAM").any()
     second = q[q.flow == 1].iloc[0]
     assert (second.method, second.status) == ("GET", 200)
-    assert second.request_frame == early[0].frame
+    assert second.request_frame == early.frame.iloc[0]
 
 
 @pytest.mark.parametrize("vantage", ["client", "server"])
@@ -111,3 +117,101 @@ def test_small_certificate_flight_is_clean() -> None:
     for v in ("client", "server"):
         with pcapkit.open(FIX / "h3_small_certificate" / f"{v}.pcapng") as t:
             assert "quic_handshake_extra_rtt" not in set(t.findings.kind)
+
+
+# --------------------------------------------------------------------------- by hand
+
+
+def _extra_rtt(c: Conn) -> list:
+    return [f for f in quic_handshake.detect(c.context()) if f.kind == "quic_handshake_extra_rtt"]
+
+
+@pytest.mark.parametrize("ptype", ["retry", "version_negotiation"])
+def test_retry_or_version_negotiation_by_hand(ptype: str) -> None:
+    c = Conn(sni="example.net")
+    c.packet("c2s", 0.0, ptype="initial", pn=0)
+    c.packet("s2c", 10.0, ptype=ptype, decrypted=False)
+    c.packet("c2s", 11.0, ptype="initial", pn=1)
+    c.packet("s2c", 21.0, ptype="initial", pn=0)
+    (f,) = _extra_rtt(c)
+    assert f.details == {"cause": ptype, "version": "v1"}
+    assert f.frames == [1, 2, 3] and f.cost_ms == pytest.approx(11.0)
+    assert (f.flow, f.dir) == (0, "c2s")
+    assert "(example.net)" in f.explanation
+
+
+def test_hello_retry_request_by_hand() -> None:
+    c = Conn()
+    f1 = c.packet("c2s", 0.0, ptype="initial", pn=0)
+    c.tls_message("c2s", "CLIENT_HELLO", f1)
+    f2 = c.packet("s2c", 10.0, ptype="initial", pn=0)
+    c.tls_message("s2c", "HELLO_RETRY_REQUEST", f2)
+    f3 = c.packet("c2s", 10.5, ptype="initial", pn=1)
+    c.tls_message("c2s", "CLIENT_HELLO", f3)
+    (f,) = _extra_rtt(c)
+    assert f.details["cause"] == "hello_retry_request"
+    assert [e.role for e in f.evidence] == [
+        "first ClientHello",
+        "hello retry request",
+        "client starts again",
+    ]
+    assert f.frames == [1, 2, 3] and f.cost_ms == pytest.approx(10.5)
+
+
+def amplification(server_datagrams: int) -> Conn:
+    """The server sends ``server_datagrams`` × 1200 bytes after the client's 1200-byte
+    Initial, then waits 20 ms until the client's Handshake datagram."""
+    c = Conn()
+    c.packet("c2s", 0.0, ptype="initial", pn=0, size=1200)
+    for k in range(server_datagrams):
+        c.packet("s2c", 10.0 + k / 10, ptype="initial" if k == 0 else "handshake", pn=k, size=1200)
+    c.packet("c2s", 30.0, ptype="handshake", pn=0, size=100)
+    c.packet("s2c", 31.0, ptype="handshake", pn=server_datagrams, size=1200)
+    return c
+
+
+def test_anti_amplification_by_hand() -> None:
+    (f,) = _extra_rtt(amplification(3))  # 3 × 1200 = 3 × the client's bytes
+    assert f.details["cause"] == "anti_amplification"
+    assert f.frames == [4, 5, 6]  # last server datagram, client datagram, server resumes
+    assert f.cost_ms == pytest.approx(31.0 - 10.2)
+
+
+def test_flight_below_the_budget_is_clean() -> None:
+    assert _extra_rtt(amplification(2)) == []  # 2400 < 90 % of 3600: not at the limit
+
+
+def resumed(
+    *, accepted: bool = False, zero_rtt: bool = False, method: str = "GET", psk: bool = True
+) -> Conn:
+    """A resumed connection: the ClientHello offers a PSK and early data, the ServerHello
+    accepts the PSK; the request leaves 50 ms after the first Initial."""
+    c = Conn(sni="example.net")
+    f1 = c.packet("c2s", 0.0, ptype="initial", pn=0)
+    c.tls_message("c2s", "CLIENT_HELLO", f1, pre_shared_key=True, early_data=True)
+    c.event("client_initial", f1)
+    if zero_rtt:
+        c.packet("c2s", 0.0, ptype="0rtt", pn=0, frame=f1)
+    f2 = c.packet("s2c", 20.0, ptype="initial", pn=0)
+    c.tls_message("s2c", "SERVER_HELLO", f2, pre_shared_key=psk)
+    f3 = c.packet("s2c", 20.0, ptype="handshake", pn=0, frame=f2)
+    c.tls_message("s2c", "ENCRYPTED_EXTENSIONS", f3, early_data=accepted)
+    c.packet("c2s", 50.0, stream(0, 0, 40), pn=1)
+    c.requests.append({"flow": 0, "protocol": "h3", "method": method})
+    return c
+
+
+def test_zero_rtt_unused_by_hand() -> None:
+    (f,) = quic_handshake.detect(resumed().context())
+    assert (f.kind, f.flow, f.dir, f.stream) == ("zero_rtt_unused", 0, "c2s", 0)
+    assert f.cost_ms == pytest.approx(50.0)
+    assert f.frames == [1, 2, 3]  # first Initial, ServerHello, request
+    assert f.details == {"early_data_offered": True, "early_data_accepted": False, "method": "GET"}
+    assert "rejected" in f.explanation and "(example.net)" in f.explanation
+    assert f.confidence == 0.8
+
+
+def test_zero_rtt_used_or_unsafe_is_clean() -> None:
+    assert quic_handshake.detect(resumed(accepted=True, zero_rtt=True).context()) == []
+    assert quic_handshake.detect(resumed(method="POST").context()) == []
+    assert quic_handshake.detect(resumed(psk=False).context()) == []  # a full handshake
