@@ -37,14 +37,16 @@ import numpy as np
 
 from ..net.decode import FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
+from .constants import (
+    DELACK_TIMER_MIN_NS,
+    LAG_TOL_FRACTION,
+    LAG_TOL_MIN_NS,
+    LATE_SLACK_NS,
+    MS,
+    RFC1122_ACK_DELAY_MAX_NS,
+)
 from .context import DIRS, DetectContext
 from .nagle import (
-    DELACK_TIMER_MIN_MS,
-    LAG_TOL_FRACTION,
-    LAG_TOL_MIN_MS,
-    LATE_SLACK_MS,
-    MS,
-    RFC1122_ACK_DELAY_MAX_MS,
     DirView,
     accepted_holds,
     cost_stats,
@@ -83,11 +85,11 @@ def _ack_delay_histogram(v: DirView) -> dict[str, int]:
 def detect(
     ctx: DetectContext,
     *,
-    delack_timer_min_ms: float = DELACK_TIMER_MIN_MS,
-    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_MS,
-    tol_min_ms: float = LAG_TOL_MIN_MS,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
     tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_MS,
+    late_slack_ms: float = LATE_SLACK_NS / MS,
 ) -> list[Finding]:
     """Delayed ACKs that a waiting sender paid for (``delayed_ack``)."""
     out: list[Finding] = []

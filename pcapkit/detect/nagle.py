@@ -69,36 +69,20 @@ import numpy as np
 
 from ..net.decode import FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
+from .constants import (
+    DELACK_OS_BANDS_MS,
+    DELACK_TIMER_MIN_NS,
+    JITTER_MIN_SAMPLES,
+    LAG_TOL_FRACTION,
+    LAG_TOL_MIN_NS,
+    LATE_SLACK_NS,
+    MS,
+    RFC1122_ACK_DELAY_MAX_NS,
+)
 from .context import DIRS, DetectContext
 
 KINDS = ("nagle", "nagle_delayed_ack")
 
-MS = 1_000_000  # ns per ms
-
-# include/net/tcp.h: TCP_DELACK_MIN = TCP_ATO_MIN = HZ/25 = 40 ms (Linux's floor);
-# TCP_DELACK_MAX = HZ/5 = 200 ms.  Only used to word the explanation.
-TCP_DELACK_MIN_MS = 40.0
-TCP_DELACK_MAX_MS = 200.0
-# DETECTION.md §2.3: a receiver delay ≥ 30 ms is a timer (below Linux's 40 ms floor,
-# above typical LAN jitter).
-DELACK_TIMER_MIN_MS = 30.0
-# RFC 1122 §4.2.3.2: "the delay MUST be less than 0.5 seconds" — a longer ACK delay is
-# not a delayed-ACK timer (receiver stall, lost ACK, …).
-RFC1122_ACK_DELAY_MAX_MS = 500.0
-# DETECTION.md §2.3: tol = max(0.5 ms, 0.25·d_X, 3·jitter_X); scheduling jitter scales
-# with the leg.  jitter_X is measured where the capture allows it: the spread (robust
-# σ, 1.4826·MAD) of X's immediate pure ACKs of Y's data, seen at P — the same "X reacts
-# in the kernel to a packet from Y" event as a Nagle release.  With ≥ JITTER_MIN_SAMPLES
-# of them tol = max(0.5 ms, 3·jitter_X); the 0.25·d_X proxy is used only without them
-# (on a 30 ms leg it allows ±7.5 ms, wide enough for an application cadence to couple by
-# chance: the tls_tiny_records client capture).
-LAG_TOL_MIN_MS = 0.5
-LAG_TOL_FRACTION = 0.25
-JITTER_MIN_SAMPLES = 4
-# A release can be late, never early: the sender may process the ACK a little later on a
-# busy host (softirq deferred to ksoftirqd; the lab's 2-core host showed 0.8 ms).  Allowed
-# on the late side only, well under one jiffy at HZ=250 (4 ms).
-LATE_SLACK_MS = 2.0
 # Minimum share of testable S1/S2 pairs of a direction that must be coupled to an ACK
 # before quick-ACK (N1) holds are believed: an application cadence close to the RTT
 # couples now and then by chance (DETECTION.md §8.1a), Nagle couples every time.
@@ -110,17 +94,10 @@ OPTION_MARGIN = 40
 # DETECTION.md §2.3: "≥ 3 coupled exchanges make coincidence negligible".
 MIN_REPEATS = 3
 
-# DETECTION.md §2.3 OS guess from the receiver's ACK delay D (ms).
-_OS_BANDS = (
-    (35.0, 60.0, "linux", "Linux's ≥ 40 ms delayed-ACK timer (TCP_DELACK_MIN) plus up to a jiffy"),
-    (90.0, 110.0, "bsd_macos", "the BSD/macOS 100 ms delayed-ACK timer"),
-    (150.0, 220.0, "windows", "the Windows 200 ms delayed-ACK timer (TcpDelAckTicks)"),
-)
-
 
 def os_guess(d_ms: float) -> tuple[str, str]:
     """(short guess, words) for a receiver ACK delay of ``d_ms`` (DETECTION.md §2.3)."""
-    for lo, hi, name, words in _OS_BANDS:
+    for lo, hi, name, words in DELACK_OS_BANDS_MS:
         if lo <= d_ms <= hi:
             return name, words
     return "unknown", "a delayed-ACK timer of an unrecognised stack"
@@ -129,7 +106,7 @@ def os_guess(d_ms: float) -> tuple[str, str]:
 def lag_tolerance_ns(
     d_x_ns: int, jitter_ns: int | None, *, tol_min_ms: float, tol_fraction: float
 ) -> int:
-    """DETECTION.md §2.3 coupling tolerance (see LAG_TOL_* above)."""
+    """DETECTION.md §2.3 coupling tolerance (``constants.LAG_TOL_*``)."""
     if jitter_ns is not None:
         return int(max(tol_min_ms * MS, 3 * jitter_ns))
     return int(max(tol_min_ms * MS, tol_fraction * d_x_ns))
@@ -154,7 +131,7 @@ def reaction_jitter_ns(ctx: DetectContext, f: int, d: int, d_x: int) -> int | No
     pure = (p.length[xa] == 0) & ((p.flags[xa] & (SYN | FIN | RST)) == 0)
     lag = (p.ts[xa] - p.ts[pi[ok]])[pure]
     # immediate ones only: a delayed ACK (≥ 30 ms later) is not a reaction time
-    lag = lag[lag < d_x + DELACK_TIMER_MIN_MS * MS / 2]
+    lag = lag[lag < d_x + DELACK_TIMER_MIN_NS / 2]
     if lag.size < JITTER_MIN_SAMPLES:
         return None
     return int(1.4826 * np.median(np.abs(lag - np.median(lag))))
@@ -454,11 +431,11 @@ def find_holds(
     ctx: DetectContext,
     view: DirView,
     *,
-    tol_min_ms: float = LAG_TOL_MIN_MS,
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
     tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_MS,
-    delack_timer_min_ms: float = DELACK_TIMER_MIN_MS,
-    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_MS,
+    late_slack_ms: float = LATE_SLACK_NS / MS,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
 ) -> Scan:
     """Every S1/A/S2 triple of this direction that passes §2.3 and the §2.5 checks.
 
@@ -606,11 +583,11 @@ def accepted_holds(
     ctx: DetectContext,
     view: DirView,
     *,
-    tol_min_ms: float = LAG_TOL_MIN_MS,
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
     tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_MS,
-    delack_timer_min_ms: float = DELACK_TIMER_MIN_MS,
-    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_MS,
+    late_slack_ms: float = LATE_SLACK_NS / MS,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
     min_repeats: int = MIN_REPEATS,
     min_coupled_share: float = MIN_COUPLED_SHARE,
     scan: Scan | None = None,
@@ -649,11 +626,11 @@ def accepted_holds(
 def detect(
     ctx: DetectContext,
     *,
-    tol_min_ms: float = LAG_TOL_MIN_MS,
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
     tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_MS,
-    delack_timer_min_ms: float = DELACK_TIMER_MIN_MS,
-    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_MS,
+    late_slack_ms: float = LATE_SLACK_NS / MS,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
     min_repeats: int = MIN_REPEATS,
     min_coupled_share: float = MIN_COUPLED_SHARE,
 ) -> list[Finding]:

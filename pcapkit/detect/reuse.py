@@ -47,6 +47,7 @@ import numpy as np
 from ..net.decode import ACK, FIN, RST, SYN
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
+from .constants import ContentType
 from .context import DetectContext
 
 KINDS = ("connection_not_reused",)
@@ -64,11 +65,6 @@ PARALLEL_WINDOW_MS = 10.0
 # defaults are far shorter (Azure load balancer 4 min, AWS NAT gateway 350 s).
 # Past 4 min of silence the client may have known better than to reuse it.
 NAT_IDLE_S = 240.0
-
-_TLS_ALERT = 21
-_TLS_APPDATA = 23
-_TLS_HANDSHAKE = 22
-_TLS_CCS = 20
 
 
 @dataclass
@@ -160,7 +156,8 @@ def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
             if not rec["flow"].shape[0]:
                 continue
             al = np.nonzero(
-                (rec["content_type"] == _TLS_ALERT) | (rec["outer_content_type"] == _TLS_ALERT)
+                (rec["content_type"] == ContentType.ALERT)
+                | (rec["outer_content_type"] == ContentType.ALERT)
             )[0]
             if al.shape[0]:
                 k = int(al[0])
@@ -221,10 +218,10 @@ def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | N
     early = c["early_data"].astype(bool)
     dec = status == "decrypted"
     if dec.any():
-        k = np.nonzero(dec & (ct == _TLS_APPDATA))[0]
+        k = np.nonzero(dec & (ct == ContentType.APPLICATION_DATA))[0]
         return int(k[0]) if k.shape[0] else None
-    prot = np.nonzero((outer == _TLS_APPDATA) & ~early)[0]
-    first_early = np.nonzero((outer == _TLS_APPDATA) & early)[0]
+    prot = np.nonzero((outer == ContentType.APPLICATION_DATA) & ~early)[0]
+    first_early = np.nonzero((outer == ContentType.APPLICATION_DATA) & early)[0]
     if version == "TLS 1.3":
         # without keys: the first protected record is the client's Finished flight
         cand = prot[1:2]
@@ -239,9 +236,9 @@ def _client_finished(c: dict[str, np.ndarray], version: str | None) -> int | Non
     outer = c["outer_content_type"]
     early = c["early_data"].astype(bool)
     if version == "TLS 1.3":
-        k = np.nonzero((outer == _TLS_APPDATA) & ~early)[0]
+        k = np.nonzero((outer == ContentType.APPLICATION_DATA) & ~early)[0]
         return int(k[0]) if k.shape[0] else None
-    ccs = np.nonzero(outer == _TLS_CCS)[0]
+    ccs = np.nonzero(outer == ContentType.CHANGE_CIPHER_SPEC)[0]
     if not ccs.shape[0] or ccs[0] + 1 >= outer.shape[0]:
         return None
     return int(ccs[0] + 1)

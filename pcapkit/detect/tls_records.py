@@ -67,6 +67,18 @@ import numpy as np
 import pandas as pd
 
 from .base import Evidence, Finding, frame_filter, severity_for
+from .constants import (
+    AUTOCORK_MAX_GAP_NS,
+    FLIGHT_BREAK_RTT,
+    FLIGHT_GAP_MIN_NS,
+    IW_SEGMENTS,
+    JIFFY_HZ100_NS,
+    RTO_HIGH_FACTOR,
+    TCP_RTO_MIN_NS,
+    TLS_HEADER,
+    TLS_MAX_PLAINTEXT,
+    ContentType,
+)
 from .context import DetectContext, FlowPackets
 
 KINDS = (
@@ -76,10 +88,7 @@ KINDS = (
     "tls_records_coalesced",
 )
 
-# --- constants and their sources ----------------------------------------------------------
-TLS_MAX_PLAINTEXT = 1 << 14  # RFC 8446 §5.1: "The length MUST NOT exceed 2^14 bytes"
-TLS_HEADER = 5  # content type, version, length (RFC 8446 §5.1)
-CT_APPLICATION_DATA = 23
+# --- constants and their sources (shared ones: .constants) ---------------------------------
 TINY_PLAINTEXT_MAX = 16  # DETECTION.md §5.1: plaintext ≤ 16 B (TLS 1.3 record.length ≤ 33)
 TINY_OVERHEAD_RATIO = 0.5  # §5.1: overhead / (overhead + plaintext) ≥ 0.5
 TINY_RUN = 10  # §5.1 pattern rule: ≥ 10 consecutive tiny application records …
@@ -92,21 +101,14 @@ TINY_FRACTION_MIN_RECORDS = 5
 # SETTINGS ACK / empty DATA with END_STREAM (9), WINDOW_UPDATE / RST_STREAM (13).
 H2_CONTROL_PLAINTEXT = frozenset({9, 13})
 CBC_BLOCK = 16  # AES block: a 1-byte CBC record's plaintext bound without keys (§1.7 padding)
-IW_SEGMENTS = 10  # RFC 6928 initial window (Linux TCP_INIT_CWND)
 BULK_AFTER_BYTES = 128 * 1024  # Go crypto/tls recordSizeBoostThreshold: 16 KiB records after it
 IDLE_RESET_NS = 1_000_000_000  # nginx dynamic-record patch / Grigorik: sizing resets after 1 s idle
-FLIGHT_BREAK_RTT = 0.5  # §5.2: pieces ≥ ½ RTT apart were sent in different flights
-# … and at least this far apart: §1.4 warns off causal readings of gaps < 50 µs; on loopback
-# and LANs (RTT ~0.05–0.5 ms) gaps under a millisecond are scheduling, not flights, and a
-# wait that short is not a delay anyone feels (judgement: one HZ=1000 jiffy)
-FLIGHT_BREAK_MIN_NS = 1_000_000
+# T2 flight breaks: ≥ FLIGHT_BREAK_RTT × RTT and ≥ FLIGHT_GAP_MIN_NS (.constants, §5.2, §1.4)
 RELEASE_TOL_MIN_NS = 500_000  # §2.3: lag tolerance max(0.5 ms, ¼·d_X)
 RELEASE_TOL_FRAC = 0.25
-TCP_RTO_MIN_NS = 200_000_000  # Linux TCP_RTO_MIN = HZ/5: the cork ceiling is the probe timer
-CORK_SLACK_NS = 10_000_000  # timer slack around the probe timer: HZ=100 jiffy (DETECTION.md §2.1)
-# the probe timer fires RTO_est after the write; RTO_est's variance term is unknown (only
-# srtt is), so allow 25 % above srtt + 200 ms (judgement; §3.2 clusters releases at 200–240 ms)
-CORK_RTO_FACTOR = 1.25
+# the probe timer (≥ TCP_RTO_MIN after the write) fires within one HZ=100 jiffy of its
+# time, and up to RTO_HIGH_FACTOR × (srtt + 200 ms) (.constants)
+CORK_SLACK_NS = JIFFY_HZ100_NS
 # judgement: a record whose pieces left < 1 ms apart cost the reader less than a scheduler
 # tick; the split is then a curiosity, not a delay.
 SPLIT_MIN_WAIT_NS = 1_000_000
@@ -274,8 +276,8 @@ def app_records(recs: Cols) -> Cols:
     if not n_rows(recs):
         return recs
     ct, epoch, status = recs["content_type"], recs["epoch"], recs["status"]
-    app = (ct == CT_APPLICATION_DATA) & np.isin(epoch, ("application", "early"))
-    hidden = (ct == CT_APPLICATION_DATA) & (epoch == "handshake") & (status != "decrypted")
+    app = (ct == ContentType.APPLICATION_DATA) & np.isin(epoch, ("application", "early"))
+    hidden = (ct == ContentType.APPLICATION_DATA) & (epoch == "handshake") & (status != "decrypted")
     if hidden.any():
         unit = recs["push_unit"]
         first_unit = unit[np.nonzero(hidden)[0][0]]
@@ -387,7 +389,7 @@ class ReleaseIndex:
         self.ack_ts = p.ts[self.ack_pos]
         self.ack_prior = prior[new][order]  # what Y had acknowledged before each of them
 
-    def classify(self, i: int, *, autocork_max_ns: int = 1_000_000) -> Release:
+    def classify(self, i: int, *, autocork_max_ns: int = AUTOCORK_MAX_GAP_NS) -> Release:
         """Why X's data packet ``i`` (packet index) left when it did (§5.4 → §2.3, §3.2).
 
         The releasing ACK is the packet from Y acknowledging new data whose lag before ``i``
@@ -437,7 +439,7 @@ class ReleaseIndex:
         since = min(triggers) if triggers else None
         rto_est = (self.rtt_ns or 0) + TCP_RTO_MIN_NS
         if since is not None and (
-            TCP_RTO_MIN_NS - CORK_SLACK_NS <= since <= CORK_RTO_FACTOR * rto_est + CORK_SLACK_NS
+            TCP_RTO_MIN_NS - CORK_SLACK_NS <= since <= RTO_HIGH_FACTOR * rto_est + CORK_SLACK_NS
         ):
             return Release("cork", None, None, prev, wait, 0)
         if prev is not None and wait <= autocork_max_ns:
@@ -748,7 +750,7 @@ def detect_spanning(
         lossy = bool(ri.shape[0])
         rtt = v.rtt_ns
         brk = bool(rtt) and bool(
-            (gaps >= max(flight_break_rtt * (rtt or 0), FLIGHT_BREAK_MIN_NS)).any()
+            (gaps >= max(flight_break_rtt * (rtt or 0), FLIGHT_GAP_MIN_NS)).any()
         )
         if not (brk or lossy):
             continue
