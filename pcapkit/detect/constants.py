@@ -69,6 +69,14 @@ JITTER_MIN_SAMPLES = 4
 # a coupling by repetition (nagle, delayed_ack) or use it to rule releases out (cork).
 LATE_SLACK_NS = 2 * MS
 
+# --- Nagle holds (DETECTION.md §2.3, §8.1a) ----------------------------------------------
+# "≥ 3 coupled exchanges make coincidence negligible" (§2.3) …
+MIN_REPEATS = 3
+# … and they must be at least half of the direction's testable S1/S2 pairs before a hold
+# released by a quick ACK (N1) is believed: an application cadence close to the RTT
+# couples now and then by chance (§8.1a), Nagle couples every time.
+MIN_COUPLED_SHARE = 0.5
+
 # --- Flights and timers seen on the wire -----------------------------------------------
 # DETECTION.md §5.2 / §7.1: pieces ≥ ½ RTT apart were sent in different flights (the
 # sender waited for ACKs between them).
@@ -97,6 +105,8 @@ __all__ = [
     "LAG_TOL_FRACTION",
     "LAG_TOL_MIN_NS",
     "LATE_SLACK_NS",
+    "MIN_COUPLED_SHARE",
+    "MIN_REPEATS",
     "MS",
     "RFC1122_ACK_DELAY_MAX_NS",
     "RTO_HIGH_FACTOR",

@@ -70,11 +70,7 @@ from .constants import (
     ContentType,
 )
 from .context import DIRS, DetectContext
-from .nagle import (
-    DirView,
-    cost_stats,
-    role_name,
-)
+from .tcp_model import DirView, cost_stats, role_name
 
 KINDS = ("tcp_cork", "write_coalescing")
 

@@ -46,7 +46,7 @@ from .constants import (
     RFC1122_ACK_DELAY_MAX_NS,
 )
 from .context import DIRS, DetectContext
-from .nagle import (
+from .tcp_model import (
     DirView,
     accepted_holds,
     cost_stats,
@@ -186,12 +186,11 @@ def _events(
         if not (delack_timer_min_ms * MS <= delay <= ack_delay_max_ms * MS):
             continue
         lag, gap = t2 - ta, t2 - tl
-        if not (-tol <= lag - v.d_x <= tol + late):
+        if not v.coupled(lag, tol, late):
             continue  # S2 not released by the ACK
         if gap < v.rtt - tol:
             continue
-        kr = v.last_y_reaching(t2, tol)
-        if kr is not None and kr > ka and v.y_data[ka + 1 : kr + 1].any():
+        if v.y_data_reaching(ka, t2, tol) > 0:
             continue  # S2 may answer Y's data
         if v.x_trouble_between(t1 - 2 * v.rtt, t2) or int(v.s_gap[s2]) > 0:
             continue  # loss recovery / RTO (cwnd = 1), or a capture gap
