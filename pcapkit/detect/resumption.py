@@ -49,7 +49,7 @@ from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .constants import IW_SEGMENTS, ContentType
 from .context import DetectContext
-from .reuse import ConnTimeline, timeline
+from .tcp_model import ConnTimeline, timeline
 
 KINDS = ("tls_resumption_missing",)
 
