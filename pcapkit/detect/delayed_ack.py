@@ -95,7 +95,7 @@ def detect(
     out: list[Finding] = []
     for f in ctx.tcp_flows():
         for d in (0, 1):
-            v = DirView.build(ctx, f, d)
+            v = DirView.timed(ctx, f, d)
             if v is None or not v.y_idx.size:
                 continue
             events = _events(

@@ -108,7 +108,7 @@ def detect(
     out: list[Finding] = []
     for f in ctx.tcp_flows():
         for d in (0, 1):
-            view = DirView.build(ctx, f, d)
+            view = DirView.timed(ctx, f, d)
             if view is None:
                 continue
             kept = accepted_holds(

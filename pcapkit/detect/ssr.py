@@ -45,7 +45,6 @@ import numpy as np
 from .base import Evidence, Finding, frame_filter
 from .constants import FLIGHT_BREAK_RTT, FLIGHT_GAP_MIN_NS, IW_SEGMENTS, TCP_RTO_MIN_NS
 from .context import DetectContext, FlowPackets
-from .tls_records import Tables, n_rows
 
 KINDS = ("slow_start_restart",)
 
@@ -124,7 +123,6 @@ def detect(
     burst_continue_rtt: float = BURST_CONTINUE_RTT,
 ) -> list[Finding]:
     out: list[Finding] = []
-    tab = Tables(ctx, records=False)
     for f in ctx.tcp_flows():
         rtt = ctx.rtt_ns(f)
         mss = ctx.eff_mss(f)
@@ -133,8 +131,8 @@ def detect(
         rto = rtt + rto_min_ns
         p = ctx.packets_of(f)
         for d in (0, 1):
-            seg = tab.segments(f, d)
-            if not n_rows(seg):
+            seg = ctx.seg_arrays(f, d)
+            if not seg["frame"].shape[0]:
                 continue
             kind = seg["kind"]
             keep = np.isin(kind, DATA_KINDS)

@@ -53,26 +53,29 @@ OPTION_MARGIN = 40
 
 
 # --- vantage, legs, cost accounting ----------------------------------------------------------
-def refined_legs_ns(ctx: DetectContext, f: int) -> tuple[int, int] | None:
-    """(d_C, d_S) at the capture point: the handshake legs (§1.1), lowered by the
-    min-filtered data → first-covering-ACK samples of each leg (§1.2).
+def refined_legs_ns(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
+    """(d_C, d_S) at the capture point: the handshake legs (§1.1), each lowered by the
+    min-filtered data → first-covering-ACK samples across it (§1.2); None for a leg the
+    handshake did not show.
 
     The SYN → SYN/ACK leg includes the server's SYN processing (0.3 ms in the lab), and
     a single handshake sample carries that path's jitter; a data segment answered by an
     immediate ACK is a cleaner sample.  Every sample is ≥ the true leg (a segment cannot
-    be acknowledged before it arrives), so the minimum is the best estimate.  None
-    without a handshake.
+    be acknowledged before it arrives), so the minimum is the best estimate.
     """
     return ctx.memo(("tcp_model.refined_legs", f), lambda: _refined_legs(ctx, f))  # type: ignore[no-any-return]
 
 
-def _refined_legs(ctx: DetectContext, f: int) -> tuple[int, int] | None:
-    dc, ds = ctx.legs_ns(f)
-    if dc is None or ds is None:
-        return None
-    legs = [dc, ds]
+def _refined_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
+    legs = list(ctx.legs_ns(f))
+    if legs[0] is None and legs[1] is None:
+        return None, None
     p = ctx.packets_of(f)
     for d in (0, 1):
+        leg = 1 if d == 0 else 0  # c2s data is acknowledged across the server leg
+        cur = legs[leg]
+        if cur is None:
+            continue
         seg = ctx.seg_arrays(f, d)
         new = seg["kind"] == "new"
         y = np.nonzero(p.dir == 1 - d)[0]
@@ -84,8 +87,7 @@ def _refined_legs(ctx: DetectContext, f: int) -> tuple[int, int] | None:
         ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
         if ok.any():
             sample = int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min())
-            leg = 1 if d == 0 else 0  # c2s data is acknowledged across the server leg
-            legs[leg] = max(0, min(legs[leg], sample))
+            legs[leg] = max(0, min(cur, sample))
     return legs[0], legs[1]
 
 
@@ -187,9 +189,11 @@ class DirView:
     f: int
     d: int
     p: FlowPackets
-    mss: int
-    d_x: int
-    d_y: int
+    mss: int  # the flow's effective MSS (§1.3); 0 when unknown
+    d_x: int  # leg P ↔ X (refined, ns); 0 when the handshake did not show it
+    d_y: int  # leg P ↔ Y
+    legs_known: bool  # both legs from the handshake: the vantage model applies (§1.1)
+    seg: dict[str, np.ndarray]  # X's segments as ``ctx.seg_arrays`` gives them (views)
     s_frame: np.ndarray
     s_ts: np.ndarray
     s_off: np.ndarray
@@ -215,24 +219,26 @@ class DirView:
         return self.d_x + self.d_y
 
     @classmethod
-    def build(cls, ctx: DetectContext, f: int, d: int) -> DirView | None:
-        """None when the direction has no segments, or the flow lacks the handshake legs
-        (no vantage model without them, §1.1) or an MSS.  Built once per direction and
-        trace (``ctx.memo``): cork, delayed_ack and nagle share it, read-only."""
+    def build(cls, ctx: DetectContext, f: int, d: int) -> DirView:
+        """The view of direction ``d`` of TCP flow ``f``, built once per direction and
+        trace (``ctx.memo``) and shared read-only by every detector that asks."""
         return ctx.memo(("tcp_model.DirView", f, d), lambda: cls._build(ctx, f, d))  # type: ignore[no-any-return]
 
     @classmethod
-    def _build(cls, ctx: DetectContext, f: int, d: int) -> DirView | None:
-        legs = refined_legs_ns(ctx, f)
-        if legs is None:
-            return None
-        d_x, d_y = (legs[0], legs[1]) if d == 0 else (legs[1], legs[0])
+    def timed(cls, ctx: DetectContext, f: int, d: int) -> DirView | None:
+        """The view when timing questions can be asked of it, else None: the direction has
+        segments and the flow has both handshake legs (no vantage model without them,
+        §1.1) and an MSS (nagle, cork and delayed_ack need all three)."""
+        v = cls.build(ctx, f, d)
+        return v if v.legs_known and v.mss > 0 and v.s_frame.size > 0 else None
+
+    @classmethod
+    def _build(cls, ctx: DetectContext, f: int, d: int) -> DirView:
+        dc, ds = refined_legs_ns(ctx, f)
+        d_x, d_y = (dc, ds) if d == 0 else (ds, dc)
+        legs_known = d_x is not None and d_y is not None
         mss = ctx.eff_mss(f)
-        if mss is None or mss <= 0:
-            return None
         seg = ctx.seg_arrays(f, d)
-        if seg["frame"].shape[0] < 1:
-            return None
         p = ctx.packets_of(f)
         s_frame = seg["frame"].astype(np.int64, copy=False)
         y = np.nonzero(p.dir == 1 - d)[0]
@@ -243,9 +249,11 @@ class DirView:
             f=f,
             d=d,
             p=p,
-            mss=mss,
-            d_x=d_x,
-            d_y=d_y,
+            mss=mss if mss is not None and mss > 0 else 0,
+            d_x=d_x or 0,
+            d_y=d_y or 0,
+            legs_known=legs_known,
+            seg=seg,
             s_frame=s_frame,
             s_ts=s_ts,
             s_off=seg["offset"].astype(np.int64, copy=False),
@@ -263,7 +271,7 @@ class DirView:
             y_ackmax=np.maximum.accumulate(y_ack) if y.size else y_ack,
             y_data=p.length[y] > 0,
             y_ts=p.ts[y],
-            jitter=reaction_jitter_ns(ctx, f, d, d_x),
+            jitter=reaction_jitter_ns(ctx, f, d, d_x) if d_x is not None and legs_known else None,
             x_bad_ts=s_ts[(kinds != "new") & (kinds != "prev_not_captured")],
         )
 

@@ -80,6 +80,7 @@ from .constants import (
     ContentType,
 )
 from .context import DetectContext, FlowPackets
+from .tcp_model import DirView
 
 KINDS = (
     "tls_tiny_records",
@@ -154,19 +155,38 @@ def is_cbc_tls10(version: str | None, cipher: str | None) -> bool:
 
 
 # --- per flow/direction view ----------------------------------------------------------------
-@dataclass
-class DirView:
-    """What the record detectors need about one direction of one flow."""
+Cols = dict[str, np.ndarray]
 
-    f: int
-    d: int
+# the records columns the detectors read (DetectContext.rec_arrays: sorted by offset)
+_REC_COLS = (
+    "offset",
+    "length",
+    "content_type",
+    "plaintext_len",
+    "epoch",
+    "status",
+    "first_frame",
+    "first_ts_ns",
+    "last_byte_frame",
+    "last_byte_ts_ns",
+    "segments",
+    "push_unit",
+    "missing_bytes",
+    "retransmitted",
+)
+
+
+@dataclass
+class RecordView:
+    """What the record detectors need about one direction of one flow: its application
+    records, over the shared TCP view of the direction (:class:`.tcp_model.DirView`:
+    packets, segments, MSS, legs)."""
+
+    tcp: DirView
     recs: Cols  # application records, by offset
     plaintext: np.ndarray  # exact or upper bound
     exact: np.ndarray  # plaintext known
-    seg: Cols  # segments of this direction, frame order
-    p: FlowPackets
-    eff_mss: int | None
-    rtt_ns: int | None
+    rtt_ns: int | None  # the handshake RTT (T2 flight breaks)
     d_x: int | None
     d_y: int | None
     version: str | None
@@ -175,90 +195,25 @@ class DirView:
     rel: ReleaseIndex
     s: Pieces
 
+    @property
+    def f(self) -> int:
+        return self.tcp.f
 
-Cols = dict[str, np.ndarray]
+    @property
+    def d(self) -> int:
+        return self.tcp.d
 
-_REC_COLS = {
-    "offset": np.int64,
-    "length": np.int64,
-    "first_frame": np.int64,
-    "first_ts_ns": np.int64,
-    "last_byte_frame": np.int64,
-    "last_byte_ts_ns": np.int64,
-    "segments": np.int64,
-    "push_unit": np.int64,
-    "missing_bytes": np.int64,
-}
-_SEG_COLS = {
-    "frame": np.int64,
-    "ts_ns": np.int64,
-    "offset": np.int64,
-    "end": np.int64,
-    "length": np.int64,
-    "new_bytes": np.int64,
-    "wire_segments": np.int64,
-}
+    @property
+    def p(self) -> FlowPackets:
+        return self.tcp.p
 
+    @property
+    def eff_mss(self) -> int | None:
+        return self.tcp.mss or None
 
-class Tables:
-    """The records and segments tables as numpy columns, sorted by (flow, dir, …) once.
-
-    DetectContext slices DataFrames per direction; converting columns (and categoricals to
-    strings) once for the whole trace keeps a capture of thousands of connections fast.
-    """
-
-    def __init__(self, ctx: DetectContext, *, records: bool = True) -> None:
-        self.rec, self.rec_key = self._table(
-            ctx.records if records else ctx.records.iloc[:0],
-            "offset",
-            _REC_COLS,
-            floats=("content_type", "plaintext_len"),
-            strs=("epoch", "status"),
-            bools=("retransmitted",),
-        )
-        self.seg, self.seg_key = self._table(
-            ctx.segments,
-            "frame",
-            _SEG_COLS,
-            floats=(),
-            strs=("kind",),
-            bools=("psh", "super_segment"),
-        )
-
-    @staticmethod
-    def _table(
-        df: pd.DataFrame,
-        by: str,
-        ints: dict[str, Any],
-        *,
-        floats: tuple[str, ...],
-        strs: tuple[str, ...],
-        bools: tuple[str, ...],
-    ) -> tuple[Cols, np.ndarray]:
-        if df.empty:
-            return {}, np.zeros(0, np.int64)
-        key = df["flow"].to_numpy(np.int64) * 2 + df["dir"].cat.codes.to_numpy(np.int64)
-        order = np.lexsort((df[by].to_numpy(np.int64), key))
-        cols: Cols = {c: df[c].to_numpy(t)[order] for c, t in ints.items()}
-        for c in floats:
-            cols[c] = df[c].to_numpy(dtype=np.float64, na_value=np.nan)[order]
-        for c in strs:
-            cols[c] = df[c].astype(str).to_numpy()[order]
-        for c in bools:
-            cols[c] = df[c].to_numpy(bool)[order]
-        return cols, key[order]
-
-    @staticmethod
-    def _slice(cols: Cols, keys: np.ndarray, k: int) -> Cols:
-        a = int(np.searchsorted(keys, k, side="left"))
-        b = int(np.searchsorted(keys, k, side="right"))
-        return {c: v[a:b] for c, v in cols.items()}
-
-    def records(self, f: int, d: int) -> Cols:
-        return self._slice(self.rec, self.rec_key, f * 2 + d)
-
-    def segments(self, f: int, d: int) -> Cols:
-        return self._slice(self.seg, self.seg_key, f * 2 + d)
+    @property
+    def n_segments(self) -> int:
+        return int(self.tcp.s_frame.size)
 
 
 def n_rows(cols: Cols) -> int:
@@ -285,8 +240,9 @@ def app_records(recs: Cols) -> Cols:
     return {c: v[app] for c, v in recs.items()}
 
 
-def dir_view(ctx: DetectContext, tab: Tables, f: int, d: int) -> DirView | None:
-    recs = app_records(tab.records(f, d))
+def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
+    all_recs = ctx.rec_arrays(f, d)
+    recs = app_records({c: all_recs[c] for c in _REC_COLS})
     if not n_rows(recs):
         return None
     tls = ctx.tls_row(f)
@@ -299,26 +255,21 @@ def dir_view(ctx: DetectContext, tab: Tables, f: int, d: int) -> DirView | None:
     est = np.maximum(length - tls_overhead_min(version, cipher), 0)
     plaintext = np.where(exact, np.nan_to_num(known), est).astype(np.int64)
     d_x, d_y = ctx.sender_receiver_legs(f, d)
-    p = ctx.packets_of(f)
+    tcp = DirView.build(ctx, f, d)
     rtt = ctx.rtt_ns(f)
-    seg = tab.segments(f, d)
-    return DirView(
-        f=f,
-        d=d,
+    return RecordView(
+        tcp=tcp,
         recs=recs,
         plaintext=plaintext,
         exact=exact,
-        seg=seg,
-        p=p,
-        eff_mss=ctx.eff_mss(f),
         rtt_ns=rtt,
         d_x=d_x,
         d_y=d_y,
         version=version,
         cipher=cipher,
         alpn=alpn,
-        rel=ReleaseIndex(p, d, d_x, rtt),
-        s=segment_arrays(seg),
+        rel=ReleaseIndex(tcp.p, d, d_x, rtt),
+        s=segment_arrays(tcp.seg),
     )
 
 
@@ -454,7 +405,7 @@ def _pkt_index(p: FlowPackets, frame: int) -> int:
 # --- T1: tiny records -----------------------------------------------------------------------
 def detect_tiny(
     ctx: DetectContext,
-    v: DirView,
+    v: RecordView,
     *,
     tiny_plaintext_max: int = TINY_PLAINTEXT_MAX,
     min_overhead_ratio: float = TINY_OVERHEAD_RATIO,
@@ -703,7 +654,7 @@ def bursts_start(s: Pieces, idle_ns: int) -> np.ndarray:
 # --- T2: records spanning flights / losses --------------------------------------------------
 def detect_spanning(
     ctx: DetectContext,
-    v: DirView,
+    v: RecordView,
     *,
     skip: set[int],
     flight_break_rtt: float = FLIGHT_BREAK_RTT,
@@ -717,7 +668,7 @@ def detect_spanning(
     big = segs_n > 1
     if v.eff_mss:
         big &= r["length"] > v.eff_mss
-    if not big.any() or not n_rows(v.seg):
+    if not big.any() or not v.n_segments:
         return []
     s = v.s
     b_off = bursts_start(s, idle_reset_ns)
@@ -848,9 +799,9 @@ def detect_spanning(
 
 
 # --- T3a: a write boundary inside a record --------------------------------------------------
-def split_records(v: DirView) -> list[dict[str, Any]]:
+def split_records(v: RecordView) -> list[dict[str, Any]]:
     """Records with a sub-MSS PSH segment ending strictly inside them (first transmissions)."""
-    if not n_rows(v.seg) or not v.eff_mss:
+    if not v.n_segments or not v.eff_mss:
         return []
     s = v.s
     p = v.p
@@ -904,7 +855,7 @@ def split_records(v: DirView) -> list[dict[str, Any]]:
 
 
 def detect_split(
-    ctx: DetectContext, v: DirView, splits: list[dict[str, Any]], *, min_wait_ns: int
+    ctx: DetectContext, v: RecordView, splits: list[dict[str, Any]], *, min_wait_ns: int
 ) -> Finding | None:
     costly = [x for x in splits if x["wait_ns"] >= min_wait_ns]
     if not costly:
@@ -1015,10 +966,10 @@ CAUSE_TEXT = {
 
 
 def detect_coalesced(
-    ctx: DetectContext, v: DirView, *, min_wait_ns: int = COALESCED_MIN_WAIT_NS
+    ctx: DetectContext, v: RecordView, *, min_wait_ns: int = COALESCED_MIN_WAIT_NS
 ) -> list[Finding]:
     r = v.recs
-    if n_rows(r) < 2 or not n_rows(v.seg) or not v.eff_mss:
+    if n_rows(r) < 2 or not v.n_segments or not v.eff_mss:
         return []
     s = v.s
     unit = r["push_unit"]
@@ -1174,10 +1125,9 @@ def detect(
     out: list[Finding] = []
     if ctx.records.empty:
         return out
-    tab = Tables(ctx)
     for f in ctx.tcp_flows():
         for d in (0, 1):
-            v = dir_view(ctx, tab, f, d)
+            v = record_view(ctx, f, d)
             if v is None:
                 continue
             tiny = detect_tiny(
