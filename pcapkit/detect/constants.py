@@ -65,8 +65,8 @@ LAG_TOL_FRACTION = 0.25
 JITTER_MIN_SAMPLES = 4
 # A release can be late, never early: a busy sender may process the ACK a little later
 # (softirq deferred to ksoftirqd; the lab's 2-core host showed 0.8 ms).  Allowed on the
-# late side only, well under one jiffy at HZ=250 (4 ms), by the detectors that corroborate
-# a coupling by repetition (nagle, delayed_ack) or use it to rule releases out (cork).
+# late side only, well under one jiffy at HZ=250 (4 ms).  The coupling window is thus
+# −tol ≤ t(S) − t(packet) − d_X ≤ tol + LATE_SLACK (tcp_model.DirView.coupled).
 LATE_SLACK_NS = 2 * MS
 
 # --- Nagle holds (DETECTION.md §2.3, §8.1a) ----------------------------------------------

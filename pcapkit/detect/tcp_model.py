@@ -25,6 +25,7 @@ Detectors import this module, not each other.  It holds:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -32,8 +33,10 @@ import numpy as np
 from ..net.decode import ACK, FIN, RST, SYN
 from ..schema import is_missing as _na
 from .constants import (
+    AUTOCORK_MAX_GAP_NS,
     DELACK_OS_BANDS_MS,
     DELACK_TIMER_MIN_NS,
+    JIFFY_HZ100_NS,
     JITTER_MIN_SAMPLES,
     LAG_TOL_FRACTION,
     LAG_TOL_MIN_NS,
@@ -42,10 +45,16 @@ from .constants import (
     MIN_REPEATS,
     MS,
     RFC1122_ACK_DELAY_MAX_NS,
+    RTO_HIGH_FACTOR,
+    TCP_RTO_MIN_NS,
     ContentType,
 )
 from .context import DetectContext, FlowPackets
 
+# The probe timer (≥ TCP_RTO_MIN after the write) fires within one HZ=100 jiffy of its
+# time (DETECTION.md §2.1); a release classified as a cork release lies in
+# [TCP_RTO_MIN − slack, RTO_HIGH_FACTOR × (srtt + TCP_RTO_MIN) + slack].
+CORK_SLACK_NS = JIFFY_HZ100_NS
 # TCP options can shrink a full segment below eff_mss (SACK blocks: up to 40 B of
 # options); used only for the "Nagle is off" evidence, where a false "small" would hide
 # real holds rather than invent them.
@@ -337,6 +346,13 @@ class DirView:
             np.asarray(k) + 1, self.last_y_reaching_all(np.asarray(t_ns), slack_ns) + 1
         )
 
+    def y_sent_data_between(self, after_pi: Any, k: Any) -> Any:
+        """Y sent data after X's packet ``after_pi`` (packet index) and before its packet
+        at position ``k`` of ``y_idx``: Y was sending on its own, so an ACK piggy-backed
+        on Y's data at ``k`` is not Y's reply to X (§2.5).  Scalars or arrays."""
+        pos0 = np.searchsorted(self.y_idx, after_pi, side="right")
+        return self.y_data_count(pos0, np.asarray(k)) > 0
+
     def last_y_reaching(self, t_ns: int, slack_ns: int) -> int | None:
         """Position in ``y_idx`` of the last Y packet that could have reached X before X
         sent the packet P saw at ``t_ns``: seen at P by t − d_X (+ slack), and before it
@@ -351,6 +367,115 @@ class DirView:
         """A retransmission/probe/keep-alive of X in [t0, t1]."""
         a = np.searchsorted(self.x_bad_ts, t0, side="left")
         return bool(a < self.x_bad_ts.size and self.x_bad_ts[a] <= t1)
+
+    # -- what released X's packet i (T1, T3a, T3b: §5.4 → §2.3, §3.2) --------------------
+    @cached_property
+    def _releases(self) -> _ReleaseIndex:
+        return _ReleaseIndex(self)
+
+    def release(self, i: int, *, autocork_max_ns: int = AUTOCORK_MAX_GAP_NS) -> Release:
+        """Why X's data packet ``i`` (packet index) left when it did.
+
+        The same "released by an ACK" test as the Nagle scan (:func:`find_holds`): the
+        releasing ACK is the packet from Y acknowledging new data whose lag before ``i`` is
+        closest to d_X within the coupling window (:meth:`coupled`: the direction's
+        tolerance, late slack ``constants.LATE_SLACK_NS``); the packet is Y's *answer*, an
+        application exchange (§2.5) and not a hold, when data from Y reached X between the
+        ACK and ``i`` (:meth:`y_data_reaching`) or the ACK rode on Y's data that replied to
+        X (:meth:`y_sent_data_between`).  If the ACK covers every byte X had sent and at
+        most one segment was in flight, Minshall's Nagle rule held the data; if more was in
+        flight, the congestion (or receive) window did.  Without a trigger: the probe
+        timer ≈ RTO after the last possible trigger (cork, §3.2), µs after X's previous
+        segment (autocork), else the application's own pace (write).
+        """
+        r = self._releases
+        p, dx = self.p, self.d_x
+        tol, late = self.tolerance(), LATE_SLACK_NS
+        t = int(p.ts[i])
+        k = int(np.searchsorted(r.x_pos, i)) - 1  # X's data packets before i
+        prev = int(r.x_pos[k]) if k >= 0 else None
+        wait = t - int(p.ts[prev]) if prev is not None else 0
+        sent_end = int(r.x_end_max[k]) if k >= 0 else 0
+        # the coupling window (:meth:`coupled`) −tol ≤ t − t(ACK) − d_X ≤ tol + late, in
+        # ACK times
+        a = int(np.searchsorted(r.ack_ts, t - dx - tol - late, side="left"))
+        b = int(np.searchsorted(r.ack_ts, t - dx + tol, side="right"))
+        cand = r.ack_pos[a:b]
+        cand = cand[cand < i]
+        if cand.shape[0]:
+            c = int(np.argmin(np.abs(t - p.ts[cand] - dx)))
+            trigger = int(cand[c])
+            lag = t - int(p.ts[trigger])
+            ky = int(np.searchsorted(self.y_idx, trigger))
+            answer = bool(self.y_data_reaching(ky, t, tol) > 0)
+            if p.length[trigger] > 0:
+                # a piggy-backed ACK releases only when Y was sending on its own (data
+                # after X's previous segment, before this ACK); else it is Y's reply
+                answer |= prev is None or not self.y_sent_data_between(prev, ky)
+            if answer:
+                return Release("response", trigger, lag, prev, wait, 0)
+            ack = int(p.ack[trigger])
+            # X's segments in flight when the ACK reached X: everything X sent before packet
+            # i (the release follows the ACK's arrival by µs, whatever the vantage) that Y had
+            # not acknowledged before it (running max of ends: resends do not count twice)
+            before = int(r.ack_prior[a:b][r.ack_pos[a:b] < i][c])
+            in_flight = (k + 1) - int(np.searchsorted(r.x_end_max[: k + 1], before, side="right"))
+            # Minshall's Nagle (tcp_minshall_check) never lets a second small segment out
+            # while one is unacknowledged: with ≥ 2 in flight the hold was the window's; and
+            # Nagle releases only when everything small is acknowledged
+            nagle = ack >= sent_end and in_flight <= 1
+            return Release(
+                "nagle" if nagle else "cwnd", trigger, lag, prev, wait, max(in_flight, 0)
+            )
+        # a probe-timer release (§3.2): ≈ RTO_est = srtt + 200 ms after the last thing that
+        # could have triggered the write — Y's last packet or X's previous segment — with
+        # nothing from Y in between; much later is the application's own pace (think time)
+        j = int(np.searchsorted(self.y_idx, i)) - 1
+        since_y = t - int(self.y_ts[j]) - dx if j >= 0 else None
+        triggers = [x for x in (since_y, wait if prev is not None else None) if x is not None]
+        since = min(triggers) if triggers else None
+        rto_est = r.rtt + TCP_RTO_MIN_NS
+        if since is not None and (
+            TCP_RTO_MIN_NS - CORK_SLACK_NS <= since <= RTO_HIGH_FACTOR * rto_est + CORK_SLACK_NS
+        ):
+            return Release("cork", None, None, prev, wait, 0)
+        if prev is not None and wait <= autocork_max_ns:
+            return Release("autocork", None, None, prev, wait, 0)
+        return Release("write", None, None, prev, wait, 0)
+
+
+@dataclass
+class Release:
+    """What released one packet of X (:meth:`DirView.release`)."""
+
+    cause: str  # "nagle", "cwnd", "cork", "autocork", "response", "write"
+    trigger_idx: int | None  # packet index of the releasing ACK
+    lag_ns: int | None  # t(segment) − t(ACK) at the capture point
+    prev_idx: int | None  # X's previous data packet
+    wait_ns: int  # t(segment) − t(previous data from X): how long the oldest byte could wait
+    in_flight_segments: int  # X data segments unacknowledged when the ACK reached X
+
+
+class _ReleaseIndex:
+    """One direction's packets arranged for O(log n) release questions, built once per
+    view, so classifying every push unit of a long stream stays linear (DESIGN.md §3)."""
+
+    def __init__(self, v: DirView) -> None:
+        p, d = v.p, v.d
+        pos = np.arange(p.frame.shape[0])
+        x = (p.dir == d) & (p.length > 0)
+        self.x_pos = pos[x]  # X's data packets
+        self.x_end_max = np.maximum.accumulate(p.end[x]) if x.any() else np.zeros(0, np.int64)
+        ya = (p.dir == 1 - d) & (p.ack >= 0)
+        acks = p.ack[ya]
+        prior = np.concatenate(([-1], np.maximum.accumulate(acks)[:-1])) if acks.shape[0] else acks
+        new = acks > prior  # acknowledges data no earlier ACK from Y did
+        ya_pos = pos[ya][new]
+        order = np.argsort(p.ts[ya_pos], kind="stable")
+        self.ack_pos = ya_pos[order]  # new-data ACKs from Y, by time
+        self.ack_ts = p.ts[self.ack_pos]
+        self.ack_prior = prior[new][order]  # what Y had acknowledged before each of them
+        self.rtt = v.rtt if v.legs_known else 0  # the probe timer's srtt term
 
 
 # --- Nagle holds (§2.3, §2.5): reported by nagle, left to it by delayed_ack -------------------
@@ -472,8 +597,7 @@ def find_holds(
     # a piggy-backed A counts only when Y was sending on its own: data after S1 that did
     # not yet acknowledge it; otherwise A is Y's reply and S2 the next turn
     pure = ~v.y_data[kc] & ((p.flags[ia] & (SYN | FIN | RST)) == 0)
-    pos0 = np.searchsorted(v.y_idx, i1, side="right")
-    ok &= pure | (v.y_data_count(pos0, kc) > 0)
+    ok &= pure | v.y_sent_data_between(i1, kc)
     opportunities = int(ok.sum())  # S2 could have been held behind S1 and released by A
     lag, gap = t2 - ta, t2 - t1
     ok &= v.coupled(lag, tol, late)  # released by the ACK

@@ -37,12 +37,14 @@ post-handshake messages and plaintext sizes are exact):
   finding on the same frames is the same wait, not another one).
 * ``tls_records_coalesced`` (T3b, §5.4) — ≥ 2 complete application records in one
   sub-MSS push unit: the writes waited in the socket.  What queued them is read from the
-  unit's trigger: a pure ACK from the peer ≈ d_X before it ⇒ Nagle when it acknowledged
-  everything sent and at most one small segment was in flight (Minshall's rule,
-  ``tcp_minshall_check``, never allows two), else the congestion/receive window; no
+  unit's trigger (``tcp_model.DirView.release``: the same "released by an ACK" answer the
+  nagle detector gets): a pure ACK from the peer ≈ d_X before it ⇒ Nagle when it
+  acknowledged everything sent and at most one small segment was in flight (Minshall's
+  rule, ``tcp_minshall_check``, never allows two), else the congestion/receive window; no
   inbound trigger and ≈ RTO_est (srtt + 200 ms) after the last possible trigger ⇒
   TCP_CORK/MSG_MORE (probe timer).  Not holds: records answering a request that just
-  arrived (the trigger carries data: request/response, §2.5), records sent long after
+  arrived (data from the peer reached the sender first: request/response, §2.5 — e.g.
+  session tickets sent on reading the client's Finished), records sent long after
   anything (the application's pace), units < 1 ms after X's previous segment (no felt wait;
   on µs-RTT paths any segment follows some ACK within the coupling tolerance).  This is
   the record-level *evidence* of a hold that the ``nagle``/``nagle_delayed_ack``/
@@ -68,19 +70,15 @@ import pandas as pd
 
 from .base import Evidence, Finding, frame_filter, severity_for
 from .constants import (
-    AUTOCORK_MAX_GAP_NS,
     FLIGHT_BREAK_RTT,
     FLIGHT_GAP_MIN_NS,
     IW_SEGMENTS,
-    JIFFY_HZ100_NS,
-    RTO_HIGH_FACTOR,
-    TCP_RTO_MIN_NS,
     TLS_HEADER,
     TLS_MAX_PLAINTEXT,
     ContentType,
 )
 from .context import DetectContext, FlowPackets
-from .tcp_model import DirView
+from .tcp_model import DirView, Release
 
 KINDS = (
     "tls_tiny_records",
@@ -105,11 +103,6 @@ CBC_BLOCK = 16  # AES block: a 1-byte CBC record's plaintext bound without keys 
 BULK_AFTER_BYTES = 128 * 1024  # Go crypto/tls recordSizeBoostThreshold: 16 KiB records after it
 IDLE_RESET_NS = 1_000_000_000  # nginx dynamic-record patch / Grigorik: sizing resets after 1 s idle
 # T2 flight breaks: ≥ FLIGHT_BREAK_RTT × RTT and ≥ FLIGHT_GAP_MIN_NS (.constants, §5.2, §1.4)
-RELEASE_TOL_MIN_NS = 500_000  # §2.3: lag tolerance max(0.5 ms, ¼·d_X)
-RELEASE_TOL_FRAC = 0.25
-# the probe timer (≥ TCP_RTO_MIN after the write) fires within one HZ=100 jiffy of its
-# time, and up to RTO_HIGH_FACTOR × (srtt + 200 ms) (.constants)
-CORK_SLACK_NS = JIFFY_HZ100_NS
 # judgement: a record whose pieces left < 1 ms apart cost the reader less than a scheduler
 # tick; the split is then a curiosity, not a delay.
 SPLIT_MIN_WAIT_NS = 1_000_000
@@ -187,12 +180,9 @@ class RecordView:
     plaintext: np.ndarray  # exact or upper bound
     exact: np.ndarray  # plaintext known
     rtt_ns: int | None  # the handshake RTT (T2 flight breaks)
-    d_x: int | None
-    d_y: int | None
     version: str | None
     cipher: str | None
     alpn: str | None
-    rel: ReleaseIndex
     s: Pieces
 
     @property
@@ -254,21 +244,16 @@ def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
     exact = ~np.isnan(known)
     est = np.maximum(length - tls_overhead_min(version, cipher), 0)
     plaintext = np.where(exact, np.nan_to_num(known), est).astype(np.int64)
-    d_x, d_y = ctx.sender_receiver_legs(f, d)
     tcp = DirView.build(ctx, f, d)
-    rtt = ctx.rtt_ns(f)
     return RecordView(
         tcp=tcp,
         recs=recs,
         plaintext=plaintext,
         exact=exact,
-        rtt_ns=rtt,
-        d_x=d_x,
-        d_y=d_y,
+        rtt_ns=ctx.rtt_ns(f),
         version=version,
         cipher=cipher,
         alpn=alpn,
-        rel=ReleaseIndex(tcp.p, d, d_x, rtt),
         s=segment_arrays(tcp.seg),
     )
 
@@ -296,106 +281,6 @@ def _sub_mss(length: np.ndarray, super_seg: np.ndarray, eff_mss: int | None) -> 
     if not eff_mss:
         return np.zeros(length.shape[0], bool)
     return np.where(super_seg, (length % eff_mss) != 0, length < eff_mss)
-
-
-# --- what released a segment (shared by T1, T3a and T3b) -----------------------------------
-@dataclass
-class Release:
-    cause: str  # "nagle", "cwnd", "cork", "autocork", "response", "write"
-    trigger_idx: int | None  # packet index of the releasing ACK
-    lag_ns: int | None  # t(segment) − t(ACK) at the capture point
-    prev_idx: int | None  # X's previous data packet
-    wait_ns: int  # t(segment) − t(previous data from X): how long the oldest byte could wait
-    in_flight_segments: int  # X data segments unacknowledged when the ACK reached X
-
-
-class ReleaseIndex:
-    """One flow direction's packets arranged for O(log n) release questions.
-
-    X = the sender of direction d, Y = its peer.  Built once per direction, so classifying
-    every push unit of a long stream stays linear (DESIGN.md §3).
-    """
-
-    def __init__(self, p: FlowPackets, d: int, d_x: int | None, rtt_ns: int | None) -> None:
-        self.p = p
-        self.dx = d_x or 0
-        self.tol = max(RELEASE_TOL_MIN_NS, int(RELEASE_TOL_FRAC * self.dx))
-        self.rtt_ns = rtt_ns
-        n = p.frame.shape[0]
-        pos = np.arange(n)
-        x = (p.dir == d) & (p.length > 0)
-        self.x_pos = pos[x]
-        self.x_ts = p.ts[x]
-        self.x_end_max = np.maximum.accumulate(p.end[x]) if x.any() else np.zeros(0, np.int64)
-        y = p.dir == 1 - d
-        self.y_pos = pos[y]
-        self.y_ts = p.ts[y]
-        ya = y & (p.ack >= 0)
-        acks = p.ack[ya]
-        prior = np.concatenate(([-1], np.maximum.accumulate(acks)[:-1])) if acks.shape[0] else acks
-        new = acks > prior  # acknowledges data no earlier ACK from Y did
-        ya_pos = pos[ya][new]
-        order = np.argsort(p.ts[ya_pos], kind="stable")
-        self.ack_pos = ya_pos[order]  # new-data ACKs from Y, by time
-        self.ack_ts = p.ts[self.ack_pos]
-        self.ack_prior = prior[new][order]  # what Y had acknowledged before each of them
-
-    def classify(self, i: int, *, autocork_max_ns: int = AUTOCORK_MAX_GAP_NS) -> Release:
-        """Why X's data packet ``i`` (packet index) left when it did (§5.4 → §2.3, §3.2).
-
-        The releasing ACK is the packet from Y acknowledging new data whose lag before ``i``
-        is closest to d_X (within max(0.5 ms, ¼·d_X), §2.3): at a sender-side capture the
-        release follows the ACK by µs, elsewhere by the leg toward X (§1.1).  If that ACK
-        covers every byte X had sent, Minshall's Nagle rule held the data; if data was still
-        in flight, the congestion (or receive) window did.  Released by the peer's *data* (a
-        request): the records answer it — an application exchange (§2.5), not a hold.
-        """
-        p, dx, tol = self.p, self.dx, self.tol
-        t = int(p.ts[i])
-        k = int(np.searchsorted(self.x_pos, i)) - 1  # X's data packets before i
-        prev = int(self.x_pos[k]) if k >= 0 else None
-        wait = t - int(p.ts[prev]) if prev is not None else 0
-        sent_end = int(self.x_end_max[k]) if k >= 0 else 0
-        a = int(np.searchsorted(self.ack_ts, t - dx - tol, side="left"))
-        b = int(np.searchsorted(self.ack_ts, t - dx + tol, side="right"))
-        cand = self.ack_pos[a:b]
-        cand = cand[cand < i]
-        if cand.shape[0]:
-            c = int(np.argmin(np.abs(t - p.ts[cand] - dx)))
-            trigger = int(cand[c])
-            lag = t - int(p.ts[trigger])
-            if p.length[trigger] > 0:
-                return Release("response", trigger, lag, prev, wait, 0)
-            ack = int(p.ack[trigger])
-            # X's segments in flight when the ACK reached X: everything X sent before packet
-            # i (the release follows the ACK's arrival by µs, whatever the vantage) that Y had
-            # not acknowledged before it (running max of ends: resends do not count twice)
-            before = int(self.ack_prior[a:b][self.ack_pos[a:b] < i][c])
-            in_flight = (k + 1) - int(
-                np.searchsorted(self.x_end_max[: k + 1], before, side="right")
-            )
-            # Minshall's Nagle (tcp_minshall_check) never lets a second small segment out
-            # while one is unacknowledged: with ≥ 2 in flight the hold was the window's; and
-            # Nagle releases only when everything small is acknowledged
-            nagle = ack >= sent_end and in_flight <= 1
-            return Release(
-                "nagle" if nagle else "cwnd", trigger, lag, prev, wait, max(in_flight, 0)
-            )
-        # a probe-timer release (§3.2): ≈ RTO_est = srtt + 200 ms after the last thing that
-        # could have triggered the write — Y's last packet or X's previous segment — with
-        # nothing from Y in between; much later is the application's own pace (think time)
-        j = int(np.searchsorted(self.y_pos, i)) - 1
-        since_y = t - int(self.y_ts[j]) - dx if j >= 0 else None
-        triggers = [x for x in (since_y, wait if prev is not None else None) if x is not None]
-        since = min(triggers) if triggers else None
-        rto_est = (self.rtt_ns or 0) + TCP_RTO_MIN_NS
-        if since is not None and (
-            TCP_RTO_MIN_NS - CORK_SLACK_NS <= since <= RTO_HIGH_FACTOR * rto_est + CORK_SLACK_NS
-        ):
-            return Release("cork", None, None, prev, wait, 0)
-        if prev is not None and wait <= autocork_max_ns:
-            return Release("autocork", None, None, prev, wait, 0)
-        return Release("write", None, None, prev, wait, 0)
 
 
 def _pkt_index(p: FlowPackets, frame: int) -> int:
@@ -472,7 +357,7 @@ def detect_tiny(
         if sel.shape[0] < 2:
             continue
         i = _pkt_index(p, int(last_frame[a:b][sel].max()))
-        rel = v.rel.classify(i)
+        rel = v.tcp.release(i)
         if rel.cause == "cwnd" and rel.prev_idx is not None:
             waits.append((int(sel.shape[0]), i, rel))
     cost_ns = sum(w[2].wait_ns for w in waits)
@@ -867,7 +752,7 @@ def detect_split(
     p = v.p
     causes: dict[str, int] = {}
     for x in costly:
-        rel = v.rel.classify(_pkt_index(p, x["tail_frame"]))
+        rel = v.tcp.release(_pkt_index(p, x["tail_frame"]))
         x["release"] = rel
         causes[rel.cause] = causes.get(rel.cause, 0) + 1
     for x in costly[:3]:
@@ -1001,7 +886,7 @@ def detect_coalesced(
         if ks.shape[0] < 2:
             continue
         i = _pkt_index(p, int(fr[0]))
-        rel = v.rel.classify(i)
+        rel = v.tcp.release(i)
         if rel.cause not in CAUSE_TEXT or rel.wait_ns < min_wait_ns:
             continue
         groups.setdefault(rel.cause, []).append(
@@ -1036,7 +921,7 @@ def detect_coalesced(
             ev.append(Evidence(u["frame"], f"{u['records']} records in one push", u["ts"]))
         rel = worst["rel"]
         lag = (
-            f", {_ms(rel.lag_ns):.2f} ms after the releasing ACK (d_X = {_ms(v.d_x or 0):.2f} ms)"
+            f", {_ms(rel.lag_ns):.2f} ms after the releasing ACK (d_X = {_ms(v.tcp.d_x):.2f} ms)"
             if rel.lag_ns is not None
             else ""
         )
