@@ -100,7 +100,7 @@ def _app_units(ctx: DetectContext, f: int, d: int) -> dict[int, int]:
     # application_data outside the handshake epoch ("plaintext" when the capture starts
     # mid-stream; a TLS 1.3 handshake record without keys shows outer type 23 too, but
     # its epoch is "handshake")
-    ok = (ct == ContentType.APPLICATION_DATA) & (epoch != "handshake") & (first == last)
+    ok = (ct == ContentType.APPLICATION_DATA.value) & (epoch != "handshake") & (first == last)
     fr, n = np.unique(first[ok], return_counts=True)
     return dict(zip(fr.tolist(), n.tolist(), strict=True))
 

@@ -244,7 +244,8 @@ def _plaintext_map(ctx: DetectContext, flow: int, d: int) -> Any:
     if not len(recs):
         return lambda a, b: [(a, b)]
     app = recs[
-        (recs["content_type"] == ContentType.APPLICATION_DATA) & (recs["status"] == "decrypted")
+        (recs["content_type"] == ContentType.APPLICATION_DATA.value)
+        & (recs["status"] == "decrypted")
     ]
     off = app["offset"].to_numpy(np.int64)
     end = off + app["length"].to_numpy(np.int64)

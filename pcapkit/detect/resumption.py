@@ -140,7 +140,7 @@ def _second_round_trip(ctx: DetectContext, n: ConnTimeline) -> int | None:
         return None
     t0 = int(c["first_ts_ns"].iloc[int(cke[0])])
     outer = s["outer_content_type"].to_numpy(np.int64)
-    ccs = np.nonzero(outer == ContentType.CHANGE_CIPHER_SPEC)[0]
+    ccs = np.nonzero(outer == ContentType.CHANGE_CIPHER_SPEC.value)[0]
     if not ccs.shape[0] or ccs[0] + 1 >= len(s):
         return None
     t1 = int(s["last_ts_ns"].iloc[int(ccs[0]) + 1])

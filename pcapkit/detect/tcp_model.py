@@ -330,9 +330,13 @@ class DirView:
         bound = np.minimum(t_ns - self.d_x + slack_ns, t_ns - 1)
         return np.searchsorted(self.y_ts, bound, side="right") - 1
 
+    @cached_property
+    def _y_data_cum(self) -> np.ndarray:
+        return np.concatenate(([0], np.cumsum(self.y_data)))
+
     def y_data_count(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """How many Y packets at positions [lo, hi) of ``y_idx`` carry data."""
-        cd = np.concatenate(([0], np.cumsum(self.y_data)))
+        cd = self._y_data_cum
         lo = np.clip(lo, 0, self.y_idx.size)
         hi = np.clip(hi, 0, self.y_idx.size)
         return np.where(hi > lo, cd[hi] - cd[lo], 0)
@@ -342,6 +346,12 @@ class DirView:
         that reached X before X's packet seen at ``t_ns`` left (:meth:`last_y_reaching`):
         when > 0, X's packet may answer Y's data — an application exchange (§2.5), not a
         release by the ACK at ``k``.  Scalars or arrays."""
+        if np.ndim(k) == 0 and np.ndim(t_ns) == 0:  # one question: no array round trip
+            kr = self.last_y_reaching(int(t_ns), slack_ns)
+            if kr is None or kr <= int(k):
+                return 0
+            cd = self._y_data_cum
+            return int(cd[kr + 1] - cd[int(k) + 1])
         return self.y_data_count(
             np.asarray(k) + 1, self.last_y_reaching_all(np.asarray(t_ns), slack_ns) + 1
         )
@@ -351,6 +361,9 @@ class DirView:
         at position ``k`` of ``y_idx``: Y was sending on its own, so an ACK piggy-backed
         on Y's data at ``k`` is not Y's reply to X (§2.5).  Scalars or arrays."""
         pos0 = np.searchsorted(self.y_idx, after_pi, side="right")
+        if np.ndim(pos0) == 0 and np.ndim(k) == 0:
+            cd = self._y_data_cum
+            return int(k) > int(pos0) and int(cd[int(k)] - cd[int(pos0)]) > 0
         return self.y_data_count(pos0, np.asarray(k)) > 0
 
     def last_y_reaching(self, t_ns: int, slack_ns: int) -> int | None:
@@ -831,8 +844,8 @@ def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
             if not rec["flow"].shape[0]:
                 continue
             al = np.nonzero(
-                (rec["content_type"] == ContentType.ALERT)
-                | (rec["outer_content_type"] == ContentType.ALERT)
+                (rec["content_type"] == ContentType.ALERT.value)
+                | (rec["outer_content_type"] == ContentType.ALERT.value)
             )[0]
             if al.shape[0]:
                 k = int(al[0])
@@ -893,10 +906,10 @@ def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | N
     early = c["early_data"].astype(bool)
     dec = status == "decrypted"
     if dec.any():
-        k = np.nonzero(dec & (ct == ContentType.APPLICATION_DATA))[0]
+        k = np.nonzero(dec & (ct == ContentType.APPLICATION_DATA.value))[0]
         return int(k[0]) if k.shape[0] else None
-    prot = np.nonzero((outer == ContentType.APPLICATION_DATA) & ~early)[0]
-    first_early = np.nonzero((outer == ContentType.APPLICATION_DATA) & early)[0]
+    prot = np.nonzero((outer == ContentType.APPLICATION_DATA.value) & ~early)[0]
+    first_early = np.nonzero((outer == ContentType.APPLICATION_DATA.value) & early)[0]
     if version == "TLS 1.3":
         # without keys: the first protected record is the client's Finished flight
         cand = prot[1:2]
@@ -911,9 +924,9 @@ def _client_finished(c: dict[str, np.ndarray], version: str | None) -> int | Non
     outer = c["outer_content_type"]
     early = c["early_data"].astype(bool)
     if version == "TLS 1.3":
-        k = np.nonzero((outer == ContentType.APPLICATION_DATA) & ~early)[0]
+        k = np.nonzero((outer == ContentType.APPLICATION_DATA.value) & ~early)[0]
         return int(k[0]) if k.shape[0] else None
-    ccs = np.nonzero(outer == ContentType.CHANGE_CIPHER_SPEC)[0]
+    ccs = np.nonzero(outer == ContentType.CHANGE_CIPHER_SPEC.value)[0]
     if not ccs.shape[0] or ccs[0] + 1 >= outer.shape[0]:
         return None
     return int(ccs[0] + 1)

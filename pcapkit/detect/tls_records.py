@@ -221,8 +221,12 @@ def app_records(recs: Cols) -> Cols:
     if not n_rows(recs):
         return recs
     ct, epoch, status = recs["content_type"], recs["epoch"], recs["status"]
-    app = (ct == ContentType.APPLICATION_DATA) & np.isin(epoch, ("application", "early"))
-    hidden = (ct == ContentType.APPLICATION_DATA) & (epoch == "handshake") & (status != "decrypted")
+    app = (ct == ContentType.APPLICATION_DATA.value) & np.isin(epoch, ("application", "early"))
+    hidden = (
+        (ct == ContentType.APPLICATION_DATA.value)
+        & (epoch == "handshake")
+        & (status != "decrypted")
+    )
     if hidden.any():
         unit = recs["push_unit"]
         first_unit = unit[np.nonzero(hidden)[0][0]]
