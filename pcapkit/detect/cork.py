@@ -58,17 +58,20 @@ from typing import Any
 import numpy as np
 
 from .base import Evidence, Finding, frame_filter
-from .context import DIRS, DetectContext
-from .nagle import (
+from .constants import (
+    AUTOCORK_MAX_GAP_NS,
+    JIFFY_HZ100_NS,
     LAG_TOL_FRACTION,
-    LAG_TOL_MIN_MS,
-    LATE_SLACK_MS,
+    LAG_TOL_MIN_NS,
+    LATE_SLACK_NS,
     MS,
-    DirView,
-    cost_stats,
-    role_name,
+    RTO_HIGH_FACTOR,
+    TCP_RTO_MIN_NS,
+    ContentType,
 )
+from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
+from .tcp_model import DirView, cost_stats, role_name
 
 SPEC = DetectorSpec(
     kinds=(
@@ -113,26 +116,18 @@ SPEC = DetectorSpec(
 )
 KINDS = SPEC.kind_names
 
-# include/net/tcp.h: TCP_RTO_MIN = HZ/5 = 200 ms, the floor of rttvar in __tcp_set_rto and
-# of tcp_probe0_base(): the cork ceiling is ≥ 200 ms + srtt.
-TCP_RTO_MIN_MS = 200.0
-# The RTO after the first RTT sample m (tcp_rtt_estimator: mdev = 2m, "make sure rto =
-# 3*rtt"; rttvar floored at TCP_RTO_MIN) is m + max(200 ms, 2m).  Window: from −5 % of
-# m + 200 ms (RTT noise) to +25 % of that estimate plus two jiffies at HZ=100 (20 ms) for
-# rttvar above its floor and timer granularity [judgement; lab: 236 ms for RTO 232 ms,
-# loopback 208 ms].
+# The cork ceiling is the probe timer, ≥ TCP_RTO_MIN (constants) + srtt.  The RTO after
+# the first RTT sample m (tcp_rtt_estimator: mdev = 2m, "make sure rto = 3*rtt"; rttvar
+# floored at TCP_RTO_MIN) is m + max(200 ms, 2m).  Window: from −5 % of m + 200 ms (RTT
+# noise) to +25 % of that estimate (constants.RTO_HIGH_FACTOR) plus two jiffies at HZ=100
+# (20 ms) for rttvar above its floor and timer granularity [judgement; lab: 236 ms for RTO
+# 232 ms, loopback 208 ms].
 RTO_LOW_FACTOR = 0.95
-RTO_HIGH_FACTOR = 1.25
-RTO_HIGH_SLACK_MS = 20.0
 # The probe timer gives every corked answer the same hold; an application's service time
 # varies.  Request anchors of one direction must agree within max(25 ms, 10 %) of their
 # median (§3.2 a: "consistently") [judgement: 2 jiffies at HZ=100 plus RTT jitter].
 ANCHOR_SPREAD_MS = 25.0
 ANCHOR_SPREAD_FRACTION = 0.10
-# §3.2 C2: autocork releases on TX completion — µs to sub-ms after the previous segment.
-AUTOCORK_MAX_GAP_MS = 1.0
-# TLS application_data (RFC 8446 §5.1 ContentType 23): the application units we can count.
-APPLICATION_DATA = 23
 
 
 def _app_units(ctx: DetectContext, f: int, d: int) -> dict[int, int]:
@@ -147,7 +142,7 @@ def _app_units(ctx: DetectContext, f: int, d: int) -> dict[int, int]:
     # application_data outside the handshake epoch ("plaintext" when the capture starts
     # mid-stream; a TLS 1.3 handshake record without keys shows outer type 23 too, but
     # its epoch is "handshake")
-    ok = (ct == APPLICATION_DATA) & (epoch != "handshake") & (first == last)
+    ok = (ct == ContentType.APPLICATION_DATA.value) & (epoch != "handshake") & (first == last)
     fr, n = np.unique(first[ok], return_counts=True)
     return dict(zip(fr.tolist(), n.tolist(), strict=True))
 
@@ -155,21 +150,21 @@ def _app_units(ctx: DetectContext, f: int, d: int) -> dict[int, int]:
 def detect(
     ctx: DetectContext,
     *,
-    rto_min_ms: float = TCP_RTO_MIN_MS,
+    rto_min_ms: float = TCP_RTO_MIN_NS / MS,
     rto_low_factor: float = RTO_LOW_FACTOR,
     rto_high_factor: float = RTO_HIGH_FACTOR,
-    rto_high_slack_ms: float = RTO_HIGH_SLACK_MS,
-    autocork_max_gap_ms: float = AUTOCORK_MAX_GAP_MS,
-    tol_min_ms: float = LAG_TOL_MIN_MS,
+    rto_high_slack_ms: float = 2 * JIFFY_HZ100_NS / MS,
+    autocork_max_gap_ms: float = AUTOCORK_MAX_GAP_NS / MS,
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
     tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_MS,
+    late_slack_ms: float = LATE_SLACK_NS / MS,
 ) -> list[Finding]:
     """Corked partial segments released by the probe timer (``tcp_cork``) and
     autocork/TSQ coalescing (``write_coalescing``, informational)."""
     out: list[Finding] = []
     for f in ctx.tcp_flows():
         for d in (0, 1):
-            v = DirView.build(ctx, f, d)
+            v = DirView.timed(ctx, f, d)
             if v is None:
                 continue
             units = _app_units(ctx, f, d)

@@ -37,14 +37,17 @@ import numpy as np
 
 from ..net.decode import FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
-from .context import DIRS, DetectContext
-from .nagle import (
-    DELACK_TIMER_MIN_MS,
+from .constants import (
+    DELACK_TIMER_MIN_NS,
     LAG_TOL_FRACTION,
-    LAG_TOL_MIN_MS,
-    LATE_SLACK_MS,
+    LAG_TOL_MIN_NS,
+    LATE_SLACK_NS,
     MS,
-    RFC1122_ACK_DELAY_MAX_MS,
+    RFC1122_ACK_DELAY_MAX_NS,
+)
+from .context import DIRS, DetectContext
+from .spec import DetectorSpec, Kind, Threshold
+from .tcp_model import (
     DirView,
     accepted_holds,
     cost_stats,
@@ -52,7 +55,6 @@ from .nagle import (
     os_guess,
     role_name,
 )
-from .spec import DetectorSpec, Kind, Threshold
 
 SPEC = DetectorSpec(
     kinds=(Kind("delayed_ack", "D1", "DETECTION.md §2.7", holds=True),),
@@ -115,17 +117,17 @@ def _ack_delay_histogram(v: DirView) -> dict[str, int]:
 def detect(
     ctx: DetectContext,
     *,
-    delack_timer_min_ms: float = DELACK_TIMER_MIN_MS,
-    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_MS,
-    tol_min_ms: float = LAG_TOL_MIN_MS,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
     tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_MS,
+    late_slack_ms: float = LATE_SLACK_NS / MS,
 ) -> list[Finding]:
     """Delayed ACKs that a waiting sender paid for (``delayed_ack``)."""
     out: list[Finding] = []
     for f in ctx.tcp_flows():
         for d in (0, 1):
-            v = DirView.build(ctx, f, d)
+            v = DirView.timed(ctx, f, d)
             if v is None or not v.y_idx.size:
                 continue
             events = _events(
@@ -216,12 +218,11 @@ def _events(
         if not (delack_timer_min_ms * MS <= delay <= ack_delay_max_ms * MS):
             continue
         lag, gap = t2 - ta, t2 - tl
-        if not (-tol <= lag - v.d_x <= tol + late):
+        if not v.coupled(lag, tol, late):
             continue  # S2 not released by the ACK
         if gap < v.rtt - tol:
             continue
-        kr = v.last_y_reaching(t2, tol)
-        if kr is not None and kr > ka and v.y_data[ka + 1 : kr + 1].any():
+        if v.y_data_reaching(ka, t2, tol) > 0:
             continue  # S2 may answer Y's data
         if v.x_trouble_between(t1 - 2 * v.rtt, t2) or int(v.s_gap[s2]) > 0:
             continue  # loss recovery / RTO (cwnd = 1), or a capture gap

@@ -64,6 +64,7 @@ from ..net.decode import ACK, FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
+from .tcp_model import DirView
 
 SPEC = DetectorSpec(
     kinds=(Kind("tcp_hol_blocking", "H1", "DETECTION.md §4.1", holds=True),),
@@ -199,20 +200,21 @@ def detect(
 
 
 class _Dir:
-    """Arrays of one flow direction: X's segments, Y's ACKs."""
+    """One flow direction: X's segments (the shared :class:`.tcp_model.DirView`), and Y's
+    ACK-carrying packets with their SACK counts and window (what HoL reads beyond it)."""
 
     def __init__(self, ctx: DetectContext, extras: _PacketExtras, f: int, d: int) -> None:
         self.f, self.d = f, d
-        s = ctx.seg_arrays(f, d)
-        self.seg_frame = s["frame"].astype(np.int64)
-        self.seg_ts = s["ts_ns"].astype(np.int64)
-        self.seg_off = s["offset"].astype(np.int64)
-        self.seg_end = s["end"].astype(np.int64)
-        self.seg_gap = s["gap_before"].astype(np.int64)
-        self.seg_psh = s["psh"].astype(bool)
-        self.seg_kind = s["kind"]
-        self.seg_super = s["super_segment"].astype(bool)
-        p = ctx.packets_of(f)
+        v = DirView.build(ctx, f, d)
+        self.seg_frame = v.s_frame
+        self.seg_ts = v.s_ts
+        self.seg_off = v.s_off
+        self.seg_end = v.s_end
+        self.seg_gap = v.s_gap
+        self.seg_psh = v.s_psh
+        self.seg_kind = v.s_kind
+        self.seg_super = v.s_super
+        p = v.p
         self.p = p
         y = (p.dir == 1 - d) & (p.ack >= 0) & ((p.flags & ACK) != 0)
         self.y_idx = np.nonzero(y)[0]  # Y's packets carrying an ACK, frame order

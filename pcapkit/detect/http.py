@@ -25,6 +25,7 @@ import numpy as np
 
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
+from .constants import ContentType
 from .context import DetectContext
 from .spec import DetectorSpec, Kind
 
@@ -237,7 +238,10 @@ def _plaintext_map(ctx: DetectContext, flow: int, d: int) -> Any:
     recs = ctx.records_of(flow, d)
     if not len(recs):
         return lambda a, b: [(a, b)]
-    app = recs[(recs["content_type"] == 23) & (recs["status"] == "decrypted")]
+    app = recs[
+        (recs["content_type"] == ContentType.APPLICATION_DATA.value)
+        & (recs["status"] == "decrypted")
+    ]
     off = app["offset"].to_numpy(np.int64)
     end = off + app["length"].to_numpy(np.int64)
     plen = app["plaintext_len"].to_numpy(np.int64, na_value=0)

@@ -47,9 +47,10 @@ import numpy as np
 
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
+from .constants import IW_SEGMENTS, ContentType
 from .context import DetectContext
-from .reuse import ConnTimeline, timeline
 from .spec import DetectorSpec, Kind, Threshold
+from .tcp_model import ConnTimeline, timeline
 
 SPEC = DetectorSpec(
     kinds=(Kind("tls_resumption_missing", "R4", "DETECTION.md §7.4"),),
@@ -69,9 +70,8 @@ KINDS = SPEC.kind_names
 # RFC 8446 §4.6.1 allows tickets up to 7 days.  Within 300 s resumption should work
 # against any default-configured server.
 SESSION_LIFETIME_S = 300.0
-# RFC 6928: initial congestion window of 10 segments — a TLS 1.3 server flight
-# larger than this needs a second round trip that resumption would have avoided.
-INITIAL_WINDOW_SEGMENTS = 10
+# A TLS 1.3 server flight larger than the initial congestion window (RFC 6928:
+# constants.IW_SEGMENTS) needs a second round trip that resumption would have avoided.
 
 _TLS12_OR_OLDER = ("SSL 3.0", "TLS 1.0", "TLS 1.1", "TLS 1.2")
 
@@ -84,7 +84,7 @@ def detect(
     ctx: DetectContext,
     *,
     session_lifetime_s: float = SESSION_LIFETIME_S,
-    initial_window_segments: int = INITIAL_WINDOW_SEGMENTS,
+    initial_window_segments: int = IW_SEGMENTS,
 ) -> list[Finding]:
     """One finding per repeat connection that did a full handshake (flow = that connection)."""
     conns: list[tuple[ConnTimeline, Any]] = []
@@ -152,7 +152,7 @@ def _second_round_trip(ctx: DetectContext, n: ConnTimeline) -> int | None:
         return None
     t0 = int(c["first_ts_ns"].iloc[int(cke[0])])
     outer = s["outer_content_type"].to_numpy(np.int64)
-    ccs = np.nonzero(outer == 20)[0]
+    ccs = np.nonzero(outer == ContentType.CHANGE_CIPHER_SPEC.value)[0]
     if not ccs.shape[0] or ccs[0] + 1 >= len(s):
         return None
     t1 = int(s["last_ts_ns"].iloc[int(ccs[0]) + 1])

@@ -39,16 +39,14 @@ Counter-checks (§7.3 "FPs"):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..net.decode import ACK, FIN, RST, SYN
-from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 from .spec import DetectorSpec, Kind, Threshold
+from .tcp_model import ConnTimeline, timelines
 
 SPEC = DetectorSpec(
     kinds=(Kind("connection_not_reused", "R3", "DETECTION.md §7.3"),),
@@ -85,191 +83,6 @@ PARALLEL_WINDOW_MS = 10.0
 # defaults are far shorter (Azure load balancer 4 min, AWS NAT gateway 350 s).
 # Past 4 min of silence the client may have known better than to reuse it.
 NAT_IDLE_S = 240.0
-
-_TLS_ALERT = 21
-_TLS_APPDATA = 23
-_TLS_HANDSHAKE = 22
-_TLS_CCS = 20
-
-
-@dataclass
-class ConnTimeline:
-    """When one connection started, became usable, was used, and ended (capture clock)."""
-
-    flow: int
-    stream: int
-    client_ip: str
-    client_port: int
-    server_ip: str
-    server_port: int
-    sni: str | None
-    alpn: str | None
-    version: str | None
-    tls: bool
-    syn_frame: int | None
-    syn_ts: int | None
-    ch_frame: int | None  # ClientHello at stream offset 0
-    ch_ts: int | None
-    app_frame: int | None  # first application byte from the client
-    app_ts: int | None
-    cfin_ts: int | None  # the client's Finished (TLS handshake done at the client)
-    sess_frame: int | None  # first server record after the client's Finished
-    sess_ts: int | None
-    close_ts: int | None
-    close_frame: int | None
-    close_by: str | None  # "client" | "server"
-    close_how: str | None  # "FIN" | "RST" | "TLS close_notify/alert"
-    first_ts: int
-    last_ts: int
-
-    @property
-    def start_ts(self) -> int | None:
-        return self.syn_ts if self.syn_ts is not None else self.ch_ts
-
-    @property
-    def start_frame(self) -> int | None:
-        return self.syn_frame if self.syn_frame is not None else self.ch_frame
-
-    @property
-    def ready_ts(self) -> int | None:
-        """When the client could send a request on it (its first application byte)."""
-        return self.app_ts
-
-
-def _str(v: Any) -> str | None:
-    return None if _na(v) else str(v)
-
-
-def timeline(ctx: DetectContext, f: int) -> ConnTimeline:
-    """The connection's timeline from its packets and TLS records (built once per
-    flow and trace: reuse and resumption share it, read-only)."""
-    return ctx.memo(("reuse.timeline", f), lambda: _timeline(ctx, f))  # type: ignore[no-any-return]
-
-
-def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
-    r = ctx.flow(f)
-    p = ctx.packets_of(f)
-    tls = ctx.tls_row(f)
-    syn = np.nonzero((p.dir == 0) & ((p.flags & SYN) != 0) & ((p.flags & ACK) == 0))[0]
-    syn_frame = int(p.frame[syn[0]]) if syn.shape[0] else None
-    syn_ts = int(p.ts[syn[0]]) if syn.shape[0] else None
-    c = ctx.rec_arrays(f, 0)
-    s = ctx.rec_arrays(f, 1)
-    ch_frame = ch_ts = app_frame = app_ts = cfin_ts = sess_frame = sess_ts = None
-    close: list[tuple[int, int, str, str]] = []  # (ts, frame, by, how)
-    version = _str(tls.version) if tls is not None else None
-    is_tls = tls is not None and c["flow"].shape[0] > 0
-    if is_tls:
-        hs = c["handshake"]
-        off = c["offset"]
-        ch = np.nonzero(np.char.find(hs.astype(str), "ClientHello") >= 0)[0]
-        if ch.shape[0] and off[ch[0]] == 0:
-            ch_frame = int(c["first_frame"][ch[0]])
-            ch_ts = int(c["first_ts_ns"][ch[0]])
-        app = _client_app_record(c, version)
-        if app is not None:
-            app_frame = int(c["first_frame"][app])
-            app_ts = int(c["first_ts_ns"][app])
-        fin = _client_finished(c, version)
-        if fin is not None:
-            cfin_ts = int(c["last_ts_ns"][fin])
-            later = np.nonzero(s["first_ts_ns"] > cfin_ts)[0]
-            if later.shape[0]:
-                sess_frame = int(s["first_frame"][later[0]])
-                sess_ts = int(s["first_ts_ns"][later[0]])
-        for rec, by in ((c, "client"), (s, "server")):
-            if not rec["flow"].shape[0]:
-                continue
-            al = np.nonzero(
-                (rec["content_type"] == _TLS_ALERT) | (rec["outer_content_type"] == _TLS_ALERT)
-            )[0]
-            if al.shape[0]:
-                k = int(al[0])
-                close.append(
-                    (
-                        int(rec["first_ts_ns"][k]),
-                        int(rec["first_frame"][k]),
-                        by,
-                        "TLS close_notify/alert",
-                    )
-                )
-    else:
-        seg = ctx.segments_of(f, 0)
-        if len(seg):
-            app_frame = int(seg["frame"].iloc[0])
-            app_ts = int(seg["ts_ns"].iloc[0])
-    for mask, how in (((p.flags & FIN) != 0, "FIN"), ((p.flags & RST) != 0, "RST")):
-        hit = np.nonzero(mask)[0]
-        if hit.shape[0]:
-            i = int(hit[0])
-            close.append((int(p.ts[i]), int(p.frame[i]), ("client", "server")[int(p.dir[i])], how))
-    close.sort()
-    return ConnTimeline(
-        flow=f,
-        stream=int(r.stream),
-        client_ip=str(r.client_ip),
-        client_port=int(r.client_port),
-        server_ip=str(r.server_ip),
-        server_port=int(r.server_port),
-        sni=_str(tls.sni) if tls is not None else None,
-        alpn=_str(tls.alpn) if tls is not None else None,
-        version=version,
-        tls=is_tls,
-        syn_frame=syn_frame,
-        syn_ts=syn_ts,
-        ch_frame=ch_frame,
-        ch_ts=ch_ts,
-        app_frame=app_frame,
-        app_ts=app_ts,
-        cfin_ts=cfin_ts,
-        sess_frame=sess_frame,
-        sess_ts=sess_ts,
-        close_ts=close[0][0] if close else None,
-        close_frame=close[0][1] if close else None,
-        close_by=close[0][2] if close else None,
-        close_how=close[0][3] if close else None,
-        first_ts=int(r.first_ts_ns),
-        last_ts=int(r.last_ts_ns),
-    )
-
-
-def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | None:
-    """Row (position) of the client's first application-data record, None if it sent none
-    (``c``: the client's records as ``DetectContext.rec_arrays`` gives them)."""
-    ct = c["content_type"]
-    outer = c["outer_content_type"]
-    status = c["status"]
-    early = c["early_data"].astype(bool)
-    dec = status == "decrypted"
-    if dec.any():
-        k = np.nonzero(dec & (ct == _TLS_APPDATA))[0]
-        return int(k[0]) if k.shape[0] else None
-    prot = np.nonzero((outer == _TLS_APPDATA) & ~early)[0]
-    first_early = np.nonzero((outer == _TLS_APPDATA) & early)[0]
-    if version == "TLS 1.3":
-        # without keys: the first protected record is the client's Finished flight
-        cand = prot[1:2]
-    else:
-        cand = prot[:1]
-    opts = [int(x) for x in (*cand.tolist(), *first_early[:1].tolist())]
-    return min(opts) if opts else None
-
-
-def _client_finished(c: dict[str, np.ndarray], version: str | None) -> int | None:
-    """Row of the client's Finished record (first protected non-early handshake record)."""
-    outer = c["outer_content_type"]
-    early = c["early_data"].astype(bool)
-    if version == "TLS 1.3":
-        k = np.nonzero((outer == _TLS_APPDATA) & ~early)[0]
-        return int(k[0]) if k.shape[0] else None
-    ccs = np.nonzero(outer == _TLS_CCS)[0]
-    if not ccs.shape[0] or ccs[0] + 1 >= outer.shape[0]:
-        return None
-    return int(ccs[0] + 1)
-
-
-def timelines(ctx: DetectContext) -> list[ConnTimeline]:
-    return [timeline(ctx, f) for f in ctx.tcp_flows()]
 
 
 def _groups(tl: list[ConnTimeline]) -> dict[tuple[Any, ...], list[ConnTimeline]]:

@@ -43,9 +43,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Evidence, Finding, frame_filter
+from .constants import FLIGHT_BREAK_RTT, FLIGHT_GAP_MIN_NS, IW_SEGMENTS, TCP_RTO_MIN_NS
 from .context import DetectContext, FlowPackets
 from .spec import DetectorSpec, Kind, Threshold
-from .tls_records import Tables, n_rows
 
 SPEC = DetectorSpec(
     kinds=(Kind("slow_start_restart", "R1", "DETECTION.md §7.1", holds=True),),
@@ -71,13 +71,13 @@ SPEC = DetectorSpec(
 )
 KINDS = SPEC.kind_names
 
-IW_SEGMENTS = 10  # RFC 6928 initial window; Linux TCP_INIT_CWND
-TCP_RTO_MIN_NS = 200_000_000  # Linux TCP_RTO_MIN (HZ/5): RTO_est = srtt + max(200 ms, 4·mdev)
+# RTO_est = srtt + max(TCP_RTO_MIN, 4·mdev); the first flight is measured against the RFC
+# 6928 initial window (IW_SEGMENTS); a new flight starts ≥ FLIGHT_BREAK_RTT × RTT after the
+# previous one began (the lab's truth.flights rule): all from .constants.
 FLIGHT_SHRINK = 0.5  # §7.1: F1 < 0.5 × the largest flight before the idle
-FLIGHT_BREAK_RTT = 0.5  # a new flight starts ≥ ½ RTT after the previous one began (truth.flights)
-# the ACK-coupled silence after the first flight must also be ≥ 1 ms: on loopback and LANs
-# sub-millisecond gaps are scheduling, not flights (§1.4), and the restart costs µs there
-SILENCE_MIN_NS = 1_000_000
+# the ACK-coupled silence after the first flight must also be ≥ FLIGHT_GAP_MIN_NS (1 ms):
+# on loopback and LANs sub-millisecond gaps are scheduling, not flights (§1.4), and the
+# restart costs µs there
 # a burst goes on while each flight starts within 1.5 RTT of the previous one (ACK-clocked);
 # a longer pause is the application's, not the window's (judgement, halfway to the next RTT)
 BURST_CONTINUE_RTT = 1.5
@@ -146,7 +146,6 @@ def detect(
     burst_continue_rtt: float = BURST_CONTINUE_RTT,
 ) -> list[Finding]:
     out: list[Finding] = []
-    tab = Tables(ctx, records=False)
     for f in ctx.tcp_flows():
         rtt = ctx.rtt_ns(f)
         mss = ctx.eff_mss(f)
@@ -155,8 +154,8 @@ def detect(
         rto = rtt + rto_min_ns
         p = ctx.packets_of(f)
         for d in (0, 1):
-            seg = tab.segments(f, d)
-            if not n_rows(seg):
+            seg = ctx.seg_arrays(f, d)
+            if not seg["frame"].shape[0]:
                 continue
             kind = seg["kind"]
             keep = np.isin(kind, DATA_KINDS)
@@ -217,7 +216,7 @@ def detect(
                 # ACK-clocked, not paced: silence ≥ ½ RTT between F1 and F2, an ACK in it
                 f2 = burst_fl[1]
                 silence = f2.start_ns - burst_fl[0].end_ns
-                if silence < max(FLIGHT_BREAK_RTT * rtt, SILENCE_MIN_NS):
+                if silence < max(FLIGHT_BREAK_RTT * rtt, FLIGHT_GAP_MIN_NS):
                     continue
                 win = _window_before(p, d, int(ts[post_start]))
                 if win >= 0 and win < (f1 + 1) * mss:

@@ -37,12 +37,14 @@ post-handshake messages and plaintext sizes are exact):
   finding on the same frames is the same wait, not another one).
 * ``tls_records_coalesced`` (T3b, §5.4) — ≥ 2 complete application records in one
   sub-MSS push unit: the writes waited in the socket.  What queued them is read from the
-  unit's trigger: a pure ACK from the peer ≈ d_X before it ⇒ Nagle when it acknowledged
-  everything sent and at most one small segment was in flight (Minshall's rule,
-  ``tcp_minshall_check``, never allows two), else the congestion/receive window; no
+  unit's trigger (``tcp_model.DirView.release``: the same "released by an ACK" answer the
+  nagle detector gets): a pure ACK from the peer ≈ d_X before it ⇒ Nagle when it
+  acknowledged everything sent and at most one small segment was in flight (Minshall's
+  rule, ``tcp_minshall_check``, never allows two), else the congestion/receive window; no
   inbound trigger and ≈ RTO_est (srtt + 200 ms) after the last possible trigger ⇒
   TCP_CORK/MSG_MORE (probe timer).  Not holds: records answering a request that just
-  arrived (the trigger carries data: request/response, §2.5), records sent long after
+  arrived (data from the peer reached the sender first: request/response, §2.5 — e.g.
+  session tickets sent on reading the client's Finished), records sent long after
   anything (the application's pace), units < 1 ms after X's previous segment (no felt wait;
   on µs-RTT paths any segment follows some ACK within the coupling tolerance).  This is
   the record-level *evidence* of a hold that the ``nagle``/``nagle_delayed_ack``/
@@ -67,8 +69,17 @@ import numpy as np
 import pandas as pd
 
 from .base import Evidence, Finding, frame_filter, severity_for
+from .constants import (
+    FLIGHT_BREAK_RTT,
+    FLIGHT_GAP_MIN_NS,
+    IW_SEGMENTS,
+    TLS_HEADER,
+    TLS_MAX_PLAINTEXT,
+    ContentType,
+)
 from .context import DetectContext, FlowPackets
 from .spec import DetectorSpec, Kind, Threshold
+from .tcp_model import DirView, Release
 
 SPEC = DetectorSpec(
     kinds=(
@@ -132,10 +143,7 @@ SPEC = DetectorSpec(
 )
 KINDS = SPEC.kind_names
 
-# --- constants and their sources ----------------------------------------------------------
-TLS_MAX_PLAINTEXT = 1 << 14  # RFC 8446 §5.1: "The length MUST NOT exceed 2^14 bytes"
-TLS_HEADER = 5  # content type, version, length (RFC 8446 §5.1)
-CT_APPLICATION_DATA = 23
+# --- constants and their sources (shared ones: .constants) ---------------------------------
 TINY_PLAINTEXT_MAX = 16  # DETECTION.md §5.1: plaintext ≤ 16 B (TLS 1.3 record.length ≤ 33)
 TINY_OVERHEAD_RATIO = 0.5  # §5.1: overhead / (overhead + plaintext) ≥ 0.5
 TINY_RUN = 10  # §5.1 pattern rule: ≥ 10 consecutive tiny application records …
@@ -148,21 +156,9 @@ TINY_FRACTION_MIN_RECORDS = 5
 # SETTINGS ACK / empty DATA with END_STREAM (9), WINDOW_UPDATE / RST_STREAM (13).
 H2_CONTROL_PLAINTEXT = frozenset({9, 13})
 CBC_BLOCK = 16  # AES block: a 1-byte CBC record's plaintext bound without keys (§1.7 padding)
-IW_SEGMENTS = 10  # RFC 6928 initial window (Linux TCP_INIT_CWND)
 BULK_AFTER_BYTES = 128 * 1024  # Go crypto/tls recordSizeBoostThreshold: 16 KiB records after it
 IDLE_RESET_NS = 1_000_000_000  # nginx dynamic-record patch / Grigorik: sizing resets after 1 s idle
-FLIGHT_BREAK_RTT = 0.5  # §5.2: pieces ≥ ½ RTT apart were sent in different flights
-# … and at least this far apart: §1.4 warns off causal readings of gaps < 50 µs; on loopback
-# and LANs (RTT ~0.05–0.5 ms) gaps under a millisecond are scheduling, not flights, and a
-# wait that short is not a delay anyone feels (judgement: one HZ=1000 jiffy)
-FLIGHT_BREAK_MIN_NS = 1_000_000
-RELEASE_TOL_MIN_NS = 500_000  # §2.3: lag tolerance max(0.5 ms, ¼·d_X)
-RELEASE_TOL_FRAC = 0.25
-TCP_RTO_MIN_NS = 200_000_000  # Linux TCP_RTO_MIN = HZ/5: the cork ceiling is the probe timer
-CORK_SLACK_NS = 10_000_000  # timer slack around the probe timer: HZ=100 jiffy (DETECTION.md §2.1)
-# the probe timer fires RTO_est after the write; RTO_est's variance term is unknown (only
-# srtt is), so allow 25 % above srtt + 200 ms (judgement; §3.2 clusters releases at 200–240 ms)
-CORK_RTO_FACTOR = 1.25
+# T2 flight breaks: ≥ FLIGHT_BREAK_RTT × RTT and ≥ FLIGHT_GAP_MIN_NS (.constants, §5.2, §1.4)
 # judgement: a record whose pieces left < 1 ms apart cost the reader less than a scheduler
 # tick; the split is then a curiosity, not a delay.
 SPLIT_MIN_WAIT_NS = 1_000_000
@@ -208,111 +204,62 @@ def is_cbc_tls10(version: str | None, cipher: str | None) -> bool:
 
 
 # --- per flow/direction view ----------------------------------------------------------------
-@dataclass
-class DirView:
-    """What the record detectors need about one direction of one flow."""
+Cols = dict[str, np.ndarray]
 
-    f: int
-    d: int
+# the records columns the detectors read (DetectContext.rec_arrays: sorted by offset)
+_REC_COLS = (
+    "offset",
+    "length",
+    "content_type",
+    "plaintext_len",
+    "epoch",
+    "status",
+    "first_frame",
+    "first_ts_ns",
+    "last_byte_frame",
+    "last_byte_ts_ns",
+    "segments",
+    "push_unit",
+    "missing_bytes",
+    "retransmitted",
+)
+
+
+@dataclass
+class RecordView:
+    """What the record detectors need about one direction of one flow: its application
+    records, over the shared TCP view of the direction (:class:`.tcp_model.DirView`:
+    packets, segments, MSS, legs)."""
+
+    tcp: DirView
     recs: Cols  # application records, by offset
     plaintext: np.ndarray  # exact or upper bound
     exact: np.ndarray  # plaintext known
-    seg: Cols  # segments of this direction, frame order
-    p: FlowPackets
-    eff_mss: int | None
-    rtt_ns: int | None
-    d_x: int | None
-    d_y: int | None
+    rtt_ns: int | None  # the handshake RTT (T2 flight breaks)
     version: str | None
     cipher: str | None
     alpn: str | None
-    rel: ReleaseIndex
     s: Pieces
 
+    @property
+    def f(self) -> int:
+        return self.tcp.f
 
-Cols = dict[str, np.ndarray]
+    @property
+    def d(self) -> int:
+        return self.tcp.d
 
-_REC_COLS = {
-    "offset": np.int64,
-    "length": np.int64,
-    "first_frame": np.int64,
-    "first_ts_ns": np.int64,
-    "last_byte_frame": np.int64,
-    "last_byte_ts_ns": np.int64,
-    "segments": np.int64,
-    "push_unit": np.int64,
-    "missing_bytes": np.int64,
-}
-_SEG_COLS = {
-    "frame": np.int64,
-    "ts_ns": np.int64,
-    "offset": np.int64,
-    "end": np.int64,
-    "length": np.int64,
-    "new_bytes": np.int64,
-    "wire_segments": np.int64,
-}
+    @property
+    def p(self) -> FlowPackets:
+        return self.tcp.p
 
+    @property
+    def eff_mss(self) -> int | None:
+        return self.tcp.mss or None
 
-class Tables:
-    """The records and segments tables as numpy columns, sorted by (flow, dir, …) once.
-
-    DetectContext slices DataFrames per direction; converting columns (and categoricals to
-    strings) once for the whole trace keeps a capture of thousands of connections fast.
-    """
-
-    def __init__(self, ctx: DetectContext, *, records: bool = True) -> None:
-        self.rec, self.rec_key = self._table(
-            ctx.records if records else ctx.records.iloc[:0],
-            "offset",
-            _REC_COLS,
-            floats=("content_type", "plaintext_len"),
-            strs=("epoch", "status"),
-            bools=("retransmitted",),
-        )
-        self.seg, self.seg_key = self._table(
-            ctx.segments,
-            "frame",
-            _SEG_COLS,
-            floats=(),
-            strs=("kind",),
-            bools=("psh", "super_segment"),
-        )
-
-    @staticmethod
-    def _table(
-        df: pd.DataFrame,
-        by: str,
-        ints: dict[str, Any],
-        *,
-        floats: tuple[str, ...],
-        strs: tuple[str, ...],
-        bools: tuple[str, ...],
-    ) -> tuple[Cols, np.ndarray]:
-        if df.empty:
-            return {}, np.zeros(0, np.int64)
-        key = df["flow"].to_numpy(np.int64) * 2 + df["dir"].cat.codes.to_numpy(np.int64)
-        order = np.lexsort((df[by].to_numpy(np.int64), key))
-        cols: Cols = {c: df[c].to_numpy(t)[order] for c, t in ints.items()}
-        for c in floats:
-            cols[c] = df[c].to_numpy(dtype=np.float64, na_value=np.nan)[order]
-        for c in strs:
-            cols[c] = df[c].astype(str).to_numpy()[order]
-        for c in bools:
-            cols[c] = df[c].to_numpy(bool)[order]
-        return cols, key[order]
-
-    @staticmethod
-    def _slice(cols: Cols, keys: np.ndarray, k: int) -> Cols:
-        a = int(np.searchsorted(keys, k, side="left"))
-        b = int(np.searchsorted(keys, k, side="right"))
-        return {c: v[a:b] for c, v in cols.items()}
-
-    def records(self, f: int, d: int) -> Cols:
-        return self._slice(self.rec, self.rec_key, f * 2 + d)
-
-    def segments(self, f: int, d: int) -> Cols:
-        return self._slice(self.seg, self.seg_key, f * 2 + d)
+    @property
+    def n_segments(self) -> int:
+        return int(self.tcp.s_frame.size)
 
 
 def n_rows(cols: Cols) -> int:
@@ -330,8 +277,12 @@ def app_records(recs: Cols) -> Cols:
     if not n_rows(recs):
         return recs
     ct, epoch, status = recs["content_type"], recs["epoch"], recs["status"]
-    app = (ct == CT_APPLICATION_DATA) & np.isin(epoch, ("application", "early"))
-    hidden = (ct == CT_APPLICATION_DATA) & (epoch == "handshake") & (status != "decrypted")
+    app = (ct == ContentType.APPLICATION_DATA.value) & np.isin(epoch, ("application", "early"))
+    hidden = (
+        (ct == ContentType.APPLICATION_DATA.value)
+        & (epoch == "handshake")
+        & (status != "decrypted")
+    )
     if hidden.any():
         unit = recs["push_unit"]
         first_unit = unit[np.nonzero(hidden)[0][0]]
@@ -339,8 +290,9 @@ def app_records(recs: Cols) -> Cols:
     return {c: v[app] for c, v in recs.items()}
 
 
-def dir_view(ctx: DetectContext, tab: Tables, f: int, d: int) -> DirView | None:
-    recs = app_records(tab.records(f, d))
+def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
+    all_recs = ctx.rec_arrays(f, d)
+    recs = app_records({c: all_recs[c] for c in _REC_COLS})
     if not n_rows(recs):
         return None
     tls = ctx.tls_row(f)
@@ -352,27 +304,17 @@ def dir_view(ctx: DetectContext, tab: Tables, f: int, d: int) -> DirView | None:
     exact = ~np.isnan(known)
     est = np.maximum(length - tls_overhead_min(version, cipher), 0)
     plaintext = np.where(exact, np.nan_to_num(known), est).astype(np.int64)
-    d_x, d_y = ctx.sender_receiver_legs(f, d)
-    p = ctx.packets_of(f)
-    rtt = ctx.rtt_ns(f)
-    seg = tab.segments(f, d)
-    return DirView(
-        f=f,
-        d=d,
+    tcp = DirView.build(ctx, f, d)
+    return RecordView(
+        tcp=tcp,
         recs=recs,
         plaintext=plaintext,
         exact=exact,
-        seg=seg,
-        p=p,
-        eff_mss=ctx.eff_mss(f),
-        rtt_ns=rtt,
-        d_x=d_x,
-        d_y=d_y,
+        rtt_ns=ctx.rtt_ns(f),
         version=version,
         cipher=cipher,
         alpn=alpn,
-        rel=ReleaseIndex(p, d, d_x, rtt),
-        s=segment_arrays(seg),
+        s=segment_arrays(tcp.seg),
     )
 
 
@@ -401,106 +343,6 @@ def _sub_mss(length: np.ndarray, super_seg: np.ndarray, eff_mss: int | None) -> 
     return np.where(super_seg, (length % eff_mss) != 0, length < eff_mss)
 
 
-# --- what released a segment (shared by T1, T3a and T3b) -----------------------------------
-@dataclass
-class Release:
-    cause: str  # "nagle", "cwnd", "cork", "autocork", "response", "write"
-    trigger_idx: int | None  # packet index of the releasing ACK
-    lag_ns: int | None  # t(segment) − t(ACK) at the capture point
-    prev_idx: int | None  # X's previous data packet
-    wait_ns: int  # t(segment) − t(previous data from X): how long the oldest byte could wait
-    in_flight_segments: int  # X data segments unacknowledged when the ACK reached X
-
-
-class ReleaseIndex:
-    """One flow direction's packets arranged for O(log n) release questions.
-
-    X = the sender of direction d, Y = its peer.  Built once per direction, so classifying
-    every push unit of a long stream stays linear (DESIGN.md §3).
-    """
-
-    def __init__(self, p: FlowPackets, d: int, d_x: int | None, rtt_ns: int | None) -> None:
-        self.p = p
-        self.dx = d_x or 0
-        self.tol = max(RELEASE_TOL_MIN_NS, int(RELEASE_TOL_FRAC * self.dx))
-        self.rtt_ns = rtt_ns
-        n = p.frame.shape[0]
-        pos = np.arange(n)
-        x = (p.dir == d) & (p.length > 0)
-        self.x_pos = pos[x]
-        self.x_ts = p.ts[x]
-        self.x_end_max = np.maximum.accumulate(p.end[x]) if x.any() else np.zeros(0, np.int64)
-        y = p.dir == 1 - d
-        self.y_pos = pos[y]
-        self.y_ts = p.ts[y]
-        ya = y & (p.ack >= 0)
-        acks = p.ack[ya]
-        prior = np.concatenate(([-1], np.maximum.accumulate(acks)[:-1])) if acks.shape[0] else acks
-        new = acks > prior  # acknowledges data no earlier ACK from Y did
-        ya_pos = pos[ya][new]
-        order = np.argsort(p.ts[ya_pos], kind="stable")
-        self.ack_pos = ya_pos[order]  # new-data ACKs from Y, by time
-        self.ack_ts = p.ts[self.ack_pos]
-        self.ack_prior = prior[new][order]  # what Y had acknowledged before each of them
-
-    def classify(self, i: int, *, autocork_max_ns: int = 1_000_000) -> Release:
-        """Why X's data packet ``i`` (packet index) left when it did (§5.4 → §2.3, §3.2).
-
-        The releasing ACK is the packet from Y acknowledging new data whose lag before ``i``
-        is closest to d_X (within max(0.5 ms, ¼·d_X), §2.3): at a sender-side capture the
-        release follows the ACK by µs, elsewhere by the leg toward X (§1.1).  If that ACK
-        covers every byte X had sent, Minshall's Nagle rule held the data; if data was still
-        in flight, the congestion (or receive) window did.  Released by the peer's *data* (a
-        request): the records answer it — an application exchange (§2.5), not a hold.
-        """
-        p, dx, tol = self.p, self.dx, self.tol
-        t = int(p.ts[i])
-        k = int(np.searchsorted(self.x_pos, i)) - 1  # X's data packets before i
-        prev = int(self.x_pos[k]) if k >= 0 else None
-        wait = t - int(p.ts[prev]) if prev is not None else 0
-        sent_end = int(self.x_end_max[k]) if k >= 0 else 0
-        a = int(np.searchsorted(self.ack_ts, t - dx - tol, side="left"))
-        b = int(np.searchsorted(self.ack_ts, t - dx + tol, side="right"))
-        cand = self.ack_pos[a:b]
-        cand = cand[cand < i]
-        if cand.shape[0]:
-            c = int(np.argmin(np.abs(t - p.ts[cand] - dx)))
-            trigger = int(cand[c])
-            lag = t - int(p.ts[trigger])
-            if p.length[trigger] > 0:
-                return Release("response", trigger, lag, prev, wait, 0)
-            ack = int(p.ack[trigger])
-            # X's segments in flight when the ACK reached X: everything X sent before packet
-            # i (the release follows the ACK's arrival by µs, whatever the vantage) that Y had
-            # not acknowledged before it (running max of ends: resends do not count twice)
-            before = int(self.ack_prior[a:b][self.ack_pos[a:b] < i][c])
-            in_flight = (k + 1) - int(
-                np.searchsorted(self.x_end_max[: k + 1], before, side="right")
-            )
-            # Minshall's Nagle (tcp_minshall_check) never lets a second small segment out
-            # while one is unacknowledged: with ≥ 2 in flight the hold was the window's; and
-            # Nagle releases only when everything small is acknowledged
-            nagle = ack >= sent_end and in_flight <= 1
-            return Release(
-                "nagle" if nagle else "cwnd", trigger, lag, prev, wait, max(in_flight, 0)
-            )
-        # a probe-timer release (§3.2): ≈ RTO_est = srtt + 200 ms after the last thing that
-        # could have triggered the write — Y's last packet or X's previous segment — with
-        # nothing from Y in between; much later is the application's own pace (think time)
-        j = int(np.searchsorted(self.y_pos, i)) - 1
-        since_y = t - int(self.y_ts[j]) - dx if j >= 0 else None
-        triggers = [x for x in (since_y, wait if prev is not None else None) if x is not None]
-        since = min(triggers) if triggers else None
-        rto_est = (self.rtt_ns or 0) + TCP_RTO_MIN_NS
-        if since is not None and (
-            TCP_RTO_MIN_NS - CORK_SLACK_NS <= since <= CORK_RTO_FACTOR * rto_est + CORK_SLACK_NS
-        ):
-            return Release("cork", None, None, prev, wait, 0)
-        if prev is not None and wait <= autocork_max_ns:
-            return Release("autocork", None, None, prev, wait, 0)
-        return Release("write", None, None, prev, wait, 0)
-
-
 def _pkt_index(p: FlowPackets, frame: int) -> int:
     return int(np.searchsorted(p.frame, frame))
 
@@ -508,7 +350,7 @@ def _pkt_index(p: FlowPackets, frame: int) -> int:
 # --- T1: tiny records -----------------------------------------------------------------------
 def detect_tiny(
     ctx: DetectContext,
-    v: DirView,
+    v: RecordView,
     *,
     tiny_plaintext_max: int = TINY_PLAINTEXT_MAX,
     min_overhead_ratio: float = TINY_OVERHEAD_RATIO,
@@ -575,7 +417,7 @@ def detect_tiny(
         if sel.shape[0] < 2:
             continue
         i = _pkt_index(p, int(last_frame[a:b][sel].max()))
-        rel = v.rel.classify(i)
+        rel = v.tcp.release(i)
         if rel.cause == "cwnd" and rel.prev_idx is not None:
             waits.append((int(sel.shape[0]), i, rel))
     cost_ns = sum(w[2].wait_ns for w in waits)
@@ -757,7 +599,7 @@ def bursts_start(s: Pieces, idle_ns: int) -> np.ndarray:
 # --- T2: records spanning flights / losses --------------------------------------------------
 def detect_spanning(
     ctx: DetectContext,
-    v: DirView,
+    v: RecordView,
     *,
     skip: set[int],
     flight_break_rtt: float = FLIGHT_BREAK_RTT,
@@ -771,7 +613,7 @@ def detect_spanning(
     big = segs_n > 1
     if v.eff_mss:
         big &= r["length"] > v.eff_mss
-    if not big.any() or not n_rows(v.seg):
+    if not big.any() or not v.n_segments:
         return []
     s = v.s
     b_off = bursts_start(s, idle_reset_ns)
@@ -804,7 +646,7 @@ def detect_spanning(
         lossy = bool(ri.shape[0])
         rtt = v.rtt_ns
         brk = bool(rtt) and bool(
-            (gaps >= max(flight_break_rtt * (rtt or 0), FLIGHT_BREAK_MIN_NS)).any()
+            (gaps >= max(flight_break_rtt * (rtt or 0), FLIGHT_GAP_MIN_NS)).any()
         )
         if not (brk or lossy):
             continue
@@ -902,9 +744,9 @@ def detect_spanning(
 
 
 # --- T3a: a write boundary inside a record --------------------------------------------------
-def split_records(v: DirView) -> list[dict[str, Any]]:
+def split_records(v: RecordView) -> list[dict[str, Any]]:
     """Records with a sub-MSS PSH segment ending strictly inside them (first transmissions)."""
-    if not n_rows(v.seg) or not v.eff_mss:
+    if not v.n_segments or not v.eff_mss:
         return []
     s = v.s
     p = v.p
@@ -958,7 +800,7 @@ def split_records(v: DirView) -> list[dict[str, Any]]:
 
 
 def detect_split(
-    ctx: DetectContext, v: DirView, splits: list[dict[str, Any]], *, min_wait_ns: int
+    ctx: DetectContext, v: RecordView, splits: list[dict[str, Any]], *, min_wait_ns: int
 ) -> Finding | None:
     costly = [x for x in splits if x["wait_ns"] >= min_wait_ns]
     if not costly:
@@ -970,7 +812,7 @@ def detect_split(
     p = v.p
     causes: dict[str, int] = {}
     for x in costly:
-        rel = v.rel.classify(_pkt_index(p, x["tail_frame"]))
+        rel = v.tcp.release(_pkt_index(p, x["tail_frame"]))
         x["release"] = rel
         causes[rel.cause] = causes.get(rel.cause, 0) + 1
     for x in costly[:3]:
@@ -1069,10 +911,10 @@ CAUSE_TEXT = {
 
 
 def detect_coalesced(
-    ctx: DetectContext, v: DirView, *, min_wait_ns: int = COALESCED_MIN_WAIT_NS
+    ctx: DetectContext, v: RecordView, *, min_wait_ns: int = COALESCED_MIN_WAIT_NS
 ) -> list[Finding]:
     r = v.recs
-    if n_rows(r) < 2 or not n_rows(v.seg) or not v.eff_mss:
+    if n_rows(r) < 2 or not v.n_segments or not v.eff_mss:
         return []
     s = v.s
     unit = r["push_unit"]
@@ -1104,7 +946,7 @@ def detect_coalesced(
         if ks.shape[0] < 2:
             continue
         i = _pkt_index(p, int(fr[0]))
-        rel = v.rel.classify(i)
+        rel = v.tcp.release(i)
         if rel.cause not in CAUSE_TEXT or rel.wait_ns < min_wait_ns:
             continue
         groups.setdefault(rel.cause, []).append(
@@ -1139,7 +981,7 @@ def detect_coalesced(
             ev.append(Evidence(u["frame"], f"{u['records']} records in one push", u["ts"]))
         rel = worst["rel"]
         lag = (
-            f", {_ms(rel.lag_ns):.2f} ms after the releasing ACK (d_X = {_ms(v.d_x or 0):.2f} ms)"
+            f", {_ms(rel.lag_ns):.2f} ms after the releasing ACK (d_X = {_ms(v.tcp.d_x):.2f} ms)"
             if rel.lag_ns is not None
             else ""
         )
@@ -1228,10 +1070,9 @@ def detect(
     out: list[Finding] = []
     if ctx.records.empty:
         return out
-    tab = Tables(ctx)
     for f in ctx.tcp_flows():
         for d in (0, 1):
-            v = dir_view(ctx, tab, f, d)
+            v = record_view(ctx, f, d)
             if v is None:
                 continue
             tiny = detect_tiny(

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..net.decode import ACK, FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
+from .constants import MS, TCP_RTO_MIN_NS
 from .context import DetectContext
 from .spec import DetectorSpec, Kind, Threshold
 
@@ -35,10 +37,9 @@ SPEC = DetectorSpec(
 )
 KINDS = SPEC.kind_names
 
-# RFC 9293 §3.8.6.1 / Linux tcp_probe0_base: probes start after max(RTO, 200 ms);
-# a stall shorter than this could not have been probed at all.  Used only to say
-# whether the reopening came after probing.
-TCP_RTO_MIN_MS = 200.0
+# RFC 9293 §3.8.6.1 / Linux tcp_probe0_base: probes start after max(RTO, TCP_RTO_MIN =
+# 200 ms); a stall shorter than TCP_RTO_MIN could not have been probed at all.  Used only
+# to say whether the reopening came after probing.
 
 
 def detect(ctx: DetectContext, *, min_stall_ms: float = 0.0) -> list[Finding]:
@@ -50,8 +51,10 @@ def detect(ctx: DetectContext, *, min_stall_ms: float = 0.0) -> list[Finding]:
             continue
         for d in (0, 1):  # d = direction of the stalled data; Y sends in 1 - d
             y = p.dir == 1 - d
-            closing = (p.flags & 0x05) != 0  # FIN or RST
-            zero = y & (p.win_raw == 0) & ((p.flags & 0x07) == 0) & ((p.flags & 0x10) != 0)
+            closing = (p.flags & (FIN | RST)) != 0
+            zero = (
+                y & (p.win_raw == 0) & ((p.flags & (FIN | SYN | RST)) == 0) & ((p.flags & ACK) != 0)
+            )
             if not zero.any():
                 continue
             idx = np.nonzero(y)[0]
@@ -96,7 +99,7 @@ def detect(ctx: DetectContext, *, min_stall_ms: float = 0.0) -> list[Finding]:
                         Evidence(int(p.frame[x_after[0]]), "resumed_data", int(p.ts[x_after[0]]))
                     )
                 receiver = ctx.peer(f, d)
-                by_probe = probes.shape[0] > 0 and cost >= TCP_RTO_MIN_MS
+                by_probe = probes.shape[0] > 0 and cost >= TCP_RTO_MIN_NS / MS
                 out.append(
                     Finding(
                         kind="zero_window",

@@ -27,7 +27,14 @@ from typing import Any
 import numpy as np
 
 from dissectors.tls.keylog import KeyLog
-from dissectors.tls.record import ContentType, is_record_header
+
+# ContentType and the record-layer sizes are re-exported for the layers above (only
+# ``sessions`` imports ``dissectors``, DESIGN.md §1): detectors name content types by
+# these, not by bare 20…23.
+from dissectors.tls.record import HEADER_LENGTH as HEADER_LENGTH
+from dissectors.tls.record import MAX_PLAINTEXT_LENGTH as MAX_PLAINTEXT_LENGTH
+from dissectors.tls.record import ContentType as ContentType
+from dissectors.tls.record import is_record_header
 from dissectors.tls.session import (
     DecryptStatus,
     Epoch,

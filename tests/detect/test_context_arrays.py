@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 import pcapkit
-from pcapkit.detect.nagle import DirView
-from pcapkit.detect.reuse import timeline
+from pcapkit.detect.tcp_model import DirView, timeline
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 CAPTURES = ["tls_sse_drop/client.pcapng", "nagle_wwr/client.pcapng", "tls_resumed/client.pcapng"]

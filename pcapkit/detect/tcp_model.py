@@ -1,0 +1,936 @@
+"""The one TCP model the detectors share (DETECTION.md §1.1–§1.3, §1.8, §2.3).
+
+Detectors import this module, not each other.  It holds:
+
+* **Vantage and legs** (§1.1, §1.2): the capture point P sees a packet from Y reach X
+  d_X later; d_C and d_S are the handshake legs, lowered by min-filtered data → ACK
+  samples (:func:`refined_legs_ns`).  Where P sits relative to a sender
+  (:func:`side_of`) decides how a cost is measured (:func:`cost_method_for`, §2.4).
+* **One direction view** (:class:`DirView`): X's segments and Y's packets of one flow
+  direction as numpy arrays, built once per direction and trace (``DetectContext.memo``)
+  and shared read-only by nagle, cork, delayed_ack and tls_records.
+* **"Released by an ACK"** (§1.1, §2.3): a segment released by a packet from Y leaves X
+  when that packet arrives, so at P ``t(S) − t(packet) ≈ d_X``.  One tolerance
+  (:meth:`DirView.tolerance`: measured reaction jitter, else a fraction of d_X, see
+  ``constants.LAG_TOL_*``), one coupling test (:meth:`DirView.coupled`), one "was it an
+  answer to Y's data" test (:meth:`DirView.y_data_reaching`).
+* **Nagle holds** (§2.3, §2.5): the S1/A/S2 scan (:func:`find_holds`,
+  :func:`accepted_holds`) that nagle reports and delayed_ack leaves to it.
+* **Cost statistics** per direction (§1.8) and the delayed-ACK OS guess (§2.3).
+* **Connection timelines** (:class:`ConnTimeline`): when a TCP/TLS connection started
+  (SYN, ClientHello), became usable, was used and closed — what reuse (§7.3) and
+  resumption (§7.4) compare across connections.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..net.decode import ACK, FIN, RST, SYN
+from ..schema import is_missing as _na
+from .constants import (
+    AUTOCORK_MAX_GAP_NS,
+    DELACK_OS_BANDS_MS,
+    DELACK_TIMER_MIN_NS,
+    JIFFY_HZ100_NS,
+    JITTER_MIN_SAMPLES,
+    LAG_TOL_FRACTION,
+    LAG_TOL_MIN_NS,
+    LATE_SLACK_NS,
+    MIN_COUPLED_SHARE,
+    MIN_REPEATS,
+    MS,
+    RFC1122_ACK_DELAY_MAX_NS,
+    RTO_HIGH_FACTOR,
+    TCP_RTO_MIN_NS,
+    ContentType,
+)
+from .context import DetectContext, FlowPackets
+
+# The probe timer (≥ TCP_RTO_MIN after the write) fires within one HZ=100 jiffy of its
+# time (DETECTION.md §2.1); a release classified as a cork release lies in
+# [TCP_RTO_MIN − slack, RTO_HIGH_FACTOR × (srtt + TCP_RTO_MIN) + slack].
+CORK_SLACK_NS = JIFFY_HZ100_NS
+# TCP options can shrink a full segment below eff_mss (SACK blocks: up to 40 B of
+# options); used only for the "Nagle is off" evidence, where a false "small" would hide
+# real holds rather than invent them.
+OPTION_MARGIN = 40
+
+
+# --- vantage, legs, cost accounting ----------------------------------------------------------
+def refined_legs_ns(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
+    """(d_C, d_S) at the capture point: the handshake legs (§1.1), each lowered by the
+    min-filtered data → first-covering-ACK samples across it (§1.2); None for a leg the
+    handshake did not show.
+
+    The SYN → SYN/ACK leg includes the server's SYN processing (0.3 ms in the lab), and
+    a single handshake sample carries that path's jitter; a data segment answered by an
+    immediate ACK is a cleaner sample.  Every sample is ≥ the true leg (a segment cannot
+    be acknowledged before it arrives), so the minimum is the best estimate.
+    """
+    return ctx.memo(("tcp_model.refined_legs", f), lambda: _refined_legs(ctx, f))  # type: ignore[no-any-return]
+
+
+def _refined_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
+    legs = list(ctx.legs_ns(f))
+    if legs[0] is None and legs[1] is None:
+        return None, None
+    p = ctx.packets_of(f)
+    for d in (0, 1):
+        leg = 1 if d == 0 else 0  # c2s data is acknowledged across the server leg
+        cur = legs[leg]
+        if cur is None:
+            continue
+        seg = ctx.seg_arrays(f, d)
+        new = seg["kind"] == "new"
+        y = np.nonzero(p.dir == 1 - d)[0]
+        if not new.any() or not y.size:
+            continue
+        ackmax = np.maximum.accumulate(p.ack[y])
+        pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
+        k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
+        ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
+        if ok.any():
+            sample = int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min())
+            legs[leg] = max(0, min(cur, sample))
+    return legs[0], legs[1]
+
+
+def role_name(d: int) -> str:
+    return "client" if d == 0 else "server"
+
+
+def side_of(ctx: DetectContext, f: int, d: int) -> str:
+    """Where the capture point sits relative to the sender of direction ``d``."""
+    v = ctx.vantage(f)
+    sender = "client" if d == 0 else "server"
+    if v == sender:
+        return "sender"
+    if v in ("client", "server"):
+        return "receiver"
+    return v  # middle / unknown
+
+
+def cost_method_for(side: str) -> str:
+    """§2.4: an upper bound at the sender, a measured interval at the receiver/middle."""
+    if side == "sender":
+        return "upper_bound"
+    if side in ("receiver", "middle"):
+        return "measured_interval"
+    return "estimate"
+
+
+def cost_stats(costs: list[float]) -> dict[str, Any]:
+    """§1.8 per-direction aggregate: count, total, p50/p95, max (ms)."""
+    a = np.asarray(costs, dtype=float)
+    if a.size == 0:
+        return {"count": 0}
+    return {
+        "count": int(a.size),
+        "total_ms": round(float(a.sum()), 3),
+        "p50_ms": round(float(np.percentile(a, 50)), 3),
+        "p95_ms": round(float(np.percentile(a, 95)), 3),
+        "max_ms": round(float(a.max()), 3),
+    }
+
+
+def os_guess(d_ms: float) -> tuple[str, str]:
+    """(short guess, words) for a receiver ACK delay of ``d_ms`` (DETECTION.md §2.3)."""
+    for lo, hi, name, words in DELACK_OS_BANDS_MS:
+        if lo <= d_ms <= hi:
+            return name, words
+    return "unknown", "a delayed-ACK timer of an unrecognised stack"
+
+
+# --- the coupling tolerance ------------------------------------------------------------------
+def lag_tolerance_ns(
+    d_x_ns: int, jitter_ns: int | None, *, tol_min_ms: float, tol_fraction: float
+) -> int:
+    """DETECTION.md §2.3 coupling tolerance (``constants.LAG_TOL_*``): max(tol_min,
+    3·jitter_X) with X's reaction jitter measured, else max(tol_min, tol_fraction·d_X)."""
+    if jitter_ns is not None:
+        return int(max(tol_min_ms * MS, 3 * jitter_ns))
+    return int(max(tol_min_ms * MS, tol_fraction * d_x_ns))
+
+
+def reaction_jitter_ns(ctx: DetectContext, f: int, d: int, d_x: int) -> int | None:
+    """Robust σ (1.4826·MAD) of X's immediate pure-ACK reactions to Y's data at the
+    capture point (X sends in direction ``d``) — the same "X reacts in the kernel to a
+    packet from Y" event as a release by an ACK; None with fewer than JITTER_MIN_SAMPLES."""
+    p = ctx.packets_of(f)
+    seg = ctx.seg_arrays(f, 1 - d)
+    new = seg["kind"] == "new"
+    x = np.nonzero(p.dir == d)[0]
+    if int(new.sum()) < JITTER_MIN_SAMPLES or not x.size:
+        return None
+    ackmax = np.maximum.accumulate(p.ack[x])
+    pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
+    k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
+    ok = (k < x.size) & (k >= np.searchsorted(x, pi, side="right"))
+    if not ok.any():
+        return None
+    xa = x[k[ok]]
+    pure = (p.length[xa] == 0) & ((p.flags[xa] & (SYN | FIN | RST)) == 0)
+    lag = (p.ts[xa] - p.ts[pi[ok]])[pure]
+    # immediate ones only: a delayed ACK (≥ 30 ms later) is not a reaction time
+    lag = lag[lag < d_x + DELACK_TIMER_MIN_NS / 2]
+    if lag.size < JITTER_MIN_SAMPLES:
+        return None
+    return int(1.4826 * np.median(np.abs(lag - np.median(lag))))
+
+
+# --- one flow direction --------------------------------------------------------------------
+@dataclass
+class DirView:
+    """One flow direction X → Y as arrays: X's segments, and every packet of the flow.
+
+    Segment arrays (``s_*``) are in frame order and cover every segment row of X (new
+    data, retransmissions, keep-alives, probes); ``s_pi`` maps a segment to its index in
+    the flow's packet arrays ``p``.  ``y_idx`` are the packet indices of Y, ``y_ackmax``
+    the running maximum of Y's cumulative ACK (for "first packet from Y acknowledging
+    offset o": a binary search).
+    """
+
+    f: int
+    d: int
+    p: FlowPackets
+    mss: int  # the flow's effective MSS (§1.3); 0 when unknown
+    d_x: int  # leg P ↔ X (refined, ns); 0 when the handshake did not show it
+    d_y: int  # leg P ↔ Y
+    legs_known: bool  # both legs from the handshake: the vantage model applies (§1.1)
+    seg: dict[str, np.ndarray]  # X's segments as ``ctx.seg_arrays`` gives them (views)
+    s_frame: np.ndarray
+    s_ts: np.ndarray
+    s_off: np.ndarray
+    s_len: np.ndarray
+    s_end: np.ndarray
+    s_kind: np.ndarray
+    s_psh: np.ndarray
+    s_fin: np.ndarray
+    s_super: np.ndarray
+    s_gap: np.ndarray
+    s_wire: np.ndarray
+    s_pi: np.ndarray
+    y_idx: np.ndarray
+    y_ack: np.ndarray
+    y_ackmax: np.ndarray
+    y_data: np.ndarray  # bool per Y packet: carries payload
+    y_ts: np.ndarray
+    jitter: int | None = None  # robust σ of X's reaction at P (ns), None if unmeasured
+    x_bad_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def rtt(self) -> int:
+        return self.d_x + self.d_y
+
+    @classmethod
+    def build(cls, ctx: DetectContext, f: int, d: int) -> DirView:
+        """The view of direction ``d`` of TCP flow ``f``, built once per direction and
+        trace (``ctx.memo``) and shared read-only by every detector that asks."""
+        return ctx.memo(("tcp_model.DirView", f, d), lambda: cls._build(ctx, f, d))  # type: ignore[no-any-return]
+
+    @classmethod
+    def timed(cls, ctx: DetectContext, f: int, d: int) -> DirView | None:
+        """The view when timing questions can be asked of it, else None: the direction has
+        segments and the flow has both handshake legs (no vantage model without them,
+        §1.1) and an MSS (nagle, cork and delayed_ack need all three)."""
+        v = cls.build(ctx, f, d)
+        return v if v.legs_known and v.mss > 0 and v.s_frame.size > 0 else None
+
+    @classmethod
+    def _build(cls, ctx: DetectContext, f: int, d: int) -> DirView:
+        dc, ds = refined_legs_ns(ctx, f)
+        d_x, d_y = (dc, ds) if d == 0 else (ds, dc)
+        legs_known = d_x is not None and d_y is not None
+        mss = ctx.eff_mss(f)
+        seg = ctx.seg_arrays(f, d)
+        p = ctx.packets_of(f)
+        s_frame = seg["frame"].astype(np.int64, copy=False)
+        y = np.nonzero(p.dir == 1 - d)[0]
+        y_ack = p.ack[y]
+        kinds = seg["kind"]
+        s_ts = seg["ts_ns"].astype(np.int64, copy=False)
+        return cls(
+            f=f,
+            d=d,
+            p=p,
+            mss=mss if mss is not None and mss > 0 else 0,
+            d_x=d_x or 0,
+            d_y=d_y or 0,
+            legs_known=legs_known,
+            seg=seg,
+            s_frame=s_frame,
+            s_ts=s_ts,
+            s_off=seg["offset"].astype(np.int64, copy=False),
+            s_len=seg["length"].astype(np.int64, copy=False),
+            s_end=seg["end"].astype(np.int64, copy=False),
+            s_kind=kinds,
+            s_psh=seg["psh"].astype(bool, copy=False),
+            s_fin=seg["fin"].astype(bool, copy=False),
+            s_super=seg["super_segment"].astype(bool, copy=False),
+            s_gap=seg["gap_before"].astype(np.int64, copy=False),
+            s_wire=seg["wire_segments"].astype(np.int64, copy=False),
+            s_pi=np.searchsorted(p.frame, s_frame),
+            y_idx=y,
+            y_ack=y_ack,
+            y_ackmax=np.maximum.accumulate(y_ack) if y.size else y_ack,
+            y_data=p.length[y] > 0,
+            y_ts=p.ts[y],
+            jitter=reaction_jitter_ns(ctx, f, d, d_x) if d_x is not None and legs_known else None,
+            x_bad_ts=s_ts[(kinds != "new") & (kinds != "prev_not_captured")],
+        )
+
+    # -- "released by an ACK" (§1.1, §2.3) ------------------------------------------------
+    def tolerance(
+        self,
+        *,
+        tol_min_ms: float = LAG_TOL_MIN_NS / MS,
+        tol_fraction: float = LAG_TOL_FRACTION,
+    ) -> int:
+        """The coupling tolerance of this direction (one rule: :func:`lag_tolerance_ns`)."""
+        return lag_tolerance_ns(
+            self.d_x, self.jitter, tol_min_ms=tol_min_ms, tol_fraction=tol_fraction
+        )
+
+    def coupled(self, lag_ns: Any, tol_ns: int, late_ns: int = 0) -> Any:
+        """X's packet seen ``lag_ns`` after a packet from Y was released by it: the lag is
+        d_X within −tol … +tol (+ ``late_ns``, a busy sender's allowance: a release can be
+        late, never early).  Scalars or arrays."""
+        dev = lag_ns - self.d_x
+        return (dev >= -tol_ns) & (dev <= tol_ns + late_ns)
+
+    # -- Minshall's "small" (§1.3) --------------------------------------------------
+    def small(self, j: np.ndarray | int) -> np.ndarray | bool:
+        """Sub-MSS in Minshall's sense; super-segments are small iff len mod MSS ≠ 0."""
+        ln, sup = self.s_len[j], self.s_super[j]
+        return np.where(sup, ln % self.mss != 0, ln < self.mss)
+
+    def partial(self, j: np.ndarray | int) -> np.ndarray | bool:
+        """Less than one full segment (what Nagle can hold as a whole)."""
+        return (~self.s_super[j]) & (self.s_len[j] < self.mss)
+
+    # -- Y's packets -----------------------------------------------------------------
+    def first_acks(self, after_pi: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        """For each (X packet index, stream offset): the position in ``y_idx`` of the
+        first Y packet after it whose cumulative ACK covers the offset; −1 when Y never
+        acknowledged it in the capture, −2 when it did before it was sent (an anomaly)."""
+        n = self.y_idx.size
+        if n == 0:
+            return np.full(offsets.shape, -1, np.int64)
+        k = np.searchsorted(self.y_ackmax, offsets, side="left")
+        pos0 = np.searchsorted(self.y_idx, after_pi, side="right")
+        return np.where(k >= n, -1, np.where(k < pos0, -2, k)).astype(np.int64)
+
+    def last_y_reaching_all(self, t_ns: np.ndarray, slack_ns: int) -> np.ndarray:
+        """Vectorised :meth:`last_y_reaching` (−1 when none)."""
+        bound = np.minimum(t_ns - self.d_x + slack_ns, t_ns - 1)
+        return np.searchsorted(self.y_ts, bound, side="right") - 1
+
+    @cached_property
+    def _y_data_cum(self) -> np.ndarray:
+        return np.concatenate(([0], np.cumsum(self.y_data)))
+
+    def y_data_count(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """How many Y packets at positions [lo, hi) of ``y_idx`` carry data."""
+        cd = self._y_data_cum
+        lo = np.clip(lo, 0, self.y_idx.size)
+        hi = np.clip(hi, 0, self.y_idx.size)
+        return np.where(hi > lo, cd[hi] - cd[lo], 0)
+
+    def y_data_reaching(self, k: Any, t_ns: Any, slack_ns: int) -> Any:
+        """How many data packets Y sent after its packet at position ``k`` of ``y_idx``
+        that reached X before X's packet seen at ``t_ns`` left (:meth:`last_y_reaching`):
+        when > 0, X's packet may answer Y's data — an application exchange (§2.5), not a
+        release by the ACK at ``k``.  Scalars or arrays."""
+        if np.ndim(k) == 0 and np.ndim(t_ns) == 0:  # one question: no array round trip
+            kr = self.last_y_reaching(int(t_ns), slack_ns)
+            if kr is None or kr <= int(k):
+                return 0
+            cd = self._y_data_cum
+            return int(cd[kr + 1] - cd[int(k) + 1])
+        return self.y_data_count(
+            np.asarray(k) + 1, self.last_y_reaching_all(np.asarray(t_ns), slack_ns) + 1
+        )
+
+    def y_sent_data_between(self, after_pi: Any, k: Any) -> Any:
+        """Y sent data after X's packet ``after_pi`` (packet index) and before its packet
+        at position ``k`` of ``y_idx``: Y was sending on its own, so an ACK piggy-backed
+        on Y's data at ``k`` is not Y's reply to X (§2.5).  Scalars or arrays."""
+        pos0 = np.searchsorted(self.y_idx, after_pi, side="right")
+        if np.ndim(pos0) == 0 and np.ndim(k) == 0:
+            cd = self._y_data_cum
+            return int(k) > int(pos0) and int(cd[int(k)] - cd[int(pos0)]) > 0
+        return self.y_data_count(pos0, np.asarray(k)) > 0
+
+    def last_y_reaching(self, t_ns: int, slack_ns: int) -> int | None:
+        """Position in ``y_idx`` of the last Y packet that could have reached X before X
+        sent the packet P saw at ``t_ns``: seen at P by t − d_X (+ slack), and before it
+        (§1.1: a packet from Y seen at P reaches X, and X's reaction is back at P, d_X
+        later).  At a receiver-side capture the latest Y packets before X's segment in
+        frame order were still on their way to X."""
+        bound = min(t_ns - self.d_x + slack_ns, t_ns - 1)
+        k = int(np.searchsorted(self.y_ts, bound, side="right")) - 1
+        return k if k >= 0 else None
+
+    def x_trouble_between(self, t0: int, t1: int) -> bool:
+        """A retransmission/probe/keep-alive of X in [t0, t1]."""
+        a = np.searchsorted(self.x_bad_ts, t0, side="left")
+        return bool(a < self.x_bad_ts.size and self.x_bad_ts[a] <= t1)
+
+    # -- what released X's packet i (T1, T3a, T3b: §5.4 → §2.3, §3.2) --------------------
+    @cached_property
+    def _releases(self) -> _ReleaseIndex:
+        return _ReleaseIndex(self)
+
+    def release(self, i: int, *, autocork_max_ns: int = AUTOCORK_MAX_GAP_NS) -> Release:
+        """Why X's data packet ``i`` (packet index) left when it did.
+
+        The same "released by an ACK" test as the Nagle scan (:func:`find_holds`): the
+        releasing ACK is the packet from Y acknowledging new data whose lag before ``i`` is
+        closest to d_X within the coupling window (:meth:`coupled`: the direction's
+        tolerance, late slack ``constants.LATE_SLACK_NS``); the packet is Y's *answer*, an
+        application exchange (§2.5) and not a hold, when data from Y reached X between the
+        ACK and ``i`` (:meth:`y_data_reaching`) or the ACK rode on Y's data that replied to
+        X (:meth:`y_sent_data_between`).  If the ACK covers every byte X had sent and at
+        most one segment was in flight, Minshall's Nagle rule held the data; if more was in
+        flight, the congestion (or receive) window did.  Without a trigger: the probe
+        timer ≈ RTO after the last possible trigger (cork, §3.2), µs after X's previous
+        segment (autocork), else the application's own pace (write).
+        """
+        r = self._releases
+        p, dx = self.p, self.d_x
+        tol, late = self.tolerance(), LATE_SLACK_NS
+        t = int(p.ts[i])
+        k = int(np.searchsorted(r.x_pos, i)) - 1  # X's data packets before i
+        prev = int(r.x_pos[k]) if k >= 0 else None
+        wait = t - int(p.ts[prev]) if prev is not None else 0
+        sent_end = int(r.x_end_max[k]) if k >= 0 else 0
+        # the coupling window (:meth:`coupled`) −tol ≤ t − t(ACK) − d_X ≤ tol + late, in
+        # ACK times
+        a = int(np.searchsorted(r.ack_ts, t - dx - tol - late, side="left"))
+        b = int(np.searchsorted(r.ack_ts, t - dx + tol, side="right"))
+        cand = r.ack_pos[a:b]
+        cand = cand[cand < i]
+        if cand.shape[0]:
+            c = int(np.argmin(np.abs(t - p.ts[cand] - dx)))
+            trigger = int(cand[c])
+            lag = t - int(p.ts[trigger])
+            ky = int(np.searchsorted(self.y_idx, trigger))
+            answer = bool(self.y_data_reaching(ky, t, tol) > 0)
+            if p.length[trigger] > 0:
+                # a piggy-backed ACK releases only when Y was sending on its own (data
+                # after X's previous segment, before this ACK); else it is Y's reply
+                answer |= prev is None or not self.y_sent_data_between(prev, ky)
+            if answer:
+                return Release("response", trigger, lag, prev, wait, 0)
+            ack = int(p.ack[trigger])
+            # X's segments in flight when the ACK reached X: everything X sent before packet
+            # i (the release follows the ACK's arrival by µs, whatever the vantage) that Y had
+            # not acknowledged before it (running max of ends: resends do not count twice)
+            before = int(r.ack_prior[a:b][r.ack_pos[a:b] < i][c])
+            in_flight = (k + 1) - int(np.searchsorted(r.x_end_max[: k + 1], before, side="right"))
+            # Minshall's Nagle (tcp_minshall_check) never lets a second small segment out
+            # while one is unacknowledged: with ≥ 2 in flight the hold was the window's; and
+            # Nagle releases only when everything small is acknowledged
+            nagle = ack >= sent_end and in_flight <= 1
+            return Release(
+                "nagle" if nagle else "cwnd", trigger, lag, prev, wait, max(in_flight, 0)
+            )
+        # a probe-timer release (§3.2): ≈ RTO_est = srtt + 200 ms after the last thing that
+        # could have triggered the write — Y's last packet or X's previous segment — with
+        # nothing from Y in between; much later is the application's own pace (think time)
+        j = int(np.searchsorted(self.y_idx, i)) - 1
+        since_y = t - int(self.y_ts[j]) - dx if j >= 0 else None
+        triggers = [x for x in (since_y, wait if prev is not None else None) if x is not None]
+        since = min(triggers) if triggers else None
+        rto_est = r.rtt + TCP_RTO_MIN_NS
+        if since is not None and (
+            TCP_RTO_MIN_NS - CORK_SLACK_NS <= since <= RTO_HIGH_FACTOR * rto_est + CORK_SLACK_NS
+        ):
+            return Release("cork", None, None, prev, wait, 0)
+        if prev is not None and wait <= autocork_max_ns:
+            return Release("autocork", None, None, prev, wait, 0)
+        return Release("write", None, None, prev, wait, 0)
+
+
+@dataclass
+class Release:
+    """What released one packet of X (:meth:`DirView.release`)."""
+
+    cause: str  # "nagle", "cwnd", "cork", "autocork", "response", "write"
+    trigger_idx: int | None  # packet index of the releasing ACK
+    lag_ns: int | None  # t(segment) − t(ACK) at the capture point
+    prev_idx: int | None  # X's previous data packet
+    wait_ns: int  # t(segment) − t(previous data from X): how long the oldest byte could wait
+    in_flight_segments: int  # X data segments unacknowledged when the ACK reached X
+
+
+class _ReleaseIndex:
+    """One direction's packets arranged for O(log n) release questions, built once per
+    view, so classifying every push unit of a long stream stays linear (DESIGN.md §3)."""
+
+    def __init__(self, v: DirView) -> None:
+        p, d = v.p, v.d
+        pos = np.arange(p.frame.shape[0])
+        x = (p.dir == d) & (p.length > 0)
+        self.x_pos = pos[x]  # X's data packets
+        self.x_end_max = np.maximum.accumulate(p.end[x]) if x.any() else np.zeros(0, np.int64)
+        ya = (p.dir == 1 - d) & (p.ack >= 0)
+        acks = p.ack[ya]
+        prior = np.concatenate(([-1], np.maximum.accumulate(acks)[:-1])) if acks.shape[0] else acks
+        new = acks > prior  # acknowledges data no earlier ACK from Y did
+        ya_pos = pos[ya][new]
+        order = np.argsort(p.ts[ya_pos], kind="stable")
+        self.ack_pos = ya_pos[order]  # new-data ACKs from Y, by time
+        self.ack_ts = p.ts[self.ack_pos]
+        self.ack_prior = prior[new][order]  # what Y had acknowledged before each of them
+        self.rtt = v.rtt if v.legs_known else 0  # the probe timer's srtt term
+
+
+# --- Nagle holds (§2.3, §2.5): reported by nagle, left to it by delayed_ack -------------------
+@dataclass
+class Hold:
+    """One Nagle hold: S1 (first segment), A (releasing ACK), S2 (held segment)."""
+
+    view: DirView
+    j1: int  # segment positions
+    j2: int
+    ka: int  # position in y_idx
+    lag_ns: int
+    gap_ns: int
+    delay_ns: int  # D = t(A) − t(S1) − d_Y
+    tol_ns: int
+    pure: bool
+    kind: str  # "nagle_delayed_ack" | "nagle"
+    note: str  # "delayed_ack", "quick_ack", "piggybacked", "ack_too_late"
+    checks: list[str]
+    tls_records: int = 0
+    tls_split: bool = False
+
+    @property
+    def a_pi(self) -> int:
+        return int(self.view.y_idx[self.ka])
+
+
+@dataclass
+class Scan:
+    """What one direction showed: the holds, how many S1/S2 pairs could have been held
+    (``opportunities``), and frames proving Nagle was off (``nodelay_frames``)."""
+
+    holds: list[Hold]
+    opportunities: int
+    nodelay_frames: tuple[int, int] | None
+
+
+def nagle_off_evidence(view: DirView, tol: int) -> tuple[int, int] | None:
+    """(S, S') frames where X sent a partial segment S' while its earlier small segment S
+    could not yet have been acknowledged at X — impossible with Nagle on (Minshall's
+    check holds any partial segment while the last small one is unacknowledged), so the
+    socket has TCP_NODELAY (or uncorked with TCP_NAGLE_PUSH).  At P, the ACK of S reaches
+    X d_X after P sees it; S' would have left X no earlier than that."""
+    v, p = view, view.p
+    m = v.s_frame.size
+    if m < 2 or not v.y_idx.size:
+        return None
+    j2 = np.arange(1, m)
+    j1 = j2 - 1
+    new = v.s_kind == "new"
+    full = v.mss - OPTION_MARGIN
+    small1 = np.where(v.s_super[j1], v.s_len[j1] % v.mss != 0, v.s_len[j1] < full)
+    part2 = ~v.s_super[j2] & (v.s_len[j2] < full)
+    cand = new[j1] & new[j2] & (v.s_off[j2] == v.s_end[j1]) & ~v.s_fin[j2] & small1 & part2
+    a, b = j1[cand], j2[cand]
+    if not a.size:
+        return None
+    i1, i2 = v.s_pi[a], v.s_pi[b]
+    ka = v.first_acks(i1, v.s_end[a])
+    ia = v.y_idx[np.maximum(ka, 0)]
+    # never acknowledged although the capture goes on past S'; or acknowledged too late
+    # for the ACK to have reached X before S' left
+    ev = ((ka == -1) & (v.y_idx[-1] > i2)) | (
+        (ka >= 0) & ((ia > i2) | (p.ts[i2] - p.ts[ia] < v.d_x - tol))
+    )
+    hit = np.nonzero(ev)[0]
+    if not hit.size:
+        return None
+    return int(v.s_frame[a[hit[0]]]), int(v.s_frame[b[hit[0]]])
+
+
+def find_holds(
+    ctx: DetectContext,
+    view: DirView,
+    *,
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
+    tol_fraction: float = LAG_TOL_FRACTION,
+    late_slack_ms: float = LATE_SLACK_NS / MS,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+) -> Scan:
+    """Every S1/A/S2 triple of this direction that passes §2.3 and the §2.5 checks.
+
+    The structural and timing rules are applied to all pairs at once (numpy); only the
+    survivors — coupled holds, a handful per connection — are looped over.
+    """
+    v, p = view, view.p
+    m = v.s_frame.size
+    tol = v.tolerance(tol_min_ms=tol_min_ms, tol_fraction=tol_fraction)
+    late = int(late_slack_ms * MS)
+    if m < 2:
+        return Scan([], 0, None)
+    j2 = np.arange(1, m)
+    j1 = j2 - 1
+    new = v.s_kind == "new"
+    cand = (
+        new[j1]
+        & new[j2]
+        & (v.s_off[j2] == v.s_end[j1])
+        & (v.s_gap[j2] == 0)
+        & ~v.s_fin[j2]
+        & np.asarray(v.small(j1), bool)
+        & np.asarray(v.partial(j2), bool)
+    )
+    a_all, b_all = j1[cand], j2[cand]
+    if not a_all.size or not v.y_idx.size:
+        return Scan([], 0, nagle_off_evidence(v, tol))
+    i1, i2 = v.s_pi[a_all], v.s_pi[b_all]
+    end1 = v.s_end[a_all]
+    ka = v.first_acks(i1, end1)
+    ok = ka >= 0
+    kc = np.maximum(ka, 0)
+    ia = v.y_idx[kc]
+    # A before S2, acknowledging exactly what X sent (not bytes the capture missed)
+    ok &= (ia < i2) & (v.y_ack[kc] == end1)
+    t1, ta, t2 = p.ts[i1], p.ts[ia], p.ts[i2]
+    # no data from Y reached X between A and S2 (S2 would be its answer)
+    ok &= v.y_data_reaching(kc, t2, tol) == 0
+    # a piggy-backed A counts only when Y was sending on its own: data after S1 that did
+    # not yet acknowledge it; otherwise A is Y's reply and S2 the next turn
+    pure = ~v.y_data[kc] & ((p.flags[ia] & (SYN | FIN | RST)) == 0)
+    ok &= pure | v.y_sent_data_between(i1, kc)
+    opportunities = int(ok.sum())  # S2 could have been held behind S1 and released by A
+    lag, gap = t2 - ta, t2 - t1
+    ok &= v.coupled(lag, tol, late)  # released by the ACK
+    ok &= (gap >= v.d_x + v.d_y - tol) & (gap >= 2 * tol)  # waited a round trip
+    new_end = v.s_end[new]  # new data: increasing offsets
+    new_rank = np.cumsum(new) - 1  # position of a new segment among the new ones
+    out: list[Hold] = []
+    for c in np.nonzero(ok)[0].tolist():
+        a, b, k = int(a_all[c]), int(b_all[c]), int(kc[c])
+        e1, ia_c = int(end1[c]), int(ia[c])
+        t1_c, ta_c, t2_c = int(t1[c]), int(ta[c]), int(t2[c])
+        lag_c, gap_c, pure_c = int(lag[c]), int(gap[c]), bool(pure[c])
+        # cwnd (§2.5): A acknowledges < 2·MSS and at most one segment besides S1 (cwnd ≥ 2
+        # outside loss recovery: tcp_reno_ssthresh/cubic floor ssthresh at 2), and no
+        # retransmission within 2 RTT (cwnd = 1 after an RTO mimics Nagle)
+        una_before = max(int(v.y_ackmax[k - 1]) if k > 0 else 0, 0)
+        acked = int(new_rank[a]) - int(np.searchsorted(new_end, una_before, side="right")) + 1
+        had_loss = v.x_bad_ts.size > 0 and int(v.x_bad_ts[0]) < t2_c
+        if e1 - una_before >= 2 * v.mss or acked > 2 or (acked == 2 and had_loss):
+            continue
+        if v.x_trouble_between(t1_c - 2 * v.rtt, t2_c):
+            continue
+        # rwnd: S1 must not have filled Y's window; A must leave room for S2
+        kb = v.last_y_reaching(t1_c, tol)
+        if kb is not None:
+            w0 = int(p.win[v.y_idx[kb]])
+            una0 = int(v.y_ack[kb])
+            if w0 >= 0 and una0 >= 0 and e1 >= una0 + w0:
+                continue
+        wa = int(p.win[ia_c])
+        if wa >= 0 and wa < int(v.s_len[b]):
+            continue
+        delay = ta_c - t1_c - v.d_y
+        d_ms = delay / MS
+        if pure_c and delack_timer_min_ms <= d_ms <= ack_delay_max_ms:
+            kind, note = "nagle_delayed_ack", "delayed_ack"
+        elif pure_c and d_ms > ack_delay_max_ms:
+            kind, note = "nagle", "ack_too_late"
+        elif pure_c:
+            kind, note = "nagle", "quick_ack"
+        else:
+            kind, note = "nagle", "piggybacked"
+        checks = [
+            f"S1 is sub-MSS ({int(v.s_len[a])} B {'mod' if v.s_super[a] else '<'} "
+            f"{v.mss} B: Minshall's rule) and S2 is partial (a full segment is never held)",
+            "nothing else sent by X between S1 and S2; no capture gap, no FIN",
+            f"S2 left {lag_c / MS:.3f} ms after the ACK; d_X = {v.d_x / MS:.3f} ms, "
+            f"tolerance −{tol / MS:.2f}/+{(tol + late) / MS:.2f} ms (released by the ACK: "
+            "not pacing, not an application timer)",
+            f"S2 waited {gap_c / MS:.1f} ms ≥ d_X + d_Y − tol = {(v.rtt - tol) / MS:.1f} ms",
+            "no data from Y between the ACK and S2 (not a reply to Y's data)",
+            f"not cwnd-limited: the ACK covered {e1 - una_before} B in {acked} segment(s) "
+            "(< 2·MSS), no retransmission within 2 RTT",
+            "not rwnd-limited: S1 did not fill Y's window and the ACK leaves room for S2",
+        ]
+        if not pure_c:
+            checks.append("Y was sending on its own (data after S1 before acknowledging it)")
+        out.append(
+            Hold(
+                view=v,
+                j1=a,
+                j2=b,
+                ka=k,
+                lag_ns=lag_c,
+                gap_ns=gap_c,
+                delay_ns=delay,
+                tol_ns=tol,
+                pure=pure_c,
+                kind=kind,
+                note=note,
+                checks=checks,
+            )
+        )
+    return Scan(out, opportunities, nagle_off_evidence(v, tol))
+
+
+def _tls_evidence(ctx: DetectContext, v: DirView, holds: list[Hold]) -> None:
+    """Records completed inside each held segment, and whether S1 ended inside a record
+    (§1.6: the bytes of S2 were already part of a record the application had begun)."""
+    if not holds:
+        return
+    recs = ctx.rec_arrays(v.f, v.d)
+    if not recs["flow"].shape[0]:
+        return
+    first = recs["first_frame"]
+    last = recs["last_byte_frame"]
+    whole = np.sort(first[first == last])
+    off = recs["offset"]  # sorted by offset (rec_arrays)
+    end = off + recs["length"]
+    for h in holds:
+        f2 = int(v.s_frame[h.j2])
+        h.tls_records = int(
+            np.searchsorted(whole, f2, side="right") - np.searchsorted(whole, f2, side="left")
+        )
+        e1 = int(v.s_end[h.j1])
+        k = int(np.searchsorted(off, e1, side="left")) - 1  # last record starting before e1
+        h.tls_split = bool(k >= 0 and end[k] > e1)
+
+
+def accepted_holds(
+    ctx: DetectContext,
+    view: DirView,
+    *,
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
+    tol_fraction: float = LAG_TOL_FRACTION,
+    late_slack_ms: float = LATE_SLACK_NS / MS,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+    min_repeats: int = MIN_REPEATS,
+    min_coupled_share: float = MIN_COUPLED_SHARE,
+    scan: Scan | None = None,
+) -> list[Hold]:
+    """The holds of one direction that this detector reports (also used by
+    :mod:`.delayed_ack` to leave Nagle × delayed-ACK events to this module; it passes
+    the ``scan`` it already made)."""
+    if scan is None:
+        scan = find_holds(
+            ctx,
+            view,
+            tol_min_ms=tol_min_ms,
+            tol_fraction=tol_fraction,
+            late_slack_ms=late_slack_ms,
+            delack_timer_min_ms=delack_timer_min_ms,
+            ack_delay_max_ms=ack_delay_max_ms,
+        )
+    if not scan.holds or scan.nodelay_frames is not None:
+        return []  # Nagle is off on this socket: the couplings are something else
+    n = len(scan.holds)
+    repeated = n >= min_repeats and n >= min_coupled_share * scan.opportunities
+    kept: list[Hold] = []
+    _tls_evidence(ctx, view, scan.holds)
+    for h in scan.holds:
+        if h.kind == "nagle":
+            if not (repeated or h.tls_records >= 2 or h.tls_split):
+                continue  # a lone coupling to a quick ACK can be chance (§2.3, §8.1a)
+        h.checks.append(
+            f"Nagle not disabled: no partial segment left while an earlier small one was "
+            f"unacknowledged; {n} of {scan.opportunities} testable pairs coupled to an ACK"
+        )
+        kept.append(h)
+    return kept
+
+
+# --- connection timeline (TCP + TLS handshake timing; reuse and resumption) ----------------
+@dataclass
+class ConnTimeline:
+    """When one connection started, became usable, was used, and ended (capture clock)."""
+
+    flow: int
+    stream: int
+    client_ip: str
+    client_port: int
+    server_ip: str
+    server_port: int
+    sni: str | None
+    alpn: str | None
+    version: str | None
+    tls: bool
+    syn_frame: int | None
+    syn_ts: int | None
+    ch_frame: int | None  # ClientHello at stream offset 0
+    ch_ts: int | None
+    app_frame: int | None  # first application byte from the client
+    app_ts: int | None
+    cfin_ts: int | None  # the client's Finished (TLS handshake done at the client)
+    sess_frame: int | None  # first server record after the client's Finished
+    sess_ts: int | None
+    close_ts: int | None
+    close_frame: int | None
+    close_by: str | None  # "client" | "server"
+    close_how: str | None  # "FIN" | "RST" | "TLS close_notify/alert"
+    first_ts: int
+    last_ts: int
+
+    @property
+    def start_ts(self) -> int | None:
+        return self.syn_ts if self.syn_ts is not None else self.ch_ts
+
+    @property
+    def start_frame(self) -> int | None:
+        return self.syn_frame if self.syn_frame is not None else self.ch_frame
+
+    @property
+    def ready_ts(self) -> int | None:
+        """When the client could send a request on it (its first application byte)."""
+        return self.app_ts
+
+
+def _str(v: Any) -> str | None:
+    return None if _na(v) else str(v)
+
+
+def timeline(ctx: DetectContext, f: int) -> ConnTimeline:
+    """The connection's timeline from its packets and TLS records (built once per
+    flow and trace: reuse and resumption share it, read-only)."""
+    return ctx.memo(("tcp_model.timeline", f), lambda: _timeline(ctx, f))  # type: ignore[no-any-return]
+
+
+def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
+    r = ctx.flow(f)
+    p = ctx.packets_of(f)
+    tls = ctx.tls_row(f)
+    syn = np.nonzero((p.dir == 0) & ((p.flags & SYN) != 0) & ((p.flags & ACK) == 0))[0]
+    syn_frame = int(p.frame[syn[0]]) if syn.shape[0] else None
+    syn_ts = int(p.ts[syn[0]]) if syn.shape[0] else None
+    c = ctx.rec_arrays(f, 0)
+    s = ctx.rec_arrays(f, 1)
+    ch_frame = ch_ts = app_frame = app_ts = cfin_ts = sess_frame = sess_ts = None
+    close: list[tuple[int, int, str, str]] = []  # (ts, frame, by, how)
+    version = _str(tls.version) if tls is not None else None
+    is_tls = tls is not None and c["flow"].shape[0] > 0
+    if is_tls:
+        hs = c["handshake"]
+        off = c["offset"]
+        ch = np.nonzero(np.char.find(hs.astype(str), "ClientHello") >= 0)[0]
+        if ch.shape[0] and off[ch[0]] == 0:
+            ch_frame = int(c["first_frame"][ch[0]])
+            ch_ts = int(c["first_ts_ns"][ch[0]])
+        app = _client_app_record(c, version)
+        if app is not None:
+            app_frame = int(c["first_frame"][app])
+            app_ts = int(c["first_ts_ns"][app])
+        fin = _client_finished(c, version)
+        if fin is not None:
+            cfin_ts = int(c["last_ts_ns"][fin])
+            later = np.nonzero(s["first_ts_ns"] > cfin_ts)[0]
+            if later.shape[0]:
+                sess_frame = int(s["first_frame"][later[0]])
+                sess_ts = int(s["first_ts_ns"][later[0]])
+        for rec, by in ((c, "client"), (s, "server")):
+            if not rec["flow"].shape[0]:
+                continue
+            al = np.nonzero(
+                (rec["content_type"] == ContentType.ALERT.value)
+                | (rec["outer_content_type"] == ContentType.ALERT.value)
+            )[0]
+            if al.shape[0]:
+                k = int(al[0])
+                close.append(
+                    (
+                        int(rec["first_ts_ns"][k]),
+                        int(rec["first_frame"][k]),
+                        by,
+                        "TLS close_notify/alert",
+                    )
+                )
+    else:
+        seg = ctx.segments_of(f, 0)
+        if len(seg):
+            app_frame = int(seg["frame"].iloc[0])
+            app_ts = int(seg["ts_ns"].iloc[0])
+    for mask, how in (((p.flags & FIN) != 0, "FIN"), ((p.flags & RST) != 0, "RST")):
+        hit = np.nonzero(mask)[0]
+        if hit.shape[0]:
+            i = int(hit[0])
+            close.append((int(p.ts[i]), int(p.frame[i]), ("client", "server")[int(p.dir[i])], how))
+    close.sort()
+    return ConnTimeline(
+        flow=f,
+        stream=int(r.stream),
+        client_ip=str(r.client_ip),
+        client_port=int(r.client_port),
+        server_ip=str(r.server_ip),
+        server_port=int(r.server_port),
+        sni=_str(tls.sni) if tls is not None else None,
+        alpn=_str(tls.alpn) if tls is not None else None,
+        version=version,
+        tls=is_tls,
+        syn_frame=syn_frame,
+        syn_ts=syn_ts,
+        ch_frame=ch_frame,
+        ch_ts=ch_ts,
+        app_frame=app_frame,
+        app_ts=app_ts,
+        cfin_ts=cfin_ts,
+        sess_frame=sess_frame,
+        sess_ts=sess_ts,
+        close_ts=close[0][0] if close else None,
+        close_frame=close[0][1] if close else None,
+        close_by=close[0][2] if close else None,
+        close_how=close[0][3] if close else None,
+        first_ts=int(r.first_ts_ns),
+        last_ts=int(r.last_ts_ns),
+    )
+
+
+def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | None:
+    """Row (position) of the client's first application-data record, None if it sent none
+    (``c``: the client's records as ``DetectContext.rec_arrays`` gives them)."""
+    ct = c["content_type"]
+    outer = c["outer_content_type"]
+    status = c["status"]
+    early = c["early_data"].astype(bool)
+    dec = status == "decrypted"
+    if dec.any():
+        k = np.nonzero(dec & (ct == ContentType.APPLICATION_DATA.value))[0]
+        return int(k[0]) if k.shape[0] else None
+    prot = np.nonzero((outer == ContentType.APPLICATION_DATA.value) & ~early)[0]
+    first_early = np.nonzero((outer == ContentType.APPLICATION_DATA.value) & early)[0]
+    if version == "TLS 1.3":
+        # without keys: the first protected record is the client's Finished flight
+        cand = prot[1:2]
+    else:
+        cand = prot[:1]
+    opts = [int(x) for x in (*cand.tolist(), *first_early[:1].tolist())]
+    return min(opts) if opts else None
+
+
+def _client_finished(c: dict[str, np.ndarray], version: str | None) -> int | None:
+    """Row of the client's Finished record (first protected non-early handshake record)."""
+    outer = c["outer_content_type"]
+    early = c["early_data"].astype(bool)
+    if version == "TLS 1.3":
+        k = np.nonzero((outer == ContentType.APPLICATION_DATA.value) & ~early)[0]
+        return int(k[0]) if k.shape[0] else None
+    ccs = np.nonzero(outer == ContentType.CHANGE_CIPHER_SPEC.value)[0]
+    if not ccs.shape[0] or ccs[0] + 1 >= outer.shape[0]:
+        return None
+    return int(ccs[0] + 1)
+
+
+def timelines(ctx: DetectContext) -> list[ConnTimeline]:
+    return [timeline(ctx, f) for f in ctx.tcp_flows()]
