@@ -382,12 +382,12 @@ def thresholds(fmt: str, detector: str | None) -> None:
     """
     from dataclasses import asdict
 
-    from .detect.registry import DETECTORS
+    from .detect.registry import DETECTORS, SHARED
     from .detect.registry import thresholds as all_thresholds
 
     rows = all_thresholds()
     if detector is not None:
-        names = sorted(d.name for d in DETECTORS)
+        names = sorted([d.name for d in DETECTORS] + list(SHARED))
         if detector not in names:
             click.echo(
                 f"pcapkit: error: no detector {detector!r}; detectors: {', '.join(names)}",

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import Evidence, Finding, findings_table, severity_for
+from .constants import Coupling
 from .context import DetectContext
 from .registry import (
     DETECTORS,
@@ -54,6 +55,7 @@ def run_detectors(
     :func:`thresholds`); a bad name or value raises :class:`ThresholdError`.
     """
     kwargs = resolve_thresholds(settings)
+    ctx.set_coupling(Coupling(**kwargs.pop("tcp", {})))
     out: list[Finding] = []
     for det in DETECTORS:
         if only is not None and not (set(det.spec.kind_names) & only):

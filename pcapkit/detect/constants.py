@@ -14,7 +14,10 @@ re-exported through :mod:`pcapkit.sessions.tls` (only ``sessions`` imports
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..sessions.tls import HEADER_LENGTH, MAX_PLAINTEXT_LENGTH, ContentType
+from .spec import Threshold
 
 MS = 1_000_000  # ns per millisecond
 
@@ -117,3 +120,44 @@ __all__ = [
     "TLS_MAX_PLAINTEXT",
     "ContentType",
 ]
+
+
+# --- the settable coupling window (one for every detector) ---------------------------------
+@dataclass(frozen=True)
+class Coupling:
+    """The one "released by an ACK" window every detector uses (DETECTION.md §2.3): X's
+    packet left ``d_X`` after a packet from Y, within −tol … tol + late, where tol is
+    max(``tol_min_ms``, 3·jitter_X) with X's reaction jitter measured, else
+    max(``tol_min_ms``, ``tol_fraction``·d_X).  Settable as ``tcp.<field>``
+    (:data:`COUPLING_SETTINGS`), once for all detectors; ``DetectContext.coupling``."""
+
+    tol_min_ms: float = LAG_TOL_MIN_NS / MS
+    tol_fraction: float = LAG_TOL_FRACTION
+    late_slack_ms: float = LATE_SLACK_NS / MS
+
+    @property
+    def late_ns(self) -> int:
+        return int(self.late_slack_ms * MS)
+
+
+# The model's settable thresholds (``tcp.<name>``, pcapkit thresholds): the fields of
+# Coupling, with their defaults there.
+COUPLING_SETTINGS = (
+    Threshold(
+        "tol_min_ms",
+        "ms",
+        "DETECTION.md §2.3: floor of the release-lag tolerance max(0.5 ms, 3·jitter_X), "
+        "or max(0.5 ms, ¼·d_X) when X's jitter cannot be measured",
+    ),
+    Threshold(
+        "tol_fraction",
+        "fraction",
+        "DETECTION.md §2.3: ¼·d_X, used when X's jitter cannot be measured",
+        maximum=1.0,
+    ),
+    Threshold(
+        "late_slack_ms",
+        "ms",
+        "a release can be late on a busy host (0.8 ms seen in the lab), well under a HZ=250 jiffy",
+    ),
+)

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..net.decode import ACK, FIN, PSH, RST, SYN
+from .constants import Coupling
 
 DIRS = ("c2s", "s2c")
 
@@ -98,6 +99,9 @@ class DetectContext:
         # findings of the detectors that ran before (run_detectors fills it), for the
         # application-level detectors that attribute a symptom to a TCP/TLS cause
         self.prior: list[Any] = []
+        # the one "released by an ACK" window of the TCP model (run_detectors sets it
+        # from the user's tcp.* thresholds)
+        self.coupling = Coupling()
         self.h2_windows = schema.frame("h2_windows", n=0) if h2_windows is None else h2_windows
         self.qpack_blocked = (
             schema.frame("qpack_blocked", n=0) if qpack_blocked is None else qpack_blocked
@@ -198,6 +202,13 @@ class DetectContext:
             self._rec_np = cols
         rows = _span(self._rec_key, f, d)
         return {c: v[rows] for c, v in self._rec_np.items()}
+
+    def set_coupling(self, coupling: Coupling) -> None:
+        """Use this "released by an ACK" window from now on (the views built with another
+        one are dropped)."""
+        if coupling != self.coupling:
+            self.coupling = coupling
+            self._memo.clear()
 
     def memo(self, key: tuple[Any, ...], make: Any) -> Any:
         """``make()`` once per key for this trace: per-direction views that several

@@ -61,9 +61,6 @@ from .base import Evidence, Finding, frame_filter
 from .constants import (
     AUTOCORK_MAX_GAP_NS,
     JIFFY_HZ100_NS,
-    LAG_TOL_FRACTION,
-    LAG_TOL_MIN_NS,
-    LATE_SLACK_NS,
     MS,
     RTO_HIGH_FACTOR,
     TCP_RTO_MIN_NS,
@@ -95,22 +92,6 @@ SPEC = DetectorSpec(
             "autocork_max_gap_ms",
             "ms",
             "DETECTION.md §3.2 C2: autocork releases on TX completion, µs to sub-ms later",
-        ),
-        Threshold(
-            "tol_min_ms",
-            "ms",
-            "DETECTION.md §2.3: release-lag tolerance max(0.5 ms, ¼·d_X, 3·jitter_X)",
-        ),
-        Threshold(
-            "tol_fraction",
-            "fraction",
-            "DETECTION.md §2.3: ¼·d_X, used when X's jitter cannot be measured",
-            maximum=1.0,
-        ),
-        Threshold(
-            "late_slack_ms",
-            "ms",
-            "a release can be late on a busy host (0.8 ms seen in the lab), well under a HZ=250 jiffy",
         ),
     ),
 )
@@ -155,9 +136,6 @@ def detect(
     rto_high_factor: float = RTO_HIGH_FACTOR,
     rto_high_slack_ms: float = 2 * JIFFY_HZ100_NS / MS,
     autocork_max_gap_ms: float = AUTOCORK_MAX_GAP_NS / MS,
-    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
-    tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_NS / MS,
 ) -> list[Finding]:
     """Corked partial segments released by the probe timer (``tcp_cork``) and
     autocork/TSQ coalescing (``write_coalescing``, informational)."""
@@ -168,8 +146,8 @@ def detect(
             if v is None:
                 continue
             units = _app_units(ctx, f, d)
-            tol = v.tolerance(tol_min_ms=tol_min_ms, tol_fraction=tol_fraction)
-            quiet = tol + int(late_slack_ms * MS)
+            tol = v.tolerance()
+            quiet = tol + v.coupling.late_ns
             rto_est = v.rtt + max(int(rto_min_ms * MS), 2 * v.rtt)
             lo = int(rto_low_factor * (v.rtt + rto_min_ms * MS))
             hi = int(rto_high_factor * rto_est + rto_high_slack_ms * MS)

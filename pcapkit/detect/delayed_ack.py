@@ -39,9 +39,6 @@ from ..net.decode import FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
 from .constants import (
     DELACK_TIMER_MIN_NS,
-    LAG_TOL_FRACTION,
-    LAG_TOL_MIN_NS,
-    LATE_SLACK_NS,
     MS,
     RFC1122_ACK_DELAY_MAX_NS,
 )
@@ -68,22 +65,6 @@ SPEC = DetectorSpec(
             "ack_delay_max_ms",
             "ms",
             "RFC 1122 §4.2.3.2: the ACK delay MUST be less than 0.5 seconds",
-        ),
-        Threshold(
-            "tol_min_ms",
-            "ms",
-            "DETECTION.md §2.3: release-lag tolerance max(0.5 ms, ¼·d_X, 3·jitter_X)",
-        ),
-        Threshold(
-            "tol_fraction",
-            "fraction",
-            "DETECTION.md §2.3: ¼·d_X, used when X's jitter cannot be measured",
-            maximum=1.0,
-        ),
-        Threshold(
-            "late_slack_ms",
-            "ms",
-            "a release can be late on a busy host (0.8 ms seen in the lab), well under a HZ=250 jiffy",
         ),
     ),
 )
@@ -119,9 +100,6 @@ def detect(
     *,
     delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
     ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
-    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
-    tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_NS / MS,
 ) -> list[Finding]:
     """Delayed ACKs that a waiting sender paid for (``delayed_ack``)."""
     out: list[Finding] = []
@@ -135,9 +113,6 @@ def detect(
                 v,
                 delack_timer_min_ms=delack_timer_min_ms,
                 ack_delay_max_ms=ack_delay_max_ms,
-                tol_min_ms=tol_min_ms,
-                tol_fraction=tol_fraction,
-                late_slack_ms=late_slack_ms,
             )
             if events:
                 out.extend(_findings(ctx, v, events))
@@ -150,13 +125,10 @@ def _events(
     *,
     delack_timer_min_ms: float,
     ack_delay_max_ms: float,
-    tol_min_ms: float,
-    tol_fraction: float,
-    late_slack_ms: float,
 ) -> list[dict[str, Any]]:
     p = v.p
-    tol = v.tolerance(tol_min_ms=tol_min_ms, tol_fraction=tol_fraction)
-    late = int(late_slack_ms * MS)
+    tol = v.tolerance()
+    late = v.coupling.late_ns
     new = np.nonzero(v.s_kind == "new")[0]
     if not new.size:
         return []
@@ -177,9 +149,6 @@ def _events(
     scan = find_holds(
         ctx,
         v,
-        tol_min_ms=tol_min_ms,
-        tol_fraction=tol_fraction,
-        late_slack_ms=late_slack_ms,
         delack_timer_min_ms=delack_timer_min_ms,
         ack_delay_max_ms=ack_delay_max_ms,
     )

@@ -70,9 +70,6 @@ import numpy as np
 from .base import Evidence, Finding, frame_filter
 from .constants import (
     DELACK_TIMER_MIN_NS,
-    LAG_TOL_FRACTION,
-    LAG_TOL_MIN_NS,
-    LATE_SLACK_NS,
     MIN_COUPLED_SHARE,
     MIN_REPEATS,
     MS,
@@ -97,22 +94,6 @@ SPEC = DetectorSpec(
         Kind("nagle_delayed_ack", "N2", "DETECTION.md §2", holds=True),
     ),
     thresholds=(
-        Threshold(
-            "tol_min_ms",
-            "ms",
-            "DETECTION.md §2.3: release-lag tolerance max(0.5 ms, ¼·d_X, 3·jitter_X)",
-        ),
-        Threshold(
-            "tol_fraction",
-            "fraction",
-            "DETECTION.md §2.3: ¼·d_X, used when X's jitter cannot be measured",
-            maximum=1.0,
-        ),
-        Threshold(
-            "late_slack_ms",
-            "ms",
-            "a release can be late on a busy host (0.8 ms seen in the lab), well under a HZ=250 jiffy",
-        ),
         Threshold(
             "delack_timer_min_ms",
             "ms",
@@ -143,9 +124,6 @@ KINDS = SPEC.kind_names
 def detect(
     ctx: DetectContext,
     *,
-    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
-    tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_NS / MS,
     delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
     ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
     min_repeats: int = MIN_REPEATS,
@@ -161,9 +139,6 @@ def detect(
             kept = accepted_holds(
                 ctx,
                 view,
-                tol_min_ms=tol_min_ms,
-                tol_fraction=tol_fraction,
-                late_slack_ms=late_slack_ms,
                 delack_timer_min_ms=delack_timer_min_ms,
                 ack_delay_max_ms=ack_delay_max_ms,
                 min_repeats=min_repeats,

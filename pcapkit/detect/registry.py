@@ -9,11 +9,14 @@ fixture):
   interval held bytes back (gap attribution), :data:`INFORMATIONAL_KINDS`;
 * thresholds — ``<detector>.<keyword>`` for every keyword argument of a detector's
   ``detect``, with the default from its signature and unit, range and source from
-  its spec; :func:`resolve_thresholds` checks a user's settings.
+  its spec, and ``tcp.<name>`` for the TCP model's coupling window that every TCP
+  detector shares (:class:`~pcapkit.detect.constants.Coupling`);
+  :func:`resolve_thresholds` checks a user's settings.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import math
@@ -24,6 +27,7 @@ from difflib import get_close_matches
 from types import ModuleType
 from typing import Any
 
+from .constants import COUPLING_SETTINGS, Coupling
 from .spec import DetectorSpec, Kind, Threshold
 
 HOLDING = "holding"  # in a spec's ``reads``: every kind that holds bytes
@@ -124,16 +128,25 @@ INFORMATIONAL_KINDS: frozenset[str] = frozenset(k for k, s in KIND_SPECS.items()
 DETECTOR_OF: dict[str, str] = {k: d.name for d in DETECTORS for k in d.spec.kind_names}
 
 
+# Settings of the shared TCP model: (name, its thresholds, their defaults).
+SHARED: dict[str, tuple[tuple[Threshold, ...], dict[str, Any]]] = {
+    "tcp": (COUPLING_SETTINGS, {f.name: f.default for f in dataclasses.fields(Coupling)}),
+}
+
+
 def thresholds() -> list[ThresholdInfo]:
-    """Every settable threshold, by detector then keyword."""
+    """Every settable threshold, by detector (or shared model) then keyword."""
+    groups: list[tuple[str, tuple[Threshold, ...], dict[str, Any]]] = [
+        (d.name, d.spec.thresholds, d.defaults) for d in DETECTORS
+    ] + [(name, ts, defaults) for name, (ts, defaults) in SHARED.items()]
     out = []
-    for d in sorted(DETECTORS, key=lambda d: d.name):
-        by_name: dict[str, Threshold] = {t.name: t for t in d.spec.thresholds}
-        for kw, default in d.defaults.items():
+    for name, ts, defaults in sorted(groups, key=lambda g: g[0]):
+        by_name: dict[str, Threshold] = {t.name: t for t in ts}
+        for kw, default in defaults.items():
             t = by_name[kw]
             out.append(
                 ThresholdInfo(
-                    f"{d.name}.{kw}", d.name, kw, default, t.unit, t.minimum, t.maximum, t.source
+                    f"{name}.{kw}", name, kw, default, t.unit, t.minimum, t.maximum, t.source
                 )
             )
     return out

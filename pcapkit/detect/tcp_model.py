@@ -38,9 +38,6 @@ from .constants import (
     DELACK_TIMER_MIN_NS,
     JIFFY_HZ100_NS,
     JITTER_MIN_SAMPLES,
-    LAG_TOL_FRACTION,
-    LAG_TOL_MIN_NS,
-    LATE_SLACK_NS,
     MIN_COUPLED_SHARE,
     MIN_REPEATS,
     MS,
@@ -48,6 +45,7 @@ from .constants import (
     RTO_HIGH_FACTOR,
     TCP_RTO_MIN_NS,
     ContentType,
+    Coupling,
 )
 from .context import DetectContext, FlowPackets
 
@@ -222,6 +220,7 @@ class DirView:
     y_ts: np.ndarray
     jitter: int | None = None  # robust σ of X's reaction at P (ns), None if unmeasured
     x_bad_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    coupling: Coupling = field(default_factory=Coupling)  # the trace's (ctx.coupling)
 
     @property
     def rtt(self) -> int:
@@ -282,18 +281,16 @@ class DirView:
             y_ts=p.ts[y],
             jitter=reaction_jitter_ns(ctx, f, d, d_x) if d_x is not None and legs_known else None,
             x_bad_ts=s_ts[(kinds != "new") & (kinds != "prev_not_captured")],
+            coupling=ctx.coupling,
         )
 
     # -- "released by an ACK" (§1.1, §2.3) ------------------------------------------------
-    def tolerance(
-        self,
-        *,
-        tol_min_ms: float = LAG_TOL_MIN_NS / MS,
-        tol_fraction: float = LAG_TOL_FRACTION,
-    ) -> int:
-        """The coupling tolerance of this direction (one rule: :func:`lag_tolerance_ns`)."""
+    def tolerance(self) -> int:
+        """The coupling tolerance of this direction (one rule: :func:`lag_tolerance_ns`
+        with the trace's :class:`Coupling`)."""
+        c = self.coupling
         return lag_tolerance_ns(
-            self.d_x, self.jitter, tol_min_ms=tol_min_ms, tol_fraction=tol_fraction
+            self.d_x, self.jitter, tol_min_ms=c.tol_min_ms, tol_fraction=c.tol_fraction
         )
 
     def coupled(self, lag_ns: Any, tol_ns: int, late_ns: int = 0) -> Any:
@@ -392,7 +389,7 @@ class DirView:
         The same "released by an ACK" test as the Nagle scan (:func:`find_holds`): the
         releasing ACK is the packet from Y acknowledging new data whose lag before ``i`` is
         closest to d_X within the coupling window (:meth:`coupled`: the direction's
-        tolerance, late slack ``constants.LATE_SLACK_NS``); the packet is Y's *answer*, an
+        tolerance, the late slack of the trace's :class:`Coupling`); the packet is Y's *answer*, an
         application exchange (§2.5) and not a hold, when data from Y reached X between the
         ACK and ``i`` (:meth:`y_data_reaching`) or the ACK rode on Y's data that replied to
         X (:meth:`y_sent_data_between`).  If the ACK covers every byte X had sent and at
@@ -403,7 +400,7 @@ class DirView:
         """
         r = self._releases
         p, dx = self.p, self.d_x
-        tol, late = self.tolerance(), LATE_SLACK_NS
+        tol, late = self.tolerance(), self.coupling.late_ns
         t = int(p.ts[i])
         k = int(np.searchsorted(r.x_pos, i)) - 1  # X's data packets before i
         prev = int(r.x_pos[k]) if k >= 0 else None
@@ -564,9 +561,6 @@ def find_holds(
     ctx: DetectContext,
     view: DirView,
     *,
-    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
-    tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_NS / MS,
     delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
     ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
 ) -> Scan:
@@ -577,8 +571,8 @@ def find_holds(
     """
     v, p = view, view.p
     m = v.s_frame.size
-    tol = v.tolerance(tol_min_ms=tol_min_ms, tol_fraction=tol_fraction)
-    late = int(late_slack_ms * MS)
+    tol = v.tolerance()
+    late = v.coupling.late_ns
     if m < 2:
         return Scan([], 0, None)
     j2 = np.arange(1, m)
@@ -714,9 +708,6 @@ def accepted_holds(
     ctx: DetectContext,
     view: DirView,
     *,
-    tol_min_ms: float = LAG_TOL_MIN_NS / MS,
-    tol_fraction: float = LAG_TOL_FRACTION,
-    late_slack_ms: float = LATE_SLACK_NS / MS,
     delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
     ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
     min_repeats: int = MIN_REPEATS,
@@ -730,9 +721,6 @@ def accepted_holds(
         scan = find_holds(
             ctx,
             view,
-            tol_min_ms=tol_min_ms,
-            tol_fraction=tol_fraction,
-            late_slack_ms=late_slack_ms,
             delack_timer_min_ms=delack_timer_min_ms,
             ack_delay_max_ms=ack_delay_max_ms,
         )

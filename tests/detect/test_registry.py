@@ -14,7 +14,9 @@ from click.testing import CliRunner
 import pcapkit
 from pcapkit.cli import cli
 from pcapkit.detect import registry
+from pcapkit.detect.constants import Coupling
 from pcapkit.detect.spec import DetectorSpec, Kind, Threshold
+from pcapkit.detect.tcp_model import DirView
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "fixtures"
@@ -92,8 +94,8 @@ def test_a_keyword_without_spec_or_default_is_refused() -> None:
 
 def test_thresholds_list_defaults_from_the_signatures() -> None:
     info = {t.name: t for t in registry.thresholds()}
-    assert info["nagle.late_slack_ms"].default == 2.0
-    assert info["nagle.late_slack_ms"].unit == "ms"
+    assert info["tcp.late_slack_ms"].default == 2.0
+    assert info["tcp.late_slack_ms"].unit == "ms"
     assert info["nagle.min_repeats"].default == 3 and info["nagle.min_repeats"].minimum == 1
     assert info["tls_records.tiny_min_fraction"].maximum == 1.0
     assert all(t.source for t in info.values())
@@ -102,15 +104,15 @@ def test_thresholds_list_defaults_from_the_signatures() -> None:
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
-        ({"nagle.late_slak_ms": 1}, "did you mean nagle.late_slack_ms"),
+        ({"tcp.late_slak_ms": 1}, "did you mean tcp.late_slack_ms"),
         ({"nagle.bogus": 1}, "valid names: nagle.ack_delay_max_ms"),
         ({"bogus": 1}, "valid names: cork."),
         ({"nagle.min_repeats": 2.5}, "whole number"),
         ({"nagle.min_repeats": 0}, "out of range"),
-        ({"nagle.tol_fraction": 1.5}, "out of range"),
-        ({"nagle.late_slack_ms": "fast"}, "not a number"),
-        ({"nagle.late_slack_ms": float("nan")}, "not a finite number"),
-        ({"nagle.late_slack_ms": True}, "not a number"),
+        ({"tcp.tol_fraction": 1.5}, "out of range"),
+        ({"nagle.delack_timer_min_ms": "fast"}, "not a number"),
+        ({"tcp.late_slack_ms": float("nan")}, "not a finite number"),
+        ({"tcp.late_slack_ms": True}, "not a number"),
     ],
 )
 def test_bad_settings_are_refused_by_name(settings: dict[str, object], message: str) -> None:
@@ -133,6 +135,25 @@ def test_settings_reach_the_detectors() -> None:
     with pcapkit.open(path, thresholds={"nagle.delack_timer_min_ms": 499}) as t:
         assert "nagle_delayed_ack" not in set(t.findings.kind)
     assert registry.resolve_thresholds({"nagle.min_repeats": "4"}) == {"nagle": {"min_repeats": 4}}
+
+
+def test_the_coupling_window_is_one_setting_for_every_tcp_detector() -> None:
+    """tcp.* sets the one "released by an ACK" window: with no window at all nothing is
+    coupled, so neither Nagle kind nor any record finding that needs a release remains."""
+    path = FIX / "nagle_wwr" / "client.pcapng"
+    zero = {"tcp.tol_min_ms": 0, "tcp.tol_fraction": 0, "tcp.late_slack_ms": 0}
+    with pcapkit.open(path, thresholds=zero) as t:
+        assert t.findings.empty
+        v = DirView.build(t.detect_context, 0, 0)
+        assert v.coupling == Coupling(0.0, 0.0, 0.0) and v.tolerance() == 0
+    with pcapkit.open(path, thresholds={"tcp.late_slack_ms": 4}) as t:
+        assert not t.findings.empty
+        assert DirView.build(t.detect_context, 0, 0).coupling.late_ns == 4_000_000
+    assert {t.name for t in registry.thresholds() if t.detector == "tcp"} == {
+        "tcp.tol_min_ms",
+        "tcp.tol_fraction",
+        "tcp.late_slack_ms",
+    }
 
 
 def test_cli_set_and_thresholds() -> None:

@@ -24,6 +24,7 @@ from pcapkit.detect.constants import (
     RFC1122_ACK_DELAY_MAX_NS,
     TCP_RTO_MIN_NS,
     ContentType,
+    Coupling,
 )
 from pcapkit.detect.tcp_model import DirView
 
@@ -111,9 +112,11 @@ def test_threshold_defaults_come_from_the_constants():
     assert default(ssr.detect, "rto_min_ns") == TCP_RTO_MIN_NS
     assert default(ssr.detect, "iw_segments") == IW_SEGMENTS == 10
     assert default(resumption.detect, "initial_window_segments") == IW_SEGMENTS
+    c = Coupling()  # the one coupling window, a setting of the model (tcp.*)
+    assert c.tol_min_ms == LAG_TOL_MIN_NS / MS == 0.5
+    assert c.late_slack_ms == LATE_SLACK_NS / MS == 2.0 and c.late_ns == LATE_SLACK_NS
     for fn in (nagle.detect, delayed_ack.detect, cork.detect):
-        assert default(fn, "tol_min_ms") == LAG_TOL_MIN_NS / MS == 0.5
-        assert default(fn, "late_slack_ms") == LATE_SLACK_NS / MS == 2.0
+        assert "tol_min_ms" not in inspect.signature(fn).parameters
     for fn in (nagle.detect, delayed_ack.detect):
         assert default(fn, "delack_timer_min_ms") == DELACK_TIMER_MIN_NS / MS == 30.0
         assert default(fn, "ack_delay_max_ms") == RFC1122_ACK_DELAY_MAX_NS / MS == 500.0
