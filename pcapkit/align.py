@@ -35,7 +35,7 @@ import pandas as pd
 from . import schema
 from .net.streams import empty_index
 from .net.tcp import KINDS, DirectionIndex, group_cummax, group_last_index
-from .sessions.tls import DECRYPT_STATUSES, EPOCHS, TlsFlow, record_columns
+from .sessions.tls import DECRYPT_STATUSES, EPOCHS, TlsFlow, record_columns, record_overhead
 
 # segment kinds that resend or fill: codes of net.tcp.KINDS out_of_order … overlap_diff
 _RETX_LO, _RETX_HI = KINDS.index("out_of_order"), KINDS.index("overlap_diff")
@@ -361,6 +361,7 @@ def tls_table(
             TLS_VERSIONS.get(sm.version, f"0x{sm.version:04x}") if sm.version else None
         )
         rows["cipher"].append(sm.cipher_suite_name)
+        rows["record_overhead"].append(record_overhead(sm.version, sm.cipher_suite))
         rows["sni"].append(sm.sni)
         rows["alpn"].append(sm.alpn)
         rows["alpn_offered"].append(",".join(sm.alpn_offered) if sm.alpn_offered else None)
@@ -390,6 +391,7 @@ def tls_table(
     for k in ("handshake_ms", "pct_psh_end", "pct_single_record_units"):
         data[k] = pd.array(rows[k], dtype="Float64")
     data["cert_chain_len"] = pd.array(rows["cert_chain_len"], dtype="Int64")
+    data["record_overhead"] = pd.array(rows["record_overhead"], dtype="Int64")
     return schema.frame("tls", data, n)
 
 

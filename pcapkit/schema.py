@@ -197,6 +197,13 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("flow", "int64", "flow id"),
         ("version", "str", "negotiated version, e.g. TLS 1.3"),
         ("cipher", "str", "negotiated cipher suite name"),
+        (
+            "record_overhead",
+            "Int64",
+            "fewest bytes a protected record adds to its plaintext under the negotiated "
+            "suite: header, explicit IV/nonce, tag or MAC + 1 padding byte, TLS 1.3 inner "
+            "type (DETECTION.md §1.7); missing when the suite's record protection is unknown",
+        ),
         ("sni", "str", "server_name from the ClientHello"),
         ("alpn", "str", "negotiated ALPN protocol"),
         ("alpn_offered", "str", "ALPN protocols offered, comma-separated"),

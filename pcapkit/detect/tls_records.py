@@ -61,13 +61,13 @@ one, BEAST countermeasure) which T1 excludes by version and cipher.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter, severity_for
 from .constants import (
     FLIGHT_BREAK_RTT,
@@ -174,33 +174,23 @@ RETRANSMISSION_KINDS = ("retransmission", "out_of_order", "overlap_same", "overl
 
 
 # --- TLS overhead per suite (DETECTION.md §1.7) ---------------------------------------------
-def tls_overhead_min(version: str | None, cipher: str | None) -> int:
-    """Smallest bytes on the wire beyond the plaintext for this suite (→ plaintext upper bound).
+# The tls table's record_overhead (the TLS layer knows each suite's IV, tag and MAC); for a
+# suite it does not know: 21 bytes, the smallest of all (TLS 1.2 ChaCha20-Poly1305 or
+# AES-CCM-8: 5 header + 16 or 8 + 8), so an unknown suite never makes a record look
+# smaller than it is.
+MIN_RECORD_OVERHEAD = 21
 
-    TLS 1.3 AEAD: 5 + 1 inner type + 16 tag = 22; TLS 1.2 AES-GCM/CCM: 5 + 8 explicit nonce
-    + 16 = 29; TLS 1.2 ChaCha20-Poly1305: 5 + 16 = 21; CBC-HMAC: 5 + IV (16, none in TLS 1.0)
-    + MAC (20/32/48) + ≥ 1 padding byte.  Unknown: 21, the smallest of all, so unknown
-    suites never make a record look smaller than it is.
-    """
-    v = (version or "").upper()
-    c = (cipher or "").upper()
-    if "1.3" in v:
-        return 22
-    if "CHACHA20" in c:
-        return 21
-    if "GCM" in c or "CCM" in c:
-        return 29 if "CCM_8" not in c else 21
-    if "CBC" in c:
-        mac = 48 if c.endswith("SHA384") else 32 if c.endswith("SHA256") else 20
-        iv = 0 if re.search(r"1\.0|SSL", v) else 16
-        return TLS_HEADER + iv + mac + 1
-    return 21
+
+def overhead_of(tls: Any) -> int:
+    """Fewest bytes beyond the plaintext per record on this connection (→ plaintext upper
+    bound): the tls row's ``record_overhead``, else :data:`MIN_RECORD_OVERHEAD`."""
+    v = None if tls is None else tls.record_overhead
+    return MIN_RECORD_OVERHEAD if v is None or _na(v) else int(v)
 
 
 def is_cbc_tls10(version: str | None, cipher: str | None) -> bool:
     """TLS ≤ 1.0 with a CBC suite: senders split each write 1/n−1 (BEAST countermeasure)."""
-    v = (version or "").upper()
-    return bool(re.search(r"1\.0|SSL", v)) and "CBC" in (cipher or "").upper()
+    return version in ("SSL 3.0", "TLS 1.0") and "CBC" in (cipher or "").upper()
 
 
 # --- per flow/direction view ----------------------------------------------------------------
@@ -240,6 +230,7 @@ class RecordView:
     cipher: str | None
     alpn: str | None
     s: Pieces
+    overhead: int = MIN_RECORD_OVERHEAD  # fewest bytes a record adds to its plaintext
 
     @property
     def f(self) -> int:
@@ -302,7 +293,8 @@ def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
     length = recs["length"]
     known = recs["plaintext_len"]
     exact = ~np.isnan(known)
-    est = np.maximum(length - tls_overhead_min(version, cipher), 0)
+    overhead = overhead_of(tls)
+    est = np.maximum(length - overhead, 0)
     plaintext = np.where(exact, np.nan_to_num(known), est).astype(np.int64)
     tcp = DirView.build(ctx, f, d)
     return RecordView(
@@ -315,6 +307,7 @@ def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
         cipher=cipher,
         alpn=alpn,
         s=segment_arrays(tcp.seg),
+        overhead=overhead,
     )
 
 
@@ -486,7 +479,7 @@ def detect_tiny(
             "re-encrypting."
         ),
         display_filter=f"{_stream_filter(ctx, v.f)} && tls.record.length <= "
-        f"{tiny_plaintext_max + tls_overhead_min(v.version, v.cipher) - TLS_HEADER}",
+        f"{tiny_plaintext_max + v.overhead - TLS_HEADER}",
         details={
             "tiny_records": n_tiny,
             "application_records": n,

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from dissectors.tls.crypto import cipher_suite
 from dissectors.tls.keylog import KeyLog
 
 # ContentType and the record-layer sizes are re-exported for the layers above (only
@@ -590,3 +591,29 @@ def plaintext(tls_flows: list[TlsFlow], flow: int, direction: str) -> bytes:
             ):
                 parts.append(r.plaintext)
     return b"".join(parts)
+
+
+TLS13 = 0x0304
+TLS10 = 0x0301
+
+
+def record_overhead(version: int | None, suite_id: int | None) -> int | None:
+    """The fewest bytes a protected record adds to its plaintext (DETECTION.md §1.7).
+
+    TLS 1.3 (RFC 8446 §5.2): header + 1 inner content type + the AEAD tag.  TLS 1.2 AEAD
+    (RFC 5288, RFC 6655, RFC 7905): header + explicit nonce (GCM/CCM 8, ChaCha20 none) +
+    tag.  CBC (RFC 5246 §6.2.3.2): header + explicit IV (one block, none before TLS 1.1,
+    RFC 4346) + MAC + at least 1 padding-length byte.  None when the suite's record
+    protection is unknown here.
+    """
+    if version is None or suite_id is None:
+        return None
+    s = cipher_suite(suite_id)
+    if s is None:
+        return None
+    if version == TLS13 or s.tls13:
+        return HEADER_LENGTH + 1 + s.tag_length
+    if s.mode == "aead":
+        return HEADER_LENGTH + s.record_iv_length + s.tag_length
+    iv = 0 if version <= TLS10 else s.record_iv_length
+    return HEADER_LENGTH + iv + s.mac_length + 1
