@@ -17,7 +17,7 @@ import pytest
 
 import pcapkit
 from pcapkit.detect import tls_records
-from pcapkit.detect.tls_records import tls_overhead_min
+from pcapkit.detect.tls_records import MIN_RECORD_OVERHEAD, overhead_of
 from pcapkit.io.writer import write_pcap
 
 from synth import Conn
@@ -631,11 +631,10 @@ def _ctx(tmp_path: Path, c: TlsConn):
     return pcapkit.open(p).detect_context
 
 
-def test_overhead_constants():
-    """DETECTION.md §1.7."""
-    assert tls_overhead_min("TLS 1.3", "TLS_AES_128_GCM_SHA256") == 22
-    assert tls_overhead_min("TLS 1.2", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") == 29
-    assert tls_overhead_min("TLS 1.2", "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256") == 21
-    assert tls_overhead_min("TLS 1.2", "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA") == 42
-    assert tls_overhead_min("TLS 1.0", "TLS_RSA_WITH_AES_128_CBC_SHA") == 26
-    assert tls_overhead_min(None, None) == 21
+def test_overhead_comes_from_the_tls_table():
+    """DETECTION.md §1.7: the tls row's record_overhead (the suite's protection, see
+    tests/sessions/test_tls_overhead.py), else 21 B, the smallest of all suites."""
+    with pcapkit.open(FIX / "tls_sse_nagle" / "client.pcapng") as t:
+        row = next(t.tls.itertuples(index=False))
+        assert overhead_of(row) == row.record_overhead == 22
+    assert overhead_of(None) == MIN_RECORD_OVERHEAD == 21
