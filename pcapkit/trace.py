@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import align, schema
+from . import schema
 from .anomalies import anomalies_table
 from .errors import UnsupportedLinkType
 from .io.reader import LINKTYPE_NONE, RawCapture, read_capture
@@ -175,18 +175,24 @@ class Trace:
     def records(self) -> pd.DataFrame:
         """One row per TLS record, aligned with TCP frames and PSH; see
         ``schema.describe("records")``."""
+        from .align import records_table
+
         net = self._net
-        return align.records_table(self._tls, net.tcp.index, net.tcp.segments, net.flows.count)
+        return records_table(self._tls, net.tcp.index, net.tcp.segments, net.flows.count)
 
     @cached_property
     def tls(self) -> pd.DataFrame:
         """One row per TLS session; see ``schema.describe("tls")``."""
-        return align.tls_table(self._tls, self.records, self._handshake_times)
+        from .align import tls_table
+
+        return tls_table(self._tls, self.records, self._handshake_times)
 
     @cached_property
     def _handshake_times(self) -> dict[int, tuple[int, int]]:
+        from .align import handshake_times
+
         versions = {tf.flow: tf.summary.version for tf in self._tls}
-        return align.handshake_times(self.records, versions)
+        return handshake_times(self.records, versions)
 
     # -- HTTP ------------------------------------------------------------------
     @cached_property

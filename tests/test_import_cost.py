@@ -1,0 +1,16 @@
+"""``import pcapkit`` stays light: the TLS/QUIC/HTTP machinery (dissectors, the
+cryptography package) loads only when a capture needs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_import_pcapkit_loads_no_dissector() -> None:
+    code = (
+        "import sys, pcapkit; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('dissectors', 'cryptography')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
