@@ -64,9 +64,10 @@ class Trace:
         embedded_keys: bool = True,
         thresholds: Mapping[str, Any] | None = None,
     ) -> None:
-        from .detect.registry import resolve_thresholds
+        if thresholds:  # a bad name or value fails here, not after the read
+            from .detect.registry import resolve_thresholds
 
-        resolve_thresholds(thresholds)  # a bad name or value fails here, not after the read
+            resolve_thresholds(thresholds)
         self.thresholds = dict(thresholds or {})
         self.path = os.fspath(path)
         self.redact_secrets = redact
