@@ -750,10 +750,11 @@ def split_records(v: RecordView) -> list[dict[str, Any]]:
     # window-edge sends (tcp_write_wakeup carries PSH): end == the peer's last ack + window
     pi = np.searchsorted(p.frame, s.frames[ci])
     y_pos = np.nonzero((p.dir == 1 - v.d) & (p.ack >= 0))[0]
-    j = np.searchsorted(y_pos, pi) - 1
-    jj = y_pos[np.maximum(j, 0)]
-    edge = (j >= 0) & (p.win[jj] >= 0) & (p.ack[jj] + p.win[jj] == s.end[ci])
-    ci = ci[~edge]
+    if y_pos.shape[0]:  # a one-sided capture has no ACK from Y: no window edge to test
+        j = np.searchsorted(y_pos, pi) - 1
+        jj = y_pos[np.maximum(j, 0)]
+        edge = (j >= 0) & (p.win[jj] >= 0) & (p.ack[jj] + p.win[jj] == s.end[ci])
+        ci = ci[~edge]
     rec_off = v.recs["offset"]
     rec_end = rec_off + v.recs["length"]
     missing = v.recs["missing_bytes"]
