@@ -26,9 +26,17 @@ client's first Initial to the first packet carrying the request — the round tr
   validated the server may send at most 3 × the bytes it received.  A handshake
   flight larger than that (big certificate chains) stops at the limit and waits for
   the client's next datagram.  Signature: the server's datagrams before validation
-  add up to ≥ ``AMPLIFICATION_FILL`` of 3 × the client's bytes, then the server pauses
-  ≥ ``MIN_PAUSE_MS`` and resumes only after a client datagram; the cost is that
-  pause (both ends of it are server datagrams: the same at every vantage).
+  add up to between ``AMPLIFICATION_FILL`` of 3 × the client's bytes and 3 × (a
+  server past the limit was not held by it), then the server pauses ≥
+  ``MIN_PAUSE_MS`` and resumes only after a client datagram; the cost is that pause
+  (both ends of it are server datagrams: the same at every vantage).  Where the
+  server's Handshake packets decrypt, the flight must really have been cut: its
+  Finished not yet sent before the pause, and the datagram after it carrying
+  Handshake CRYPTO bytes not sent before (an ACK or a retransmission after a
+  complete flight is no stop); without keys that cannot be seen, and the finding says
+  so with a lower confidence.  The remedy suggests certificate compression only when
+  the server is not already using it (a CompressedCertificate, RFC 8879, seen with
+  keys) and the client offered it.
 
 Reads the declared tables only: ``quic_packets`` (types, directions, datagram sizes),
 ``quic_tls`` (ClientHello / ServerHello / EncryptedExtensions and their
@@ -43,7 +51,7 @@ from typing import Any
 
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
-from .quic_rows import QuicConn, connections
+from .quic_rows import CRYPTO, QuicConn, connections
 from .spec import DetectorSpec, Kind
 
 SPEC = DetectorSpec(
@@ -61,6 +69,10 @@ AMPLIFICATION_FACTOR = 3
 AMPLIFICATION_FILL = 0.9
 # A pause shorter than this is pacing within the flight, not a wait for budget.
 MIN_PAUSE_MS = 1.0
+# RFC 8879: the compress_certificate extension (27) and the CompressedCertificate
+# handshake message (25, named by the dissector)
+EXT_COMPRESS_CERTIFICATE = 27
+COMPRESSED_CERTIFICATE = "COMPRESSED_CERTIFICATE"
 
 # RFC 9110 §9.2.2: requests a client may safely replay — the only ones 0-RTT suits
 # (RFC 8470, RFC 9114 §4.2.1 / RFC 8446 §8 replay caveats)
@@ -85,8 +97,8 @@ _WHY = {
         "validated the client's address (RFC 9000 §8.1), so it stopped until the client's "
         "next datagram raised the budget",
         "Make the server's first flight fit 3 × 1200 bytes: a shorter certificate chain "
-        "(ECDSA keys, no cross-signed extras, fewer names) or certificate compression "
-        "(RFC 8879); clients can pad their Initial to more than 1200 bytes.",
+        "(ECDSA keys, no cross-signed extras, fewer names){compression}; clients can pad "
+        "their Initial to more than 1200 bytes.",
     ),
     "hello_retry_request": (
         "none of the client's key_share groups suited the server, which sent a "
@@ -131,8 +143,9 @@ def _amplification(qc: QuicConn) -> tuple[str, Any, Any, Any] | None:
                 if (
                     nxt is not None
                     and "handshake" in nxt.types
-                    and sent >= AMPLIFICATION_FILL * limit
+                    and AMPLIFICATION_FILL * limit <= sent <= limit
                     and (nxt.ts_ns - last_s.ts_ns) / 1e6 >= MIN_PAUSE_MS
+                    and _flight_cut(qc, last_s.frame, nxt.frame) is not False
                 ):
                     return ("anti_amplification", last_s, g, nxt)
                 return None
@@ -142,6 +155,41 @@ def _amplification(qc: QuicConn) -> tuple[str, Any, Any, Any] | None:
                 return None
             sent += g.size
             last_s = g
+    return None
+
+
+def _flight_cut(qc: QuicConn, last_frame: int, next_frame: int) -> bool | None:
+    """Whether the server's handshake flight was cut at ``last_frame``: its Finished not
+    sent by then and the datagram ``next_frame`` carrying Handshake CRYPTO bytes beyond
+    everything sent before.  None when the server's Handshake packets did not decrypt."""
+    seen = [
+        p
+        for p in qc.packets
+        if p.qdir == "s2c" and p.space == "handshake" and p.frame <= next_frame
+    ]
+    if not seen or not all(p.decrypted for p in seen):
+        return None
+    fin = _first(qc.tls, lambda m: m.qdir == "s2c" and m.name == "FINISHED")
+    if fin is not None and fin.frame <= last_frame:
+        return False  # the whole flight had left before the pause
+    crypto = [
+        f
+        for f in qc.frames
+        if f.qdir == "s2c" and f.space == "handshake" and f.frame_type == CRYPTO
+    ]
+    before = max((f.offset + f.length for f in crypto if f.frame <= last_frame), default=0)
+    return any(f.frame == next_frame and f.offset + f.length > before for f in crypto)
+
+
+def _compression_offered_unused(qc: QuicConn) -> bool | None:
+    """The client offered certificate compression (RFC 8879) and the server did not use
+    it: True / False, or None when the server's messages are not visible (no keys)."""
+    ch = _first(qc.tls, lambda m: m.qdir == "c2s" and m.name == "CLIENT_HELLO")
+    offered = ch is not None and EXT_COMPRESS_CERTIFICATE in (ch.extensions or ())
+    if any(m.qdir == "s2c" and m.name == COMPRESSED_CERTIFICATE for m in qc.tls):
+        return False
+    if any(m.qdir == "s2c" and m.name == "CERTIFICATE" for m in qc.tls):
+        return offered
     return None
 
 
@@ -252,6 +300,37 @@ def detect(ctx: DetectContext) -> list[Finding]:
                 episodes.append(("hello_retry_request", start, hrr, ch2))
         for cause, a, trig, b in episodes:
             why, remedy = _WHY[cause]
+            confidence = 0.9
+            checks = ["the client sent its first flight again after the server's answer"]
+            if cause == "anti_amplification":
+                unused = _compression_offered_unused(qc)
+                remedy = remedy.format(
+                    compression=(
+                        " or certificate compression (RFC 8879: the client offered it, the "
+                        "server did not use it)"
+                        if unused
+                        else ""
+                        if unused is False
+                        else " or certificate compression (RFC 8879) if the server does not "
+                        "use it already"
+                    )
+                )
+                cut = _flight_cut(qc, a.frame, b.frame)
+                checks = [
+                    "the server had sent between 90 % and 100 % of 3 × the client's bytes",
+                    "it resumed only after the client's next datagram",
+                ]
+                if cut:
+                    checks.append(
+                        "its Finished had not left before the pause, and the datagram after "
+                        "it carried new Handshake CRYPTO bytes"
+                    )
+                else:
+                    confidence = 0.6
+                    checks.append(
+                        "without the handshake keys the datagrams' contents are unknown: a "
+                        "server that had sent its whole flight and paused would look the same"
+                    )
             cost = (b.ts_ns - a.ts_ns) / 1e6
             d = qc.flow_dir("c2s")
             roles = {
@@ -290,8 +369,8 @@ def detect(ctx: DetectContext) -> list[Finding]:
                     ),
                     remedy=remedy,
                     display_filter=frame_filter([e.frame for e in ev]),
-                    confidence=0.9,
-                    checks=["the client sent its first flight again after the server's answer"],
+                    confidence=confidence,
+                    checks=checks,
                     details={"cause": cause, "version": qc.version_name},
                 )
             )

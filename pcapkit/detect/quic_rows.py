@@ -27,6 +27,7 @@ from .context import DetectContext
 
 # RFC 9000 §19.3 / §19.8: ACK (0x02, 0x03 with ECN counts), STREAM (0x08..0x0f)
 ACK_TYPES = (0x02, 0x03)
+CRYPTO = 0x06  # §19.6
 STREAM_TYPES = range(0x08, 0x10)
 MAX_DATA = 0x10  # §19.9
 MAX_STREAM_DATA = 0x11  # §19.10
@@ -45,8 +46,8 @@ FRAME_COLUMNS = (
     "largest_acknowledged", "ack_ranges", "maximum",
 )  # fmt: skip
 TLS_COLUMNS = (
-    "flow", "frame", "ts_ns", "from_client", "name", "decoded", "pre_shared_key",
-    "early_data", "initial_max_data", "initial_max_stream_data_bidi_local",
+    "flow", "frame", "ts_ns", "from_client", "name", "decoded", "extensions",
+    "pre_shared_key", "early_data", "initial_max_data", "initial_max_stream_data_bidi_local",
     "initial_max_stream_data_bidi_remote", "initial_max_stream_data_uni",
 )  # fmt: skip
 

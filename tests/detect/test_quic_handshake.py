@@ -158,27 +158,108 @@ def test_hello_retry_request_by_hand() -> None:
     assert f.frames == [1, 2, 3] and f.cost_ms == pytest.approx(10.5)
 
 
-def amplification(server_datagrams: int) -> Conn:
+CRYPTO_BYTES = 1100  # Handshake CRYPTO bytes per 1200-byte server datagram
+
+
+def crypto(offset: int, length: int = CRYPTO_BYTES) -> dict[str, object]:
+    return {"frame_type": 0x06, "type": "CRYPTO", "offset": offset, "length": length}
+
+
+def amplification(
+    server_datagrams: int,
+    *,
+    keys: bool = False,
+    finished_before_pause: bool = False,
+    resume: str = "new_crypto",
+) -> Conn:
     """The server sends ``server_datagrams`` × 1200 bytes after the client's 1200-byte
-    Initial, then waits 20 ms until the client's Handshake datagram."""
+    Initial, then waits 20 ms until the client's Handshake datagram.  With ``keys`` the
+    server's Handshake packets decrypt: each carries the next CRYPTO bytes of its flight
+    (its Finished in the last one before the pause when ``finished_before_pause``), and
+    the datagram after the pause carries ``resume``: new CRYPTO bytes, or only an ACK."""
     c = Conn()
     c.packet("c2s", 0.0, ptype="initial", pn=0, size=1200)
+    last = 0
     for k in range(server_datagrams):
-        c.packet("s2c", 10.0 + k / 10, ptype="initial" if k == 0 else "handshake", pn=k, size=1200)
-    c.packet("c2s", 30.0, ptype="handshake", pn=0, size=100)
-    c.packet("s2c", 31.0, ptype="handshake", pn=server_datagrams, size=1200)
+        hs = k > 0
+        frames = [crypto((k - 1) * CRYPTO_BYTES)] if hs and keys else []
+        last = c.packet(
+            "s2c",
+            10.0 + k / 10,
+            *frames,
+            ptype="handshake" if hs else "initial",
+            pn=k,
+            size=1200,
+            decrypted=keys or not hs,
+        )
+    if keys and finished_before_pause:
+        c.tls_message("s2c", "FINISHED", last)
+    c.packet("c2s", 30.0, ptype="handshake", pn=0, size=100, decrypted=keys)
+    after = (
+        [crypto((server_datagrams - 1) * CRYPTO_BYTES)]
+        if resume == "new_crypto"
+        else [{"frame_type": 0x02, "type": "ACK", "largest_acknowledged": 0}]
+    )
+    c.packet(
+        "s2c",
+        31.0,
+        *(after if keys else []),
+        ptype="handshake",
+        pn=server_datagrams,
+        size=1200,
+        decrypted=keys,
+    )
     return c
 
 
-def test_anti_amplification_by_hand() -> None:
-    (f,) = _extra_rtt(amplification(3))  # 3 × 1200 = 3 × the client's bytes
+@pytest.mark.parametrize("keys", [False, True])
+def test_anti_amplification_by_hand(keys: bool) -> None:
+    (f,) = _extra_rtt(amplification(3, keys=keys))  # 3 × 1200 = 3 × the client's bytes
     assert f.details["cause"] == "anti_amplification"
     assert f.frames == [4, 5, 6]  # last server datagram, client datagram, server resumes
     assert f.cost_ms == pytest.approx(31.0 - 10.2)
+    if keys:  # the cut is visible: Finished not sent, new CRYPTO bytes after the pause
+        assert f.confidence == 0.9 and "new Handshake CRYPTO bytes" in f.checks[-1]
+    else:  # without keys a complete flight followed by a pause would look the same
+        assert f.confidence == 0.6 and "without the handshake keys" in f.checks[-1]
+        assert "if the server does not use it already" in f.remedy
 
 
 def test_flight_below_the_budget_is_clean() -> None:
     assert _extra_rtt(amplification(2)) == []  # 2400 < 90 % of 3600: not at the limit
+
+
+def test_flight_past_the_budget_was_not_held_by_it() -> None:
+    """Issue 13 class 1 (SYNTHETIC): 4 × 1200 B against one 1200-byte Initial is more than
+    3 × — the server was not stopped by the limit (it was validated some other way), so
+    the pause after it is not an anti-amplification stop."""
+    assert _extra_rtt(amplification(4)) == []
+
+
+@pytest.mark.parametrize(
+    ("finished_before_pause", "resume"), [(True, "new_crypto"), (False, "ack_only")]
+)
+def test_complete_flight_then_a_pause_is_no_stop(finished_before_pause: bool, resume: str) -> None:
+    """Issue 13 class 1 (SYNTHETIC): with keys the wire shows the flight was not cut — the
+    server's Finished had already left, or what followed the pause carried no new
+    handshake bytes (an ACK) — so no extra round trip is reported."""
+    c = amplification(3, keys=True, finished_before_pause=finished_before_pause, resume=resume)
+    assert _extra_rtt(c) == []
+
+
+def test_no_compression_advice_to_a_server_that_compresses() -> None:
+    """With keys: a CompressedCertificate (RFC 8879) means the server compresses already;
+    a client that did not offer compression cannot get it: no such advice either way."""
+    c = amplification(3, keys=True)
+    c.tls_message("c2s", "CLIENT_HELLO", 1, extensions=(0, 16, 27, 43, 51))
+    c.tls_message("s2c", "COMPRESSED_CERTIFICATE", 3)
+    (f,) = _extra_rtt(c)
+    assert "compression" not in f.remedy
+    c = amplification(3, keys=True)
+    c.tls_message("c2s", "CLIENT_HELLO", 1, extensions=(0, 16, 27, 43, 51))
+    c.tls_message("s2c", "CERTIFICATE", 3)
+    (f,) = _extra_rtt(c)
+    assert "the client offered it, the server did not use it" in f.remedy
 
 
 def resumed(
