@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._wire import Buffer
 from .errors import LimitExceeded, Malformed
@@ -45,6 +46,7 @@ __all__ = [
     "Http1Head",
     "Http1Malformed",
     "Http1Parser",
+    "Http1PartialHead",
     "Http1Tunnel",
     "Http1Item",
     "Http1Connection",
@@ -70,6 +72,12 @@ _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # RFC 9110 §5.6.2
 _VERSION = re.compile(rb"HTTP/(\d)\.(\d)\Z")  # RFC 9112 §2.3
 _REQUEST_LINE = re.compile(rb"([^ ]+) +([^ ]+) +(HTTP/\d\.\d)\Z")
 _STATUS_LINE = re.compile(rb"(HTTP/\d\.\d) +(\d{3})(?: (.*))?\Z", re.S)
+# What a start line cut short can look like: a method token and a space then visible
+# characters (RFC 9112 §3), or the beginning of "HTTP/1.x" (§4).
+_REQUEST_PREFIX = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+ [\x21-\x7e ]*\r?\Z")
+_STATUS_PREFIX = re.compile(
+    rb"H(?:T(?:T(?:P(?:/(?:\d(?:\.(?:\d(?: [\x20-\x7e]*)?)?)?)?)?)?)?)?\r?\Z"
+)
 _HEX = re.compile(rb"[0-9A-Fa-f]+")
 _BLANK_LINE = re.compile(rb"\n\r?\n")
 _METHODS_START = (
@@ -119,6 +127,38 @@ class Http1Head:
     def interim(self) -> bool:
         """A 1xx response other than 101: another response follows (RFC 9110 §15.2)."""
         return self.status is not None and 100 <= self.status < 200 and self.status != 101
+
+    def get(self, name: str) -> str | None:
+        """The field's value, repeated fields joined with ``", "`` (RFC 9110 §5.3)."""
+        want = name.lower()
+        vals = [v for k, v in self.headers if k.lower() == want]
+        return ", ".join(vals) if vals else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Http1PartialHead:
+    """A message head the stream ended inside: its empty line never arrived (RFC 9112
+    §2.1).  Reported by :meth:`Http1Parser.close`, never by ``feed``.
+
+    ``offset``/``length`` span the bytes that did arrive; the start line's fields are
+    set when it arrived whole and parses; ``headers`` holds the whole field lines after
+    it that parse (an unfinished last line is left out).  ``message`` is the number the
+    message would have had.
+    """
+
+    offset: int
+    length: int
+    message: int
+    is_request: bool
+    method: str | None = None
+    target: str | None = None
+    status: int | None = None
+    version: str | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.length
 
     def get(self, name: str) -> str | None:
         """The field's value, repeated fields joined with ``", "`` (RFC 9110 §5.3)."""
@@ -178,7 +218,7 @@ class Http1Tunnel:
         return self.offset + self.length
 
 
-Http1Item = Http1Head | Http1Body | Http1End | Http1Tunnel
+Http1Item = Http1Head | Http1Body | Http1End | Http1Tunnel | Http1PartialHead
 
 
 class Http1Malformed(Malformed):
@@ -330,6 +370,10 @@ class Http1Parser:
         m = self._msg
         if self._state == _TUNNEL:
             self._flush_tunnel(out)
+        elif self._state == _HEAD and bytes(self._buf).strip(b"\r\n"):
+            partial = self._partial_head()
+            if partial is not None:
+                out.append(partial)
         elif m is not None:
             self._flush_body(out)
             complete = self._state == _CLOSE
@@ -346,6 +390,53 @@ class Http1Parser:
             self._msg = None
         self._state = _FAILED if self._state != _TUNNEL else _TUNNEL
         return out
+
+    def _partial_head(self) -> Http1PartialHead | None:
+        """What arrived of a head whose empty line never did (never raises); None when
+        the bytes are not the start of an HTTP/1.x message (a whole first line that is no
+        request or status line, or a cut one that cannot begin one)."""
+        b = bytes(self._buf)
+        skip = len(b) - len(b.lstrip(b"\r\n"))
+        offset, body = self._buf_start + skip, b[skip:]
+        # whole lines only: the last one may be cut
+        whole = body[: body.rfind(b"\n") + 1] if b"\n" in body else b""
+        lines = _split_lines(whole)[:-1] if whole else []
+        facts: dict[str, Any] = {}
+        if not lines:
+            start_prefix = _REQUEST_PREFIX if self._is_request else _STATUS_PREFIX
+            if not start_prefix.match(body):
+                return None
+        else:
+            start = lines[0]
+            if self._is_request:
+                mt = _REQUEST_LINE.match(start)
+                if not mt or not _TOKEN.match(mt.group(1)):
+                    return None
+                facts = {
+                    "method": mt.group(1).decode("ascii"),
+                    "target": mt.group(2).decode("latin-1"),
+                    "version": mt.group(3).decode("ascii"),
+                }
+            else:
+                ms = _STATUS_LINE.match(start)
+                if not ms:
+                    return None
+                facts = {"status": int(ms.group(2)), "version": ms.group(1).decode("ascii")}
+            fields: tuple[tuple[str, str], ...] = ()
+            for k in range(len(lines), 1, -1):  # the longest prefix of lines that parses
+                try:
+                    fields = _parse_fields(lines[1:k], offset)
+                    break
+                except Http1Malformed:
+                    continue
+            facts["headers"] = fields
+        return Http1PartialHead(
+            offset=offset,
+            length=len(body),
+            message=self._count,
+            is_request=self._is_request,
+            **facts,
+        )
 
     # -- machinery ------------------------------------------------------------
     def _consume(self, n: int) -> bytes:

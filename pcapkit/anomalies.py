@@ -116,6 +116,8 @@ _ALL = [
             "http1_malformed": "bytes that cannot be HTTP/1.1 framing (start line, header "
             "field, Content-Length, chunk size); the direction stops there",
             "http1_head_too_large": "a start line and header section above the cap",
+            "http1_head_incomplete": "the capture ends inside a message head (its empty "
+            "line never arrived); the request is listed with request_complete false",
         },
     ),
     *_declare(

@@ -566,6 +566,11 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("first_event_ts_ns", "Int64", "first SSE event / gRPC message readable (TTFT point)"),
         ("last_byte_ts_ns", "Int64", "last byte of the response readable"),
         ("complete", "bool", "the response ended as its framing says"),
+        (
+            "request_complete",
+            "boolean",
+            "the request's head and body arrived whole (missing: no request seen)",
+        ),
         ("grpc_status", "Int64", "grpc-status from the trailers (gRPC only)"),
         ("content_encoding", "str", "response Content-Encoding"),
         ("traceparent", "str", "W3C traceparent of the request"),

@@ -481,3 +481,40 @@ def test_h2c_upgrade_becomes_http2(tmp_path: Path) -> None:
     h1 = q[q.protocol == "http/1.1"]
     assert h1.status.tolist() == [101]
     assert set(m[m.protocol == "h2"].type) >= {"SETTINGS", "HEADERS", "DATA"}
+
+
+def test_request_whose_head_never_ended_is_listed_incomplete(tmp_path: Path) -> None:
+    """Issue 13 class 8 (SYNTHETIC, scapy): an HTTP/1.0 request whose empty line never
+    arrived before the capture ended is a request row with request_complete false and an
+    http1_head_incomplete anomaly, not silently absent."""
+    from pcapkit.io.writer import write_pcap
+
+    from synth import Conn
+
+    c = Conn(sport=80)
+    c.handshake()
+    c.c2s(30_000, b"GET /slow HTTP/1.0\r\nHost: example.com\r\nUser-Ag")
+    c.ack_s(50_000)
+    p = tmp_path / "cut.pcap"
+    write_pcap(p, c.frames, 1)
+    with pcapkit.open(p) as t:
+        r = t.requests
+        assert len(r) == 1
+        q = r.iloc[0]
+        assert (q.method, q.path, q.authority) == ("GET", "/slow", "example.com")
+        assert q.request_complete is not pd.NA and not q.request_complete
+        assert pd.isna(q.status) and not q.complete
+        a = t.anomalies
+        (detail,) = a[a.name == "http1_head_incomplete"].detail
+        assert "request head (GET /slow; no empty line)" in detail
+        m = t.messages
+        assert list(m.detail) == ["incomplete: GET /slow"]
+
+
+def test_complete_requests_say_so() -> None:
+    with pcapkit.open(FIX / "tls_sse_nagle" / "client.pcapng") as t:
+        assert t.requests.request_complete.tolist() == [True]
+    with pcapkit.open(FIX / "h2_sse_drop" / "client.pcapng") as t:
+        assert t.requests.request_complete.all()
+    with pcapkit.open(FIX / "h3_sse_drop" / "client.pcapng") as t:
+        assert t.requests.request_complete.all()

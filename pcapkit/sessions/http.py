@@ -417,7 +417,14 @@ def _sse_events(
 
 
 def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
-    from dissectors.http1 import Http1Body, Http1End, Http1Head, Http1Tunnel, dissect_connection
+    from dissectors.http1 import (
+        Http1Body,
+        Http1End,
+        Http1Head,
+        Http1PartialHead,
+        Http1Tunnel,
+        dissect_connection,
+    )
 
     conn = dissect_connection(af.c2s.data, af.s2c.data, eof=af.s2c.stop is None)
     for d, err in conn.error.items():
@@ -439,9 +446,18 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
     first_c2s: dict[int, int] = {}
     for i, it in enumerate(conn.c2s):
         fr, ts = int(stamps["c2s"][0][i]), int(stamps["c2s"][1][i])
-        if isinstance(it, Http1Head):
+        if isinstance(it, (Http1Head, Http1PartialHead)):
             f0, t0 = _one(af.c2s.stamp, it.offset)
             req_heads[it.message] = (it, fr, ts, f0, t0)
+            if isinstance(it, Http1PartialHead):
+                b.anomaly(
+                    "http1_head_incomplete",
+                    af.flow,
+                    it.offset,
+                    f"c2s: the readable bytes end {it.length} bytes into a request head "
+                    f"({it.method or 'start line cut'} {it.target or ''}; no empty line"
+                    + ("; the stream stops at a hole)" if af.c2s.stop else ")"),
+                )
         elif isinstance(it, Http1End):
             req_ends[it.message] = (it, fr, ts)
         elif isinstance(it, Http1Body):
@@ -465,6 +481,15 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
         elif isinstance(it, Http1End):
             r = resp.setdefault(it.message, {"interim": [], "pieces": [], "items": []})
             r["end"] = (it, fr, ts)
+        elif isinstance(it, Http1PartialHead):
+            b.anomaly(
+                "http1_head_incomplete",
+                af.flow,
+                it.offset,
+                f"s2c: the readable bytes end {it.length} bytes into a response head "
+                f"(status {it.status if it.status is not None else 'line cut'}; no empty line"
+                + ("; the stream stops at a hole)" if af.s2c.stop else ")"),
+            )
 
     req_heads_by_msg = dict(req_heads)
     # requests sent as 0-RTT data without the early secret are missing from the client's
@@ -516,6 +541,11 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             else (sum(p.length for p in r["pieces"]) if resp_head else None)
         )
         row["complete"] = bool(end and end[0].complete)
+        row["request_complete"] = (
+            None
+            if req is None
+            else isinstance(req, Http1Head) and (n not in req_ends or req_ends[n][0].complete)
+        )
         row["first_body_ts_ns"] = r["first_body"][1] if "first_body" in r else -1
         pieces = r["pieces"]
         last_ts = end[2] if end else -1
@@ -555,7 +585,9 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
                 rh[1],
                 rh[2],
                 req_idx,
-                f"{req.method} {req.target} {req.version}",
+                f"{req.method} {req.target} {req.version}"
+                if isinstance(req, Http1Head)
+                else f"incomplete: {req.method or '?'} {req.target or ''}".rstrip(),
             )
         if n in req_ends:
             e, fr, ts = req_ends[n]
@@ -752,6 +784,8 @@ def _http2(
             "request_body_bytes": st.body_bytes["c2s"],
             "response_body_bytes": st.body_bytes["s2c"] if rs else None,
             "complete": end_off is not None,
+            # a decoded header block is whole; the request ended at its END_STREAM
+            "request_complete": None if rq is None else req_end is not None,
             "request_headers": redact(rq.headers or (), redact_secrets=b.redact_secrets)
             if rq
             else None,
@@ -925,6 +959,7 @@ def _http3(b: _Builder, qf: Any) -> None:
             "request_body_bytes": strm.body_bytes["c2s"],
             "response_body_bytes": strm.body_bytes["s2c"] if rs else None,
             "complete": strm.end_stream_offset["s2c"] is not None,
+            "request_complete": (None if rq is None else strm.end_stream_offset["c2s"] is not None),
             "request_headers": redact(rq.headers or (), redact_secrets=b.redact_secrets)
             if rq
             else None,

@@ -280,3 +280,49 @@ def test_sse_chunking_invariance(sizes: list[int]) -> None:
 def test_sse_garbage_never_raises(data: bytes) -> None:
     _sse(data)
     _sse(data, [1] * len(data))
+
+
+def test_close_reports_a_head_the_stream_ended_inside() -> None:
+    from dissectors.http1 import Http1PartialHead
+
+    p = Http1Parser(is_request=True)
+    assert p.feed(b"\r\nGET /a HTTP/1.0\r\nHost: x\r\nAccept: te") == []
+    (h,) = p.close()
+    assert isinstance(h, Http1PartialHead)
+    assert (h.offset, h.length, h.message) == (2, 36, 0)  # 17 + 9 + 10 bytes
+    assert (h.method, h.target, h.version) == ("GET", "/a", "HTTP/1.0")
+    assert h.headers == (("Host", "x"),) and h.get("host") == "x"
+    # the start line itself cut: nothing but the span
+    p = Http1Parser(is_request=True)
+    p.feed(b"GET /only-a-pa")
+    (h,) = p.close()
+    assert (h.method, h.headers, h.length) == (None, (), 14)
+    # a response: the status line and the whole field lines that parse
+    p = Http1Parser(is_request=False)
+    p.feed(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nbad line\r\nX-Cut: 1")
+    (h,) = p.close()
+    assert (h.status, h.version, h.is_request) == (200, "HTTP/1.1", False)
+    assert h.headers == (("Content-Type", "text/plain"),)
+    # nothing pending: nothing to report
+    p = Http1Parser(is_request=True)
+    p.feed(b"GET / HTTP/1.1\r\n\r\n")
+    assert p.close() == []
+
+
+def test_close_reports_nothing_for_bytes_that_cannot_start_a_head() -> None:
+    for is_request, data in [
+        (True, b"GET /download\n"),  # a whole line, but no HTTP version: not HTTP/1.x
+        (True, b"\x16\x03\x01\x02\x00\x01"),  # TLS, cut
+        (False, b"\x00\x01\x02\x03\t\n\x0b"),  # binary
+        (False, b"HTTX"),
+    ]:
+        p = Http1Parser(is_request=is_request)
+        try:
+            p.feed(data)
+        except DissectError:
+            continue
+        assert p.close() == [], data
+    p = Http1Parser(is_request=False)
+    p.feed(b"HTTP/1.")
+    (h,) = p.close()
+    assert h.length == 7 and h.status is None
