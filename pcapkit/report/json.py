@@ -5,6 +5,9 @@ Top-level keys (stable contract, documented in the README):
 * ``capture``   — file facts: ``path``, ``format``, ``compressed``, ``file_size``,
   ``frames``, ``first_ts_ns``, ``last_ts_ns``, ``duration_ms``, ``interfaces``,
   ``tcp_packets``, ``udp_packets``, ``flows``, ``secrets_blocks``, ``anomalies``.
+* ``coverage``  — what could be read: TCP connections, UDP flows, TLS sessions and QUIC
+  connections decrypted of all, cleartext HTTP connections, frames in readable
+  connections, and why the rest was not decrypted (``pcapkit.report.coverage``).
 * ``flows``     — one object per flow with the columns of ``Trace.flows``
   (``pcapkit.schema.describe("flows")``); missing values are ``null``.
 * ``tls``       — one object per TLS session with the columns of ``Trace.tls``.
@@ -23,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from .coverage import coverage
 
 SCHEMA_VERSION = 1
 
@@ -57,6 +61,7 @@ def analysis_json(trace: Trace, findings: pd.DataFrame | None = None) -> dict[st
     return {
         "schema_version": SCHEMA_VERSION,
         "capture": to_jsonable({**trace.capture_summary(), "key_sources": trace.key_sources}),
+        "coverage": to_jsonable(coverage(trace)),
         "flows": records(trace.flows),
         "tls": records(trace.tls),
         "quic": records(trace.quic),

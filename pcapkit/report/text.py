@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..schema import is_missing as _na
 from ..trace import Trace
+from .coverage import coverage, coverage_line, unread
 
 # Flows beyond this many are summarised in one line unless --all is given.
 DEFAULT_MAX_FLOWS = 50
@@ -105,13 +106,26 @@ def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
     ) or [indent]
 
 
-def verdict(findings: Any) -> str:
-    """One line for the whole capture."""
+def verdict(findings: Any, cov: dict[str, Any] | None = None) -> str:
+    """One line for the whole capture; it says what could not be read (``cov``:
+    :func:`pcapkit.report.coverage.coverage`) instead of a clean bill for it."""
+    n_unread = 0 if cov is None else unread(cov)
+    blind = (
+        f"{n_unread} TLS/QUIC connection(s) could not be decrypted, so delays inside them "
+        "(server think time, HTTP/2 or HTTP/3 stalls, event batching) cannot be seen: give "
+        "their key log (--keylog, SSLKEYLOGFILE) to look inside"
+        if n_unread
+        else ""
+    )
     if len(findings) == 0:
+        if blind:
+            return "verdict: no latency pathology found in what could be read; " + blind
         return "verdict: no latency pathology found"
     costly = findings[findings.severity != "info"]
     if costly.empty:
-        return f"verdict: {len(findings)} informational finding(s), nothing that cost time"
+        return f"verdict: {len(findings)} informational finding(s), nothing that cost time" + (
+            f"; {blind}" if blind else ""
+        )
     by_kind = costly.groupby("kind", sort=False).agg(n=("kind", "size"), cost=("cost_ms", "sum"))
     by_kind = by_kind.sort_values("cost", ascending=False)
     parts = [f"{k} ({int(r.n)}×, {_ms(r.cost)})" for k, r in by_kind.iterrows()]
@@ -120,6 +134,7 @@ def verdict(findings: Any) -> str:
         f"verdict: {len(costly)} finding(s) cost time — "
         + ", ".join(parts)
         + f"; worst: {worst.kind} on flow {worst.flow}, {_ms(worst.cost_ms)}"
+        + (f"; {blind}" if blind else "")
     )
 
 
@@ -311,8 +326,10 @@ def analysis_text(
     if len(shown) < len(flows):
         out.append("")
         out.append(f"… {len(flows) - len(shown)} more flows (use --all, or --format json)")
+    cov = coverage(trace)
     out.append("")
-    out.append(verdict(findings))
+    out.append(coverage_line(cov))
+    out.append(verdict(findings, cov))
     if len(anomalies):
         out.append("")
         out.append(f"anomalies ({len(anomalies)}):")

@@ -1,0 +1,101 @@
+"""What pcapkit could read of a capture: the coverage a verdict stands on.
+
+Transport findings (TCP timing, TLS record sizes, QUIC packets) need only headers, so
+they cover every connection; application findings and the request timelines (HTTP/1.1,
+SSE, HTTP/2, gRPC, HTTP/3) need the application bytes, so they cover only connections
+in cleartext or decrypted.  A verdict of "nothing found" on a capture whose TLS or QUIC
+could not be decrypted says what was not analysed (issue 13), never a clean bill.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from ..schema import is_missing
+from ..trace import Trace
+
+
+def coverage(trace: Trace) -> dict[str, Any]:
+    """The ``coverage`` object of the JSON report (counts, and the reasons records or
+    connections stayed unreadable)."""
+    flows = trace.flows
+    tls = trace.tls
+    quic = trace.quic
+    packets = trace.packets
+    tcp = flows[flows.proto == "tcp"]
+    udp = flows[flows.proto == "udp"]
+    tls_flows = set(tls.flow.tolist())
+    tls_read = set(tls.flow[tls.decrypted].tolist())
+    # a TLS session counts as read when its application data decrypted (partly or whole)
+    recs = trace.records
+    if len(recs):
+        app = recs[(recs.content_type == 23) & (recs.status == "decrypted")]
+        tls_read |= set(app.flow.tolist())
+    quic_flows = set(quic.flow.tolist())
+    quic_read = set(quic.flow[quic.decrypted].tolist())
+    http_flows = set(trace.requests.flow.tolist())
+    cleartext_http = http_flows - tls_flows - quic_flows
+    why: Counter[str] = Counter()
+    for r in tls.itertuples(index=False):
+        if int(r.flow) not in tls_read:
+            why[_reason(r.why_not)] += 1
+    for r in quic.itertuples(index=False):
+        if int(r.flow) not in quic_read:
+            why[_reason(r.why_not)] += 1
+    readable = tls_read | quic_read | cleartext_http
+    pflow = packets.flow.to_numpy(dtype=float, na_value=np.nan)
+    in_flow = ~np.isnan(pflow)
+    frames_read = int(np.isin(pflow[in_flow], sorted(readable)).sum()) if readable else 0
+    return {
+        "frames": int(len(packets)),
+        "frames_in_flows": int(in_flow.sum()),
+        "frames_in_readable_connections": frames_read,
+        "tcp_connections": int(len(tcp)),
+        "udp_flows": int(len(udp)),
+        "tls_sessions": len(tls_flows),
+        "tls_decrypted": len(tls_read & tls_flows),
+        "quic_connections": len(quic_flows),
+        "quic_decrypted": len(quic_read),
+        "cleartext_http_connections": len(cleartext_http),
+        "not_decrypted_because": dict(why.most_common()),
+    }
+
+
+def _reason(why_not: Any) -> str:
+    if why_not is None or is_missing(why_not):
+        return "no application data seen"
+    return str(why_not).split(":")[0].strip() or "unknown"
+
+
+def unread(cov: dict[str, Any]) -> int:
+    """TLS sessions and QUIC connections whose application data could not be read."""
+    return int(
+        cov["tls_sessions"] - cov["tls_decrypted"] + cov["quic_connections"] - cov["quic_decrypted"]
+    )
+
+
+def coverage_line(cov: dict[str, Any]) -> str:
+    """One line for the text report: what was read, and what the findings can see."""
+    parts = [f"{cov['tcp_connections']} TCP connection(s), {cov['udp_flows']} UDP flow(s)"]
+    if cov["tls_sessions"]:
+        parts.append(f"TLS {cov['tls_decrypted']}/{cov['tls_sessions']} decrypted")
+    if cov["quic_connections"]:
+        parts.append(f"QUIC {cov['quic_decrypted']}/{cov['quic_connections']} decrypted")
+    if cov["cleartext_http_connections"]:
+        parts.append(f"{cov['cleartext_http_connections']} cleartext HTTP")
+    if cov["not_decrypted_because"]:
+        parts.append(
+            "not decrypted: "
+            + ", ".join(f"{k} ×{v}" for k, v in cov["not_decrypted_because"].items())
+        )
+    line = "coverage: " + "; ".join(parts)
+    if unread(cov):
+        line += (
+            f"; application data read in {cov['frames_in_readable_connections']} of "
+            f"{cov['frames_in_flows']} frames: transport findings cover every connection, "
+            "application findings (HTTP, SSE, HTTP/2, HTTP/3) only the readable ones"
+        )
+    return line
