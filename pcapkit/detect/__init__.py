@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import Evidence, Finding, findings_table, severity_for
+from .base import Evidence, Finding, findings_table, frame_filter, severity_for
 from .constants import Coupling
 from .context import DetectContext
 from .registry import (
@@ -44,6 +44,18 @@ def finding_order(f: Finding) -> tuple[Any, ...]:
     )
 
 
+def with_evidence(display_filter: str, frames: list[int]) -> str:
+    """A detector's display filter widened so that it shows every evidence frame too:
+    ``(filter) || frame.number in {…}`` (a filter that narrows to a condition — a stream,
+    a flag, a length — can miss an evidence frame that does not meet it)."""
+    ff = frame_filter(frames)
+    if not display_filter or display_filter == ff:
+        return ff
+    if not ff:
+        return display_filter
+    return f"({display_filter}) || {ff}"
+
+
 def run_detectors(
     ctx: DetectContext,
     only: set[str] | None = None,
@@ -65,6 +77,7 @@ def run_detectors(
         for f in found:
             if f.kind not in det.spec.kind_names:
                 raise TypeError(f"detector {det.name} emitted {f.kind!r}, not one of its kinds")
+            f.display_filter = with_evidence(f.display_filter, f.frames)
         out.extend(f for f in found if only is None or f.kind in only)
     out.sort(key=finding_order)
     return out

@@ -87,10 +87,11 @@ class Finding:
 
 
 def frame_filter(frames: list[int]) -> str:
-    """A display filter selecting exactly these frames (Wireshark ``frame.number in {…}``)."""
+    """A display filter selecting exactly these frames: ``frame.number in {a, b, c}``
+    (Wireshark 4 separates set members with commas; tshark 4.0 rejects spaces)."""
     if not frames:
         return ""
-    return "frame.number in {" + " ".join(str(f) for f in sorted(set(frames))) + "}"
+    return "frame.number in {" + ", ".join(str(f) for f in sorted(set(frames))) + "}"
 
 
 def findings_table(fs: list[Finding]) -> pd.DataFrame:

@@ -491,7 +491,7 @@ def _coalescing(
                 "them in one call anyway; net.ipv4.tcp_autocorking=0 disables autocork."
             ),
             display_filter=f"tcp.stream == {stream} && frame.number in "
-            "{" + " ".join(str(x) for x in frames[:50]) + "}",
+            "{" + ", ".join(str(x) for x in frames[:50]) + "}",
             vantage=ctx.vantage(f),
             confidence=0.6,
             checks=[

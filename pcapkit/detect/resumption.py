@@ -283,7 +283,7 @@ def _finding(
         explanation=explanation,
         remedy=remedy,
         display_filter=(
-            f"tcp.stream in {{{e.stream} {n.stream}}} && tls.handshake.type in {{1 2 4 11}}"
+            f"tcp.stream in {{{e.stream}, {n.stream}}} && tls.handshake.type in {{1, 2, 4, 11}}"
         ),
         severity=severity,
         details={

@@ -297,7 +297,7 @@ def _finding(
         explanation=explanation,
         remedy=remedy,
         display_filter=(
-            f"tcp.stream in {{{e.stream} {n.stream}}} && (tcp.flags.syn == 1 || "
+            f"tcp.stream in {{{e.stream}, {n.stream}}} && (tcp.flags.syn == 1 || "
             "tcp.flags.fin == 1 || tcp.flags.reset == 1 || tls.handshake.type == 1 || "
             "tls.alert_message)"
         ),

@@ -195,7 +195,7 @@ def test_nagle_wwr_every_exchange_from_the_second(vantage):
         assert row.vantage == vantage
         assert "TCP_NODELAY on the client's socket" in row.remedy
         assert "client 10.77.0.1" in row.explanation and "delayed ACK" in row.explanation
-        assert row.display_filter.startswith("tcp.stream == 0 && frame.number >= ")
+        assert row.display_filter.startswith("(tcp.stream == 0 && frame.number >= ")
         assert len(row.checks) >= 6 and row.confidence >= 0.85
         assert row.details["direction_holds"]["nagle_delayed_ack"]["count"] == 7
     if vantage == "client":  # README: frames of interest

@@ -56,7 +56,7 @@ def test_every_repeat_connection_is_found_and_priced(name, vantage):
         syn = t.packets.set_index("frame").loc[r["new_connection"]]
         assert int(syn.tcp_flags) & 0x12 == 0x02  # the SYN of the new connection
         assert "pcapkit.lab" in f.explanation and "pool" in f.remedy
-        assert f"tcp.stream in {{{f.flow - 1} {f.flow}}}" in f.display_filter
+        assert f"tcp.stream in {{{f.flow - 1}, {f.flow}}}" in f.display_filter
 
 
 def test_tls12_full_handshake_costs_one_rtt_more_than_resumed():
