@@ -46,6 +46,7 @@ from ..tls.handshake import (
     decode_handshake,
 )
 from ..tls.keylog import KeyLog, Secret
+from ..tls.suites import cipher_suite_name
 from .crypto import (
     QUIC_SUITES,
     AuthenticationFailed,
@@ -366,8 +367,7 @@ class QuicConnection:
     def cipher_name(self) -> str | None:
         if self.cipher_suite is None:
             return None
-        s = QUIC_SUITES.get(self.cipher_suite)
-        return s.name if s else f"0x{self.cipher_suite:04x}"
+        return cipher_suite_name(self.cipher_suite)
 
     @property
     def handshake(self) -> HandshakeTiming:

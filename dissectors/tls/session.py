@@ -102,6 +102,7 @@ from .record import (
     StreamGap,
     TlsRecord,
 )
+from .suites import cipher_suite_name
 
 __all__ = [
     "C2S",
@@ -1159,7 +1160,7 @@ class TlsSession:
             version=version,
             offered_versions=(ch.supported_versions or (ch.legacy_version,)) if ch is not None else (),
             cipher_suite=sh.cipher_suite if sh is not None else None,
-            cipher_suite_name=suite.name if suite is not None else None,
+            cipher_suite_name=cipher_suite_name(sh.cipher_suite) if sh is not None else None,
             key_exchange=kx,
             key_share_group=sh.key_share_group if sh is not None else None,
             sni=ch.server_name if ch is not None else None,
