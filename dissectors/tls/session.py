@@ -351,6 +351,7 @@ class TlsSession:
         self.server_hello: ServerHello | None = None
         self.hello_retry_request: HelloRetryRequest | None = None
         self.encrypted_extensions: EncryptedExtensions | None = None
+        self.client_encrypted_extensions: EncryptedExtensions | None = None
         self.server_certificate: Certificate | None = None
         self.tickets: list[NewSessionTicket] = []
         self._full_handshake_seen = False  # TLS ≤ 1.2: server sent ServerHelloDone
@@ -900,6 +901,11 @@ class TlsSession:
         elif isinstance(m, ServerHello) and d.name == S2C:
             self.server_hello = m
             self._on_server_hello(m)
+        elif isinstance(m, EncryptedExtensions) and d.name == C2S:
+            # The client's own EncryptedExtensions (Chrome's ALPS, application_settings
+            # 17513/17613, draft-vvv-tls-alps §4) come after the server's flight; they
+            # negotiate nothing and must not replace the server's (ALPN, early_data).
+            self.client_encrypted_extensions = m
         elif isinstance(m, EncryptedExtensions):
             self.encrypted_extensions = m
             if self._early_offered and self._early_accepted is not False:

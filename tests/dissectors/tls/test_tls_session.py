@@ -293,6 +293,30 @@ def test_tls13_full_connection_with_key_updates(suite_id: int) -> None:
     assert session.anomalies == []
 
 
+def test_client_encrypted_extensions_do_not_replace_the_servers_alpn() -> None:
+    """SYNTHETIC (issue 13 class 5): Chrome's ALPS.  With application_settings
+    (17513) negotiated, the client sends its own EncryptedExtensions before its Finished;
+    they carry its settings and no ALPN.  The negotiated ALPN is the server's."""
+    s_hs = Seal13(0x1301, S["SERVER_HANDSHAKE_TRAFFIC_SECRET"])
+    c_hs = Seal13(0x1301, S["CLIENT_HANDSHAKE_TRAFFIC_SECRET"])
+    alps_settings = b"\x00\x03\x00\x00\x00\x64"  # HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS 100
+    server_ee = hs(8, vec(ext(16, vec(vec(b"h2", 1), 2)) + ext(17513, alps_settings), 2))
+    client_ee = hs(8, vec(ext(17513, alps_settings), 2))
+    wire = [
+        ("c2s", client_hello()),
+        ("s2c", server_hello(0x1301) + CCS + s_hs(22, server_ee) + s_hs(22, CERT13 + CV + FIN)),
+        ("c2s", CCS + c_hs(22, client_ee + FIN)),
+    ]
+    session = TlsSession(keylog(S))
+    results = drive(session, wire)
+    client_hs = [m for r in results if r.direction == "c2s" for m in r.handshake]
+    assert [type(m) for m in client_hs][-2:] == [EncryptedExtensions, Finished]
+    s = session.summary()
+    assert s.alpn == "h2" and s.handshake_complete
+    assert session.encrypted_extensions is not None and session.encrypted_extensions.alpn == "h2"
+    assert session.client_encrypted_extensions is not None
+
+
 def test_wrong_handshake_key_is_reported_and_the_application_epoch_still_found() -> None:
     session = TlsSession(keylog(S, SERVER_HANDSHAKE_TRAFFIC_SECRET=bytes([7]) * 32))
     results = drive(session, tls13_connection())
