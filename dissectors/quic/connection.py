@@ -350,6 +350,8 @@ class QuicConnection:
         self._timing: dict[str, HandshakeEvent] = {}
         self._dirs = {C2S: _Dir(max_stream_bytes), S2C: _Dir(max_stream_bytes)}
         self._key_dcid: bytes | None = None
+        # DCIDs of the client's Initials, in order (the ODCIDs a Retry may answer)
+        self._initial_dcids: dict[bytes, None] = {}
         self._initial: dict[tuple[int, bytes], tuple[PacketProtection, PacketProtection]] = {}
         self._streams: dict[tuple[int, str], Reassembler] = {}
         self._resets: dict[tuple[int, str], int] = {}
@@ -606,6 +608,7 @@ class QuicConnection:
                     self._event("client_initial", frame, ts_ns)
                 if self._key_dcid is None:
                     self._key_dcid = hdr.dcid
+                self._initial_dcids.setdefault(hdr.dcid, None)
                 if len(buf) < MIN_INITIAL_DATAGRAM:
                     notes.append("small_initial_datagram")
                     self._anomaly(
@@ -743,18 +746,26 @@ class QuicConnection:
     def _retry(
         self, d: str, buf: bytes, hdr: PacketHeader, base: dict[str, Any], frame: int, ts_ns: int
     ) -> PacketRecord:
+        """RFC 9001 §5.8: the Retry Integrity Tag is computed over the Destination
+        Connection ID of the client Initial the Retry answers (the ODCID).  A server may
+        answer several client Initials (retransmissions of the first one) with a Retry
+        each: all are keyed by the client's *original* DCID, not by the SCID of an earlier
+        Retry.  RFC 9000 §17.2.5.2: "A client MUST accept and process at most one Retry
+        packet for each connection attempt" — only the first valid Retry re-keys the
+        Initials; later ones are verified and kept, nothing more."""
         ok: bool | None = None
         notes: list[str] = []
-        odcid = self._key_dcid
-        if d == S2C and odcid is not None and hdr.version is not None:
-            ok = verify_retry(hdr.version, odcid, buf[hdr.offset : hdr.end])
-            if ok:
+        candidates = [c for c in (self.client_dcid, *self._initial_dcids) if c is not None]
+        if d == S2C and candidates and hdr.version is not None:
+            packet = buf[hdr.offset : hdr.end]
+            ok = any(verify_retry(hdr.version, c, packet) for c in dict.fromkeys(candidates))
+            if ok and self.retry_scid is None:
                 # RFC 9000 §17.2.5.2: the client uses the Retry's SCID as its DCID, and
                 # RFC 9001 §5.2 re-derives Initial keys from it.
                 self._key_dcid = hdr.scid
                 self.retry_scid = hdr.scid
                 self._event("retry", frame, ts_ns)
-            else:
+            elif not ok:
                 notes.append("retry_integrity_failed")
                 self._anomaly(
                     "retry_integrity_failed", frame, "Retry integrity tag does not verify"
