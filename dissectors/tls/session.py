@@ -1080,6 +1080,9 @@ class TlsSession:
         if suite is None or suite.tls13 or not suite.supported:
             return _Keys(None, DecryptStatus.UNSUPPORTED_SUITE, epoch)
         master = self._secret(CLIENT_RANDOM)
+        if master is None and self._keylog is not None and sh.session_id:
+            # an "RSA Session-ID:… Master-Key:…" key-log line (Wireshark reads them too)
+            master = self._keylog.session_master(sh.session_id)
         if master is None and self._cache is not None:
             ticket = ch.session_ticket or b""
             master = self._cache.lookup(

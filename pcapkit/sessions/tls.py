@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dissectors.tls.keylog import KeyLog
+from dissectors.tls.keylog import PROBLEMS, KeyLog, KeyLogStats
 from dissectors.tls.record import ContentType, is_record_header
 from dissectors.tls.session import (
     DecryptStatus,
@@ -47,10 +47,14 @@ DIRS = ("c2s", "s2c")
 
 @dataclass
 class KeySources:
-    """Where the keys came from (for reports; never the keys themselves)."""
+    """Where the keys came from (for reports; never the keys themselves).
+
+    ``sources`` says, per source, what could not be used as it was; ``anomalies`` are
+    the matching rows of the anomalies table, one per source and kind of problem."""
 
     keylog: KeyLog
     sources: list[str] = field(default_factory=list)
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_keys(
@@ -60,26 +64,66 @@ def load_keys(
     sources: list[str] = []
     if keylog is not None:
         if isinstance(keylog, (bytes, bytearray)):
-            kl.add_text(bytes(keylog), source="keylog argument")
-            sources.append("keylog argument")
+            st = kl.add_text(bytes(keylog), source="keylog argument")
+            sources.append("keylog argument" + _usable(st))
         else:
             path = os.fspath(keylog)
             with open(path, "rb") as f:
-                kl.add_text(f.read(), source=path)
-            sources.append(path)
+                st = kl.add_text(f.read(), source=path)
+            sources.append(path + _usable(st))
     envfile = (os.environ if env is None else env).get("SSLKEYLOGFILE")
     if envfile and os.path.isfile(envfile):
         with open(envfile, "rb") as f:
-            kl.add_text(f.read(), source="SSLKEYLOGFILE")
-        sources.append(f"SSLKEYLOGFILE={envfile}")
+            st = kl.add_text(f.read(), source="SSLKEYLOGFILE")
+        sources.append(f"SSLKEYLOGFILE={envfile}" + _usable(st))
     n = 0
+    dsb = KeyLogStats()
     for s in dsbs:
         if s.secrets_type == SECRETS_TLS_KEYLOG:
-            kl.add_text(s.data, source=f"pcapng DSB after frame {s.frames_before}")
+            dsb.add(kl.add_text(s.data, source=f"pcapng DSB after frame {s.frames_before}"))
             n += 1
     if n:
-        sources.append(f"{n} pcapng decryption secrets block(s)")
-    return KeySources(kl, sources)
+        sources.append(f"{n} pcapng decryption secrets block(s)" + _usable(dsb))
+    return KeySources(kl, sources, _keylog_anomalies(kl))
+
+
+_UNUSED = {"malformed": "malformed", "unknown_labels": "unknown label", "rsa": "RSA pre-master"}
+
+
+def _usable(st: KeyLogStats) -> str:
+    """What of one source could not be used as it was, for the report's "keys from"."""
+    notes = []
+    unused = {k: getattr(st, k) for k in _UNUSED if getattr(st, k)}
+    if unused:
+        detail = ", ".join(f"{n} {_UNUSED[k]}" for k, n in unused.items())
+        notes.append(f"{sum(unused.values())} line(s) not used: {detail}")
+    if st.conflicts:
+        notes.append(f"{st.conflicts} conflicting secret(s), the first kept")
+    if st.trailing:
+        notes.append(
+            f"{st.trailing} line(s) with characters after the secret, ignored as Wireshark does"
+        )
+    return f" ({st.entries} secrets; {'; '.join(notes)})" if notes else ""
+
+
+def _keylog_anomalies(kl: KeyLog) -> list[dict[str, Any]]:
+    """One anomalies row per source and kind of key-log problem (line numbers, no values)."""
+    rows = []
+    for p in kl.problems():
+        more = ", …" if p.count > len(p.lines) else ""
+        at = f"line{'s' if p.count > 1 else ''} {', '.join(map(str, p.lines))}{more}"
+        detail = f"{p.source}: {p.count} {PROBLEMS[p.kind]} ({at})"
+        if p.kind == "malformed":
+            rows.append({"name": "tls_keylog_line_malformed", "detail": detail})
+        elif p.kind == "unknown_labels":
+            rows.append({"name": "tls_keylog_unknown_label", "detail": detail})
+        elif p.kind == "rsa":
+            rows.append({"name": "tls_keylog_rsa_unused", "detail": detail})
+        elif p.kind == "conflicts":
+            rows.append({"name": "tls_keylog_conflict", "detail": detail})
+        else:
+            rows.append({"name": "tls_keylog_trailing_characters", "detail": detail})
+    return [{"frame": None, "flow": None, "offset": None, **r} for r in rows]
 
 
 # Key-availability failures: once a protected record of a session fails for one of
