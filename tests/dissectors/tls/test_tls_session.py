@@ -601,6 +601,17 @@ def test_tls12_full_handshake() -> None:
     assert s.alerts == (("s2c", 1, 0),)
 
 
+def test_tls12_master_secret_from_a_session_id_key_line() -> None:
+    """The old NSS "RSA Session-ID:<id> Master-Key:<secret>" lines, which Wireshark still
+    reads: the master secret is found by the ServerHello's session id."""
+    line = f"RSA Session-ID:{(b'S' * 32).hex()} Master-Key:{MASTER.hex()}\n"
+    session = TlsSession(KeyLog.from_text(line))
+    protected = [
+        r for r in drive(session, tls12_full(CR, b"S" * 32)) if r.epoch is Epoch.APPLICATION
+    ]
+    assert protected and all(r.status is D.DECRYPTED for r in protected)
+
+
 def test_tls12_resumption_by_session_id_and_ticket() -> None:
     cache = ResumptionCache()
     first = TlsSession(keylog({"CLIENT_RANDOM": MASTER}), resumption_cache=cache)
