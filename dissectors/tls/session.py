@@ -103,6 +103,12 @@ from .record import (
     TlsRecord,
 )
 from .suites import cipher_suite_name
+from .versions import (
+    is_tls13,
+    tls13_label_prefix,
+    tls13_record_aad,
+    tls13_schedule_known,
+)
 
 __all__ = [
     "C2S",
@@ -137,7 +143,7 @@ class DecryptStatus(str, Enum):
     MISSING_KEY = "missing_key"  # the key log has no secret for this epoch
     WRONG_KEY = "wrong_key"  # a secret exists but the AEAD tag / MAC does not verify
     UNSUPPORTED_SUITE = "unsupported_suite"  # the negotiated suite is not implemented
-    UNSUPPORTED_VERSION = "unsupported_version"  # SSL 3.0, TLS 1.3 drafts, unknown versions
+    UNSUPPORTED_VERSION = "unsupported_version"  # SSL 3.0, TLS 1.3 experiments, unknown
     PSK_ONLY = "psk_only"  # no key log entry, and the only secret is a PSK
     RSA_KEY_EXCHANGE_NO_KEYLOG = "rsa_key_exchange_no_keylog"  # RSA key transport, no key log
     NO_HANDSHAKE = "no_handshake"  # protected record, but the hellos were never seen
@@ -313,7 +319,6 @@ class _Dir:
     halted: bool = False
 
 
-_TLS13: Final = 0x0304
 _TLS13_SUITES: Final = tuple(s for s in CIPHER_SUITES.values() if s.tls13)
 
 
@@ -512,7 +517,7 @@ class TlsSession:
         return a
 
     def _is_tls13(self) -> bool:
-        return self.version == _TLS13
+        return is_tls13(self.version)
 
     def _on_stream_gap(self, d: _Dir, gap: StreamGap) -> None:
         dropped = d.hs.reset()
@@ -932,7 +937,7 @@ class TlsSession:
         return m
 
     def _on_server_hello(self, sh: ServerHello) -> None:
-        if sh.version == _TLS13:
+        if is_tls13(sh.version):
             ch = self.client_hello
             if ch is not None and ch.early_data and sh.selected_identity is None:
                 # Early data needs the PSK of the first identity (§4.2.10); no PSK, no 0-RTT.
@@ -1024,14 +1029,22 @@ class TlsSession:
         suite = self.suite
         if suite is None or not suite.tls13:
             return _Keys(None, DecryptStatus.UNSUPPORTED_SUITE, epoch, generation)
+        version = self.version
+        if not tls13_schedule_known(version):
+            # a pre-RFC variant whose key schedule is not documented (versions.py)
+            return _Keys(None, DecryptStatus.UNSUPPORTED_VERSION, epoch, generation)
         if len(value) != suite.hash_length:
             self._anomaly(
                 "tls_keylog_secret_length", direction, None, f"{label} has {len(value)} bytes"
             )
             return _Keys(None, DecryptStatus.WRONG_KEY, epoch, generation)
+        prefix = tls13_label_prefix(version)
         for _ in range(generation):
-            value = tls13_next_traffic_secret(suite.prf_hash, value)
-        return _Keys(Tls13Protection(suite, value), None, epoch, generation)
+            value = tls13_next_traffic_secret(suite.prf_hash, value, prefix=prefix)
+        protection = Tls13Protection(
+            suite, value, prefix=prefix, header_aad=tls13_record_aad(version)
+        )
+        return _Keys(protection, None, epoch, generation)
 
     def _early_keys(self, secret: bytes) -> _Keys:
         """0-RTT keys: the suite is the PSK's, known for sure only from the ServerHello."""
@@ -1108,7 +1121,7 @@ class TlsSession:
         ch, sh = self.client_hello, self.server_hello
         suite = self.suite
         version = self.version
-        tls13 = version == _TLS13
+        tls13 = is_tls13(version)
         resumption_offered = False
         kind: str | None = None
         accepted = False

@@ -36,10 +36,23 @@ from dissectors.tls.session import (
     TlsSession,
     TlsSummary,
 )
+from dissectors.tls.versions import is_tls13, version_name
 
 from ..io.reader import Secret as CaptureSecret
 from ..io.reader import rows_at
 from ..net.tcp import DirectionIndex
+
+
+def tls_version_name(version: int) -> str:
+    """``TLS 1.2``, ``TLS 1.3 (draft 20)``, ``TLS 1.3 (Facebook draft 26)``, … (the table's
+    ``version``; Wireshark's names)."""
+    return version_name(version)
+
+
+def is_tls13_version(version: int | None) -> bool:
+    """TLS 1.3, one of its drafts or a pre-RFC variant (the TLS 1.3 state machine)."""
+    return is_tls13(version)
+
 
 SECRETS_TLS_KEYLOG = 0x544C534B  # pcapng DSB secrets type "TLSK"
 DIRS = ("c2s", "s2c")
