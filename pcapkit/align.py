@@ -41,6 +41,7 @@ from .sessions.tls import (
     TlsFlow,
     is_tls13_version,
     record_columns,
+    tls_group_name,
     tls_version_name,
 )
 
@@ -362,6 +363,11 @@ def tls_table(
         rows["sni"].append(sm.sni)
         rows["alpn"].append(sm.alpn)
         rows["alpn_offered"].append(",".join(sm.alpn_offered) if sm.alpn_offered else None)
+        rows["versions_offered"].append(
+            ",".join(tls_version_name(v) for v in sm.offered_versions) or None
+        )
+        g = sm.key_exchange_group
+        rows["key_exchange_group"].append(None if g is None else tls_group_name(g))
         rows["resumption_offered"].append(sm.resumption_offered)
         rows["resumption_accepted"].append(sm.resumption_accepted)
         rows["resumption_kind"].append(sm.resumption_kind)

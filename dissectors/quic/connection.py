@@ -341,8 +341,12 @@ class QuicConnection:
         self.client_random: bytes | None = None
         self.sni: str | None = None
         self.alpn_offered: tuple[str, ...] = ()
+        self.tls_versions_offered: tuple[int, ...] = ()  # the ClientHello's supported_versions
         self.alpn: str | None = None
         self.cipher_suite: int | None = None
+        self.key_share_group: int | None = None  # the ServerHello's key_share (RFC 8446 §4.2.8)
+        self.client_scid: bytes | None = None  # SCID of the client's first Initial
+        self.server_scid: bytes | None = None  # SCID of the server's first Initial/Handshake
         self.hello_retry_request = False
         self.supported_versions: tuple[int, ...] = ()  # from Version Negotiation
         self.retry_scid: bytes | None = None
@@ -601,10 +605,14 @@ class QuicConnection:
             return PacketRecord(**base, reason=f"unsupported version 0x{hdr.version or 0:08x}")
         if pt is PacketType.RETRY:
             return self._retry(d, buf, hdr, base, frame, ts_ns)
+        if pt in (PacketType.INITIAL, PacketType.HANDSHAKE) and d == S2C:
+            if self.server_scid is None:
+                self.server_scid = hdr.scid
         if pt is PacketType.INITIAL:
             if d == C2S:
                 if self.client_dcid is None:
                     self.client_dcid = hdr.dcid
+                    self.client_scid = hdr.scid
                     self._event("client_initial", frame, ts_ns)
                 if self._key_dcid is None:
                     self._key_dcid = hdr.dcid
@@ -878,12 +886,14 @@ class QuicConnection:
                 self.client_random = decoded.random
                 self.sni = decoded.server_name
                 self.alpn_offered = decoded.alpn
+                self.tls_versions_offered = decoded.supported_versions
             self._event("client_hello", frame, ts_ns)
         elif isinstance(decoded, HelloRetryRequest):
             self.hello_retry_request = True
             self.cipher_suite = decoded.cipher_suite
         elif isinstance(decoded, ServerHello) and d == S2C:
             self.cipher_suite = decoded.cipher_suite
+            self.key_share_group = decoded.key_share_group
             self._event("server_hello", frame, ts_ns)
             for st in self._dirs.values():  # drop candidates derived before the suite was known
                 st.prot.pop("handshake", None)

@@ -77,6 +77,7 @@ from .handshake import (
     NewSessionTicket,
     ServerHello,
     ServerHelloDone,
+    ServerKeyExchange,
     decode_handshake,
     parse_alerts,
 )
@@ -236,6 +237,7 @@ class TlsSummary:
     cipher_suite_name: str | None
     key_exchange: str | None
     key_share_group: int | None
+    key_exchange_group: int | None  # key_share (TLS 1.3) or ServerKeyExchange named curve
     sni: str | None
     alpn_offered: tuple[str, ...]
     alpn: str | None
@@ -357,6 +359,7 @@ class TlsSession:
         self.hello_retry_request: HelloRetryRequest | None = None
         self.encrypted_extensions: EncryptedExtensions | None = None
         self.client_encrypted_extensions: EncryptedExtensions | None = None
+        self.server_key_exchange: ServerKeyExchange | None = None
         self.server_certificate: Certificate | None = None
         self.tickets: list[NewSessionTicket] = []
         self._full_handshake_seen = False  # TLS ≤ 1.2: server sent ServerHelloDone
@@ -920,6 +923,8 @@ class TlsSession:
             self.server_certificate = m
         elif isinstance(m, ServerHelloDone):
             self._full_handshake_seen = True
+        elif isinstance(m, ServerKeyExchange) and d.name == S2C:
+            self.server_key_exchange = m
         elif isinstance(m, Finished):
             self._finished.add(d.name)
             if tls13 and d.keys is not None and d.keys.epoch is Epoch.HANDSHAKE:
@@ -1176,6 +1181,14 @@ class TlsSession:
             else:
                 why = "no_protected_records"
         cert = self.server_certificate
+        ske = self.server_key_exchange
+        ske_group = None
+        if ske is not None and sh is not None:
+            # RFC 8422 §5.4: a named_curve ServerKeyExchange (ECDHE suites only: a DHE
+            # body starts with the prime's length, which may begin with the same byte)
+            kx_name = cipher_suite_name(sh.cipher_suite)
+            if "_ECDHE_" in kx_name or "_ECDH_anon_" in kx_name:
+                ske_group = ske.named_group
         return TlsSummary(
             client_hello=ch is not None,
             server_hello=sh is not None,
@@ -1185,6 +1198,8 @@ class TlsSession:
             cipher_suite_name=cipher_suite_name(sh.cipher_suite) if sh is not None else None,
             key_exchange=kx,
             key_share_group=sh.key_share_group if sh is not None else None,
+            key_exchange_group=ske_group if sh is None or sh.key_share_group is None
+            else sh.key_share_group,
             sni=ch.server_name if ch is not None else None,
             alpn_offered=ch.alpn if ch is not None else (),
             alpn=(self.encrypted_extensions.alpn if tls13 and self.encrypted_extensions is not None

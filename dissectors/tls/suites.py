@@ -1,4 +1,4 @@
-"""Names of TLS cipher suites: the IANA "TLS Cipher Suites" registry.
+"""Names of TLS cipher suites and key-exchange groups: the IANA registries.
 
 Source: https://www.iana.org/assignments/tls-parameters/tls-parameters.xhtml#tls-parameters-4
 (the registry's CSV, ``tls-parameters-4.csv``): every assigned value with its name,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["CIPHER_SUITE_NAMES", "cipher_suite_name", "is_grease"]
+__all__ = ["CIPHER_SUITE_NAMES", "GROUP_NAMES", "cipher_suite_name", "group_name", "is_grease"]
 
 # value (hex) and IANA description, one suite per line
 _REGISTRY: Final = """
@@ -388,6 +388,48 @@ def is_grease(value: int) -> bool:
 def cipher_suite_name(value: int) -> str:
     """The IANA name of a cipher suite, ``GREASE`` or ``0x%04x`` when unregistered."""
     name = CIPHER_SUITE_NAMES.get(value)
+    if name is not None:
+        return name
+    return "GREASE" if is_grease(value) else f"0x{value:04x}"
+
+
+#: IANA "TLS Supported Groups" (RFC 8422 §5.1.1, RFC 8446 §4.2.7, RFC 7919, RFC 8734,
+#: RFC 9189, draft-ietf-tls-mlkem / -ecdhe-mlkem) and the pre-standard Kyber hybrids
+#: browsers shipped (draft-tls-westerbaan-xyber768d00).
+GROUP_NAMES: Final[dict[int, str]] = {
+    **{
+        i + 1: n
+        for i, n in enumerate(
+            "sect163k1 sect163r1 sect163r2 sect193r1 sect193r2 sect233k1 sect233r1 "
+            "sect239k1 sect283k1 sect283r1 sect409k1 sect409r1 sect571k1 sect571r1 "
+            "secp160k1 secp160r1 secp160r2 secp192k1 secp192r1 secp224k1 secp224r1 "
+            "secp256k1 secp256r1 secp384r1 secp521r1 brainpoolP256r1 brainpoolP384r1 "
+            "brainpoolP512r1 x25519 x448 brainpoolP256r1tls13 brainpoolP384r1tls13 "
+            "brainpoolP512r1tls13 GC256A GC256B GC256C GC256D GC512A GC512B GC512C "
+            "curveSM2".split()
+        )
+    },
+    0x0100: "ffdhe2048",
+    0x0101: "ffdhe3072",
+    0x0102: "ffdhe4096",
+    0x0103: "ffdhe6144",
+    0x0104: "ffdhe8192",
+    0x0200: "MLKEM512",
+    0x0201: "MLKEM768",
+    0x0202: "MLKEM1024",
+    0x11EB: "SecP256r1MLKEM768",
+    0x11EC: "X25519MLKEM768",
+    0x11ED: "SecP384r1MLKEM1024",
+    0x6399: "X25519Kyber768Draft00",
+    0x639A: "SecP256r1Kyber768Draft00",
+    0xFF01: "arbitrary_explicit_prime_curves",
+    0xFF02: "arbitrary_explicit_char2_curves",
+}
+
+
+def group_name(value: int) -> str:
+    """The IANA name of a supported group, ``GREASE`` or ``0x%04x``."""
+    name = GROUP_NAMES.get(value)
     if name is not None:
         return name
     return "GREASE" if is_grease(value) else f"0x{value:04x}"

@@ -55,6 +55,8 @@ from dissectors.quic.frames import (
     frame_name,
 )
 from dissectors.quic.transport_params import from_extensions
+from dissectors.tls.suites import group_name
+from dissectors.tls.versions import version_name
 
 from .. import schema
 from ..net.decode import PROTO_UDP
@@ -205,7 +207,12 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
             "client_dcid",
             "sni",
             "alpn",
+            "alpn_offered",
+            "tls_versions_offered",
             "cipher",
+            "key_exchange_group",
+            "client_scid",
+            "server_scid",
             "decrypted",
             "packets",
             "undecrypted_packets",
@@ -231,7 +238,15 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
         cols["client_dcid"].append(c.client_dcid_hex)
         cols["sni"].append(c.sni)
         cols["alpn"].append(c.alpn)
+        cols["alpn_offered"].append(",".join(c.alpn_offered) if c.alpn_offered else None)
+        cols["tls_versions_offered"].append(
+            ",".join(version_name(v) for v in c.tls_versions_offered) or None
+        )
         cols["cipher"].append(c.cipher_name)
+        g = c.key_share_group
+        cols["key_exchange_group"].append(None if g is None else group_name(g))
+        cols["client_scid"].append(None if c.client_scid is None else c.client_scid.hex())
+        cols["server_scid"].append(None if c.server_scid is None else c.server_scid.hex())
         cols["decrypted"].append(bool(prot) and not bad)
         cols["packets"].append(len(c.packets))
         cols["undecrypted_packets"].append(len(bad))

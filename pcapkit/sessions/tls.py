@@ -36,6 +36,7 @@ from dissectors.tls.session import (
     TlsSession,
     TlsSummary,
 )
+from dissectors.tls.suites import group_name
 from dissectors.tls.versions import is_tls13, version_name
 
 from ..io.reader import Secret as CaptureSecret
@@ -47,6 +48,11 @@ def tls_version_name(version: int) -> str:
     """``TLS 1.2``, ``TLS 1.3 (draft 20)``, ``TLS 1.3 (Facebook draft 26)``, … (the table's
     ``version``; Wireshark's names)."""
     return version_name(version)
+
+
+def tls_group_name(group: int) -> str:
+    """The IANA name of a key-exchange group (``x25519``, ``X25519MLKEM768``, …)."""
+    return group_name(group)
 
 
 def is_tls13_version(version: int | None) -> bool:
