@@ -336,7 +336,8 @@ class QuicConnection:
         self.stream_frames: list[StreamFrameRow] = []
         self.tls_messages: list[TlsMessageRow] = []
         self.anomalies: list[Anomaly] = []
-        self.version: int | None = None
+        self.version: int | None = None  # the version the connection uses (known versions)
+        self.first_version: int | None = None  # of the first long header, known or not
         self.client_dcid: bytes | None = None  # DCID of the client's first Initial
         self.client_random: bytes | None = None
         self.sni: str | None = None
@@ -586,6 +587,9 @@ class QuicConnection:
             "offset": hdr.offset, "length": hdr.length, "packet_type": pt,
             "version": hdr.version, "dcid": hdr.dcid, "scid": hdr.scid, "token": hdr.token,
         }  # fmt: skip
+        if hdr.long_header and pt is not PacketType.VERSION_NEGOTIATION:
+            if self.first_version is None:
+                self.first_version = hdr.version
         if hdr.long_header and pt not in (
             PacketType.VERSION_NEGOTIATION,
             PacketType.UNKNOWN_VERSION,
@@ -602,6 +606,11 @@ class QuicConnection:
                 reason="Version Negotiation packets are not protected",
             )
         if pt is PacketType.UNKNOWN_VERSION:
+            if d == C2S:
+                # the client's first packet opens the connection (an Initial, RFC 9000 §7)
+                # even in a version this package cannot read: a Version Negotiation that
+                # answers it costs the round trip from here
+                self._event("client_initial", frame, ts_ns)
             return PacketRecord(**base, reason=f"unsupported version 0x{hdr.version or 0:08x}")
         if pt is PacketType.RETRY:
             return self._retry(d, buf, hdr, base, frame, ts_ns)

@@ -48,3 +48,42 @@ def test_class6_tls13_draft_versions_are_tls13() -> None:
         assert set(fb.why_not) == {"missing_key"}
         recs = t.records[t.records.flow.isin(fb.flow) & (t.records.outer_content_type == 23)]
         assert set(recs.epoch) <= {"early", "handshake", "application"}  # the TLS 1.3 machine
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "sni", "alpn_offered"),
+    [
+        ("quic-23.pcap", "draft-23", "quic.aiortc.org", "h3-22"),
+        ("quic-24.pcap", "draft-24", "localhost", "h3-24"),
+        ("quic-27.pcap", "draft-27", "play.google.com", "h3-27"),
+        ("quic-mvfst-22.pcap", "mvfst-draft-22", "graph.facebook.com", "h3-fb-05,h1q-fb"),
+        ("quic-mvfst-27.pcapng", "mvfst-draft-27", "graph.facebook.com", "h3-fb-05"),
+        ("quic-mvfst-exp.pcap", "mvfst-exp", "video.fmct2-3.fna.fbcdn.net", "h3-fb-05"),
+    ],
+)
+def test_quic_drafts_and_mvfst_initials_are_read(
+    name: str, version: str, sni: str, alpn_offered: str
+) -> None:
+    """QUIC drafts 22-34 and Facebook's mvfst: their Initials decrypt with the draft's
+    salt (Wireshark's choice per draft) — SNI and offered ALPNs as nDPI reads them.  They
+    used to be no QUIC at all (no row).  Draft-24's Retry has no integrity tag: its ODCID
+    field is checked instead; drafts before 27 encode transport parameters differently."""
+    with _open(name) as t:
+        (q,) = t.quic.itertuples()
+        assert (q.version_name, q.sni, q.alpn_offered) == (version, sni, alpn_offered)
+        names = set(t.anomalies.name)
+        assert not names & {"retry_integrity_failed", "transport_parameters_malformed"}
+        if name == "quic-24.pcap":
+            assert q.retry
+
+
+def test_quic_client_forcing_version_negotiation() -> None:
+    """quic_interop_V.pcapng: clients open with the reserved version 0x0a0a0a0a (RFC 9000
+    §15, forcing Version Negotiation) — QUIC, shown with that version (nDPI:
+    "Ver-Negotiation"); quic-forcing-vn-with-data.pcapng: the client goes on in v1."""
+    with _open("quic_interop_V.pcapng") as t:
+        assert len(t.quic) == 63 and set(t.quic.version) == {"0x0a0a0a0a"}
+    with _open("quic-forcing-vn-with-data.pcapng") as t:
+        (q,) = t.quic.itertuples()
+        assert q.version_name == "v1" and q.version_negotiation and q.retry
+        assert t.quic_handshake.client_initial_frame.iloc[0] == 1  # the 0xbabababa Initial
