@@ -87,3 +87,17 @@ def test_quic_client_forcing_version_negotiation() -> None:
         (q,) = t.quic.itertuples()
         assert q.version_name == "v1" and q.version_negotiation and q.retry
         assert t.quic_handshake.client_initial_frame.iloc[0] == 1  # the 0xbabababa Initial
+
+
+def test_repeated_synack_with_a_new_isn() -> None:
+    """tls_multiple_synack_different_seq.pcapng: the server sends four SYN/ACKs, the last
+    two with new ISNs; the client acknowledges the last one and the server's data continue
+    from it.  Wireshark re-bases there ("TCP port numbers reused"): tcp.seq of frames 1-10
+    is 0 0 0 0 1 1 97 1457 2817 4177.  We took the first SYN/ACK's ISN, saw the server's
+    bytes 2.5 GB away as spurious retransmissions and never read its ServerHello (nDPI:
+    TLSv1.2, TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256)."""
+    with _open("tls_multiple_synack_different_seq.pcapng") as t:
+        assert t.packets.rel_seq.tolist() == [0, 0, 0, 0, 1, 1, 97, 1457, 2817, 4177]
+        assert set(t.segments.kind) == {"new"}
+        (tls,) = t.tls.itertuples()
+        assert (tls.version, tls.cipher) == ("TLS 1.2", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256")
