@@ -99,8 +99,9 @@ def load_keys(
     dsb = KeyLogStats()
     for s in dsbs:
         if s.secrets_type == SECRETS_TLS_KEYLOG:
-            dsb.add(kl.add_text(s.data, source=f"pcapng DSB after frame {s.frames_before}"))
             n += 1
+            name = f"pcapng DSB {n} (after frame {s.frames_before})"
+            dsb.add(kl.add_text(s.data, source=name))
     if n:
         sources.append(f"{n} pcapng decryption secrets block(s)" + _usable(dsb))
     return KeySources(kl, sources, _keylog_anomalies(kl))

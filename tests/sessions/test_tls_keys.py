@@ -74,7 +74,7 @@ def test_key_lines_that_cannot_be_used_are_reported(tmp_path: Path) -> None:
         assert t.tls.decrypted.all()
         a = t.anomalies.set_index("name")
         assert a.loc["tls_keylog_line_malformed", "detail"] == (
-            "pcapng DSB after frame 0: 2 lines that do not parse (not used) (lines 1, 2)"
+            "pcapng DSB 1 (after frame 0): 2 lines that do not parse (not used) (lines 1, 2)"
         )
         assert a.loc["tls_keylog_unknown_label", "detail"].endswith("(line 3)")
         assert a.loc["tls_keylog_rsa_unused", "detail"].endswith("(line 4)")
