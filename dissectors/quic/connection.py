@@ -355,6 +355,7 @@ class QuicConnection:
         self._timing: dict[str, HandshakeEvent] = {}
         self._dirs = {C2S: _Dir(max_stream_bytes), S2C: _Dir(max_stream_bytes)}
         self._key_dcid: bytes | None = None
+        self._client_version: int | None = None  # version of the client's latest Initial
         # DCIDs of the client's Initials, in order (the ODCIDs a Retry may answer)
         self._initial_dcids: dict[bytes, None] = {}
         self._initial: dict[tuple[int, bytes], tuple[PacketProtection, PacketProtection]] = {}
@@ -560,6 +561,20 @@ class QuicConnection:
         ]
         return st.phases
 
+    def _new_attempt(self) -> None:
+        """After Version Negotiation the client starts over in another version (RFC 9000
+        §6.2, RFC 9368 §2.1): a new ClientHello at CRYPTO offset 0, with its own random
+        (the key log's key); the Initial CRYPTO streams and the hello facts restart."""
+        for st in self._dirs.values():
+            st.crypto[PacketSpace.INITIAL] = Reassembler(max_bytes=self._max_bytes)
+            st.hs[PacketSpace.INITIAL] = HandshakeReassembler()
+            st.hs_failed.discard(PacketSpace.INITIAL)
+            st.largest[PacketSpace.INITIAL] = -1
+        self.client_random = None
+        self.sni = None
+        self.alpn_offered = ()
+        self.tls_versions_offered = ()
+
     def _initial_keys(self, d: str, version: int, dcid: bytes) -> PacketProtection:
         pair = self._initial.get((version, dcid))
         if pair is None:
@@ -619,6 +634,13 @@ class QuicConnection:
                 self.server_scid = hdr.scid
         if pt is PacketType.INITIAL:
             if d == C2S:
+                if (
+                    self._client_version is not None
+                    and hdr.version != self._client_version
+                    and "version_negotiation" in self._timing
+                ):
+                    self._new_attempt()
+                self._client_version = hdr.version
                 if self.client_dcid is None:
                     self.client_dcid = hdr.dcid
                     self.client_scid = hdr.scid

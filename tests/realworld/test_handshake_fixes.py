@@ -101,3 +101,16 @@ def test_repeated_synack_with_a_new_isn() -> None:
         assert set(t.segments.kind) == {"new"}
         (tls,) = t.tls.itertuples()
         assert (tls.version, tls.cipher) == ("TLS 1.2", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256")
+
+
+def test_quic_new_attempt_after_version_negotiation() -> None:
+    """quic-28.pcap: the client's draft-28 Initial is answered by Version Negotiation; it
+    starts over in draft-27 with a new ClientHello (RFC 9000 §6.2), which the server
+    answers.  That is a new CRYPTO stream, not conflicting retransmitted data, and its
+    random is the one the key log would name."""
+    with _open("quic-28.pcap") as t:
+        assert "crypto_data_conflict" not in set(t.anomalies.name)
+        assert t.quic_tls.name.tolist()[:3] == ["CLIENT_HELLO", "CLIENT_HELLO", "SERVER_HELLO"]
+        (q,) = t.quic.itertuples()
+        assert q.version_name == "draft-27" and q.version_negotiation
+        assert q.alpn_offered == "h3-28,h3-27" and bool(t.quic_tls.decoded.iloc[1])
