@@ -24,6 +24,7 @@ def _open(name: str) -> pcapkit.Trace:
 
 def test_class7_every_iana_cipher_suite_is_named() -> None:
     """whatsapp_login_call.pcap: Apple servers choose TLS_RSA_WITH_RC4_128_MD5 (0x0004),
+    google_ssl.pcap TLS_RSA_WITH_RC4_128_SHA (0x0005),
     which nDPI names and tshark shows as such; the table used to leave it empty.  RC4
     is still not decrypted (unsupported_suite)."""
     with _open("whatsapp_login_call.pcap") as t:
@@ -32,6 +33,9 @@ def test_class7_every_iana_cipher_suite_is_named() -> None:
         assert len(rc4) == 3
         assert set(rc4.why_not) == {"unsupported_suite"}
         assert tls.cipher.notna().sum() == tls.version.notna().sum()  # every ServerHello named
+    with _open("google_ssl.pcap") as t:  # 0x0005, the suite the issue names
+        assert t.tls.cipher.tolist() == ["TLS_RSA_WITH_RC4_128_SHA"]
+        assert t.tls.why_not.tolist() == ["unsupported_suite"]
 
 
 def test_class6_tls13_draft_versions_are_tls13() -> None:
