@@ -76,7 +76,6 @@ class Trace:
         self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
         self._report("read", 1.0)
         self.keylog = keylog
-        self.key_sources: list[str] = []  # filled when TLS is analysed (never the keys)
         lts = {i.linktype for i in self.raw.interfaces}
         used = set(np.unique(self.raw.linktype).tolist()) if self.raw.frames else set()
         if used and not (used & (SUPPORTED_LINKTYPES | {LINKTYPE_NONE})):
@@ -164,9 +163,13 @@ class Trace:
         """The key log of every source (:class:`pcapkit.sessions.tls.KeySources`)."""
         from .sessions.tls import load_keys
 
-        keys = load_keys(self.keylog, self.secrets)
-        self.key_sources = keys.sources
-        return keys
+        return load_keys(self.keylog, self.secrets)
+
+    @property
+    def key_sources(self) -> list[str]:
+        """Where the keys come from, and what of each source could not be used (never the
+        keys themselves)."""
+        return list(self._keys.sources)
 
     @cached_property
     def _tls(self) -> list[Any]:

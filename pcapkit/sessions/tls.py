@@ -123,7 +123,9 @@ def _usable(st: KeyLogStats) -> str:
         notes.append(
             f"{st.trailing} line(s) with characters after the secret, ignored as Wireshark does"
         )
-    return f" ({st.entries} secrets; {'; '.join(notes)})" if notes else ""
+    if not notes:
+        return "" if st.entries else " (no secrets in it)"
+    return f" ({st.entries} secrets; {'; '.join(notes)})"
 
 
 def _keylog_anomalies(kl: KeyLog) -> list[dict[str, Any]]:

@@ -82,3 +82,13 @@ def test_key_lines_that_cannot_be_used_are_reported(tmp_path: Path) -> None:
         assert "4 line(s) not used: 2 malformed, 1 unknown label, 1 RSA pre-master" in src_line
         text = analysis_text(t)
         assert "keys from: 1 pcapng decryption secrets block(s) (" in text
+
+
+def test_a_key_source_without_secrets_says_so(tmp_path: Path) -> None:
+    """SYNTHETIC: a DSB holding only a comment: "keys from" must not look like keys."""
+    src = ROOT / "fixtures" / "tls_reuse" / "client.pcapng"
+    dst = tmp_path / "empty.pcapng"
+    _rewrite_dsbs(src, dst, lambda b: b"# nothing here\n")
+    with pcapkit.open(dst) as t:
+        assert t.key_sources == ["1 pcapng decryption secrets block(s) (no secrets in it)"]
+        assert set(t.tls.why_not) == {"missing_key"}
