@@ -35,7 +35,16 @@ import pandas as pd
 from . import schema
 from .net.streams import empty_index
 from .net.tcp import KINDS, DirectionIndex, group_cummax, group_last_index
-from .sessions.tls import DECRYPT_STATUSES, EPOCHS, TlsFlow, record_columns, record_overhead
+from .sessions.tls import (
+    DECRYPT_STATUSES,
+    EPOCHS,
+    TlsFlow,
+    is_tls13_version,
+    record_columns,
+    record_overhead,
+    tls_group_name,
+    tls_version_name,
+)
 
 # segment kinds that resend or fill: codes of net.tcp.KINDS out_of_order … overlap_diff
 _RETX_LO, _RETX_HI = KINDS.index("out_of_order"), KINDS.index("overlap_diff")
@@ -271,13 +280,6 @@ ALIGN_COLUMNS = (
     "retransmitted",
     "missing_bytes",
 )
-TLS_VERSIONS = {
-    0x0300: "SSL 3.0",
-    0x0301: "TLS 1.0",
-    0x0302: "TLS 1.1",
-    0x0303: "TLS 1.2",
-    0x0304: "TLS 1.3",
-}
 
 
 def records_table(
@@ -357,14 +359,17 @@ def tls_table(
         sm = tf.summary
         kpi = kpis.get(tf.flow, no_kpi)
         rows["flow"].append(tf.flow)
-        rows["version"].append(
-            TLS_VERSIONS.get(sm.version, f"0x{sm.version:04x}") if sm.version else None
-        )
+        rows["version"].append(tls_version_name(sm.version) if sm.version else None)
         rows["cipher"].append(sm.cipher_suite_name)
         rows["record_overhead"].append(record_overhead(sm.version, sm.cipher_suite))
         rows["sni"].append(sm.sni)
         rows["alpn"].append(sm.alpn)
         rows["alpn_offered"].append(",".join(sm.alpn_offered) if sm.alpn_offered else None)
+        rows["versions_offered"].append(
+            ",".join(tls_version_name(v) for v in sm.offered_versions) or None
+        )
+        g = sm.key_exchange_group
+        rows["key_exchange_group"].append(None if g is None else tls_group_name(g))
         rows["resumption_offered"].append(sm.resumption_offered)
         rows["resumption_accepted"].append(sm.resumption_accepted)
         rows["resumption_kind"].append(sm.resumption_kind)
@@ -425,7 +430,7 @@ def handshake_times(
     tls13 = np.zeros(ch_off.shape[0], bool)
     for f, v in versions.items():
         if f < tls13.shape[0]:
-            tls13[f] = v == 0x0304
+            tls13[f] = is_tls13_version(v)
     epoch = recs["epoch"].to_numpy(object)
     want = np.where(tls13[flow], "handshake", "application")
     fin = (

@@ -87,6 +87,17 @@ _ALL = [
             "tls_roles_swapped": "the TLS client is the TCP server",
             "tls_keylog_secret_length": "a key-log secret whose length does not fit the "
             "cipher suite's hash",
+            "tls_keylog_line_malformed": "key-log lines (file, SSLKEYLOGFILE or pcapng "
+            "Decryption Secrets Block) that do not parse; their secrets are not used",
+            "tls_keylog_unknown_label": "key-log lines with a label this tool does not use "
+            "(e.g. PMS_CLIENT_RANDOM)",
+            "tls_keylog_rsa_unused": "legacy RSA pre-master key-log lines: RSA key exchange "
+            "is not decrypted",
+            "tls_keylog_conflict": "a second, different secret for the same client random and "
+            "label; the first one is used",
+            "tls_keylog_trailing_characters": "key-log lines with characters after the secret "
+            "(a backslash before the newline, a comment); the secret is used and the rest "
+            "ignored, as Wireshark does",
         },
     ),
     *_declare(

@@ -207,6 +207,18 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("sni", "str", "server_name from the ClientHello"),
         ("alpn", "str", "negotiated ALPN protocol"),
         ("alpn_offered", "str", "ALPN protocols offered, comma-separated"),
+        (
+            "versions_offered",
+            "str",
+            "versions the ClientHello offers (supported_versions, else its legacy_version), "
+            "comma-separated, GREASE included",
+        ),
+        (
+            "key_exchange_group",
+            "str",
+            "(EC)DHE group: the ServerHello's key_share (TLS 1.3) or the ServerKeyExchange's "
+            "named curve (TLS 1.2 ECDHE), IANA name",
+        ),
         ("resumption_offered", "bool", "session id / ticket / PSK offered"),
         ("resumption_accepted", "bool", "the server resumed"),
         ("resumption_kind", "str", "session_id, ticket or psk"),
@@ -241,7 +253,20 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("client_dcid", "str", "hex DCID of the client's first Initial (keys the Initials)"),
         ("sni", "str", "server_name from the ClientHello"),
         ("alpn", "str", "negotiated ALPN protocol (EncryptedExtensions; needs keys)"),
+        ("alpn_offered", "str", "ALPN protocols the ClientHello offers, comma-separated"),
+        (
+            "tls_versions_offered",
+            "str",
+            "TLS versions the ClientHello offers (supported_versions), comma-separated",
+        ),
         ("cipher", "str", "negotiated cipher suite"),
+        ("key_exchange_group", "str", "the ServerHello's key_share group, IANA name"),
+        ("client_scid", "str", "hex Source Connection ID of the client's first Initial"),
+        (
+            "server_scid",
+            "str",
+            "hex Source Connection ID of the server's first Initial or Handshake packet",
+        ),
         ("decrypted", "bool", "every protected packet decrypted"),
         ("packets", "int64", "QUIC packets (coalesced packets counted separately)"),
         ("undecrypted_packets", "int64", "protected packets that did not decrypt"),

@@ -77,7 +77,6 @@ class Trace:
         self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
         self._report("read", 1.0)
         self.keylog = keylog
-        self.key_sources: list[str] = []  # filled when TLS is analysed (never the keys)
         lts = {i.linktype for i in self.raw.interfaces}
         used = set(np.unique(self.raw.linktype).tolist()) if self.raw.frames else set()
         if used and not (used & (SUPPORTED_LINKTYPES | {LINKTYPE_NONE})):
@@ -149,6 +148,7 @@ class Trace:
             + list(self._net.tcp.anomalies)
             + list(self._app.anomalies)
             + list(self.quic_anomalies)
+            + list(self._keys.anomalies)
             + linktype_anomalies(self.raw)
         )
         return anomalies_table(rows, self._net.flows.pkt_flow)
@@ -160,13 +160,25 @@ class Trace:
         return list(self.raw.secrets) if self.embedded_keys else []
 
     @cached_property
+    def _keys(self) -> Any:
+        """The key log of every source (:class:`pcapkit.sessions.tls.KeySources`)."""
+        from .sessions.tls import load_keys
+
+        return load_keys(self.keylog, self.secrets)
+
+    @property
+    def key_sources(self) -> list[str]:
+        """Where the keys come from, and what of each source could not be used (never the
+        keys themselves)."""
+        return list(self._keys.sources)
+
+    @cached_property
     def _tls(self) -> list[Any]:
-        from .sessions.tls import load_keys, run_tls
+        from .sessions.tls import run_tls
 
         net = self._net
         self._report("tls", 0.0)
-        keys = load_keys(self.keylog, self.secrets)
-        self.key_sources = keys.sources
+        keys = self._keys
         tcp_flows = np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist()
         out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys)
         self._report("tls", 1.0)
@@ -254,7 +266,6 @@ class Trace:
     def _quic(self) -> list[Any]:
         """One :class:`pcapkit.sessions.quic.QuicFlow` per QUIC connection."""
         from .sessions.quic import quic_flow_ids, run_quic
-        from .sessions.tls import load_keys
 
         self._report("quic", 0.0)
         c, ft, buf = self._net.dec.cols, self._net.flows, self.raw.buf
@@ -268,8 +279,7 @@ class Trace:
             payload_len=c["payload_len"],
             pkt_flow=ft.pkt_flow,
             pkt_dir=ft.pkt_dir,
-            # the key log is read only when the capture has QUIC
-            keylog=load_keys(self.keylog, self.secrets).keylog if ids else None,
+            keylog=self._keys.keylog if ids else None,
         )
         self._report("quic", 1.0)
         return out

@@ -46,6 +46,7 @@ from ..tls.handshake import (
     decode_handshake,
 )
 from ..tls.keylog import KeyLog, Secret
+from ..tls.suites import cipher_suite_name
 from .crypto import (
     QUIC_SUITES,
     AuthenticationFailed,
@@ -335,13 +336,18 @@ class QuicConnection:
         self.stream_frames: list[StreamFrameRow] = []
         self.tls_messages: list[TlsMessageRow] = []
         self.anomalies: list[Anomaly] = []
-        self.version: int | None = None
+        self.version: int | None = None  # the version the connection uses (known versions)
+        self.first_version: int | None = None  # of the first long header, known or not
         self.client_dcid: bytes | None = None  # DCID of the client's first Initial
         self.client_random: bytes | None = None
         self.sni: str | None = None
         self.alpn_offered: tuple[str, ...] = ()
+        self.tls_versions_offered: tuple[int, ...] = ()  # the ClientHello's supported_versions
         self.alpn: str | None = None
         self.cipher_suite: int | None = None
+        self.key_share_group: int | None = None  # the ServerHello's key_share (RFC 8446 §4.2.8)
+        self.client_scid: bytes | None = None  # SCID of the client's first Initial
+        self.server_scid: bytes | None = None  # SCID of the server's first Initial/Handshake
         self.hello_retry_request = False
         self.supported_versions: tuple[int, ...] = ()  # from Version Negotiation
         self.retry_scid: bytes | None = None
@@ -349,6 +355,9 @@ class QuicConnection:
         self._timing: dict[str, HandshakeEvent] = {}
         self._dirs = {C2S: _Dir(max_stream_bytes), S2C: _Dir(max_stream_bytes)}
         self._key_dcid: bytes | None = None
+        self._client_version: int | None = None  # version of the client's latest Initial
+        # DCIDs of the client's Initials, in order (the ODCIDs a Retry may answer)
+        self._initial_dcids: dict[bytes, None] = {}
         self._initial: dict[tuple[int, bytes], tuple[PacketProtection, PacketProtection]] = {}
         self._streams: dict[tuple[int, str], Reassembler] = {}
         self._resets: dict[tuple[int, str], int] = {}
@@ -366,8 +375,7 @@ class QuicConnection:
     def cipher_name(self) -> str | None:
         if self.cipher_suite is None:
             return None
-        s = QUIC_SUITES.get(self.cipher_suite)
-        return s.name if s else f"0x{self.cipher_suite:04x}"
+        return cipher_suite_name(self.cipher_suite)
 
     @property
     def handshake(self) -> HandshakeTiming:
@@ -553,6 +561,20 @@ class QuicConnection:
         ]
         return st.phases
 
+    def _new_attempt(self) -> None:
+        """After Version Negotiation the client starts over in another version (RFC 9000
+        §6.2, RFC 9368 §2.1): a new ClientHello at CRYPTO offset 0, with its own random
+        (the key log's key); the Initial CRYPTO streams and the hello facts restart."""
+        for st in self._dirs.values():
+            st.crypto[PacketSpace.INITIAL] = Reassembler(max_bytes=self._max_bytes)
+            st.hs[PacketSpace.INITIAL] = HandshakeReassembler()
+            st.hs_failed.discard(PacketSpace.INITIAL)
+            st.largest[PacketSpace.INITIAL] = -1
+        self.client_random = None
+        self.sni = None
+        self.alpn_offered = ()
+        self.tls_versions_offered = ()
+
     def _initial_keys(self, d: str, version: int, dcid: bytes) -> PacketProtection:
         pair = self._initial.get((version, dcid))
         if pair is None:
@@ -580,6 +602,9 @@ class QuicConnection:
             "offset": hdr.offset, "length": hdr.length, "packet_type": pt,
             "version": hdr.version, "dcid": hdr.dcid, "scid": hdr.scid, "token": hdr.token,
         }  # fmt: skip
+        if hdr.long_header and pt is not PacketType.VERSION_NEGOTIATION:
+            if self.first_version is None:
+                self.first_version = hdr.version
         if hdr.long_header and pt not in (
             PacketType.VERSION_NEGOTIATION,
             PacketType.UNKNOWN_VERSION,
@@ -596,16 +621,33 @@ class QuicConnection:
                 reason="Version Negotiation packets are not protected",
             )
         if pt is PacketType.UNKNOWN_VERSION:
+            if d == C2S:
+                # the client's first packet opens the connection (an Initial, RFC 9000 §7)
+                # even in a version this package cannot read: a Version Negotiation that
+                # answers it costs the round trip from here
+                self._event("client_initial", frame, ts_ns)
             return PacketRecord(**base, reason=f"unsupported version 0x{hdr.version or 0:08x}")
         if pt is PacketType.RETRY:
             return self._retry(d, buf, hdr, base, frame, ts_ns)
+        if pt in (PacketType.INITIAL, PacketType.HANDSHAKE) and d == S2C:
+            if self.server_scid is None:
+                self.server_scid = hdr.scid
         if pt is PacketType.INITIAL:
             if d == C2S:
+                if (
+                    self._client_version is not None
+                    and hdr.version != self._client_version
+                    and "version_negotiation" in self._timing
+                ):
+                    self._new_attempt()
+                self._client_version = hdr.version
                 if self.client_dcid is None:
                     self.client_dcid = hdr.dcid
+                    self.client_scid = hdr.scid
                     self._event("client_initial", frame, ts_ns)
                 if self._key_dcid is None:
                     self._key_dcid = hdr.dcid
+                self._initial_dcids.setdefault(hdr.dcid, None)
                 if len(buf) < MIN_INITIAL_DATAGRAM:
                     notes.append("small_initial_datagram")
                     self._anomaly(
@@ -743,18 +785,26 @@ class QuicConnection:
     def _retry(
         self, d: str, buf: bytes, hdr: PacketHeader, base: dict[str, Any], frame: int, ts_ns: int
     ) -> PacketRecord:
+        """RFC 9001 §5.8: the Retry Integrity Tag is computed over the Destination
+        Connection ID of the client Initial the Retry answers (the ODCID).  A server may
+        answer several client Initials (retransmissions of the first one) with a Retry
+        each: all are keyed by the client's *original* DCID, not by the SCID of an earlier
+        Retry.  RFC 9000 §17.2.5.2: "A client MUST accept and process at most one Retry
+        packet for each connection attempt" — only the first valid Retry re-keys the
+        Initials; later ones are verified and kept, nothing more."""
         ok: bool | None = None
         notes: list[str] = []
-        odcid = self._key_dcid
-        if d == S2C and odcid is not None and hdr.version is not None:
-            ok = verify_retry(hdr.version, odcid, buf[hdr.offset : hdr.end])
-            if ok:
+        candidates = [c for c in (self.client_dcid, *self._initial_dcids) if c is not None]
+        if d == S2C and candidates and hdr.version is not None:
+            packet = buf[hdr.offset : hdr.end]
+            ok = any(verify_retry(hdr.version, c, packet) for c in dict.fromkeys(candidates))
+            if ok and self.retry_scid is None:
                 # RFC 9000 §17.2.5.2: the client uses the Retry's SCID as its DCID, and
                 # RFC 9001 §5.2 re-derives Initial keys from it.
                 self._key_dcid = hdr.scid
                 self.retry_scid = hdr.scid
                 self._event("retry", frame, ts_ns)
-            else:
+            elif not ok:
                 notes.append("retry_integrity_failed")
                 self._anomaly(
                     "retry_integrity_failed", frame, "Retry integrity tag does not verify"
@@ -867,12 +917,14 @@ class QuicConnection:
                 self.client_random = decoded.random
                 self.sni = decoded.server_name
                 self.alpn_offered = decoded.alpn
+                self.tls_versions_offered = decoded.supported_versions
             self._event("client_hello", frame, ts_ns)
         elif isinstance(decoded, HelloRetryRequest):
             self.hello_retry_request = True
             self.cipher_suite = decoded.cipher_suite
         elif isinstance(decoded, ServerHello) and d == S2C:
             self.cipher_suite = decoded.cipher_suite
+            self.key_share_group = decoded.key_share_group
             self._event("server_hello", frame, ts_ns)
             for st in self._dirs.values():  # drop candidates derived before the suite was known
                 st.prot.pop("handshake", None)

@@ -31,9 +31,16 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
 
-from ..errors import Malformed, Truncated
+from ..errors import DissectError, Malformed, Truncated
 from ..tls.crypto import AuthenticationFailed, hkdf_expand_label, hkdf_extract
-from .packet import DRAFT_29_FAMILY, QUIC_V1, QUIC_V2
+from .packet import (
+    DRAFT_29_FAMILY,
+    QUIC_V1,
+    QUIC_V2,
+    parse_packet_header,
+    quic_draft,
+    retry_has_odcid_field,
+)
 
 __all__ = [
     "QUIC_SUITES",
@@ -89,6 +96,28 @@ _DRAFT_29: Final = _VersionKeys(
     bytes.fromhex("e54930f97f2136f0530a8c1c"),
     "quic ",
 )
+_DRAFT_25: Final = _VersionKeys(
+    # draft-ietf-quic-tls-23 §5.2 (salt, drafts 23–28) and draft-ietf-quic-tls-25 §5.8
+    # (the first Retry Integrity Tag key, drafts 25–28)
+    bytes.fromhex("c3eef712c72ebb5a11a7d2432bb46365bef9f502"),
+    bytes.fromhex("4d32ecdb2a2133c841e4043df27d4430"),
+    bytes.fromhex("4d1611d05513a552c587d575"),
+    "quic ",
+)
+_DRAFT_23: Final = _VersionKeys(
+    # draft-ietf-quic-tls-23 §5.2; Retry packets had no integrity tag before draft-25
+    bytes.fromhex("c3eef712c72ebb5a11a7d2432bb46365bef9f502"),
+    b"",
+    b"",
+    "quic ",
+)
+_DRAFT_22: Final = _VersionKeys(
+    # draft-ietf-quic-tls-22 §5.2
+    bytes.fromhex("7fbcdb0e7c66bbe9193a96cd21519ebd7a02644a"),
+    b"",
+    b"",
+    "quic ",
+)
 
 
 def _version_keys(version: int) -> _VersionKeys:
@@ -98,6 +127,12 @@ def _version_keys(version: int) -> _VersionKeys:
         return _V2
     if version in DRAFT_29_FAMILY:
         return _DRAFT_29
+    d = quic_draft(version)
+    if d is not None and 22 <= d <= 34:
+        # as Wireshark selects them: drafts 33–34 already used the v1 salt and Retry key
+        if d >= 33:
+            return _V1
+        return _DRAFT_22 if d == 22 else _DRAFT_23 if d < 25 else _DRAFT_25
     raise UnsupportedVersion(f"no QUIC key schedule for version 0x{version:08x}")
 
 
@@ -303,7 +338,15 @@ def retry_integrity_tag(version: int, odcid: bytes, retry_without_tag: bytes) ->
 
 
 def verify_retry(version: int, odcid: bytes, retry_packet: bytes) -> bool:
-    """True if ``retry_packet`` (the whole Retry packet) carries the right integrity tag."""
+    """True if ``retry_packet`` (the whole Retry packet) carries the right integrity tag.
+
+    Before draft-25 a Retry has no tag: it names the ODCID instead, which is compared."""
+    if retry_has_odcid_field(version):
+        try:
+            hdr, _ = parse_packet_header(retry_packet)
+        except DissectError:
+            return False
+        return hdr.original_dcid == bytes(odcid)
     if len(retry_packet) < 16:
         return False
     tag = retry_integrity_tag(version, odcid, retry_packet[:-16])

@@ -27,6 +27,7 @@ from ..errors import DissectError, Malformed, Truncated
 __all__ = [
     "DRAFT_29_FAMILY",
     "KNOWN_VERSIONS",
+    "MVFST_DRAFTS",
     "MAX_CID_LENGTH",
     "QUIC_DRAFT_29",
     "QUIC_V1",
@@ -40,6 +41,8 @@ __all__ = [
     "iter_packets",
     "looks_like_quic",
     "parse_packet_header",
+    "quic_draft",
+    "retry_has_odcid_field",
     "version_name",
 ]
 
@@ -49,7 +52,18 @@ QUIC_V2: Final = 0x6B3343CF
 #: draft-ietf-quic-transport-29; drafts 30–32 kept its salt, labels and Retry key.
 QUIC_DRAFT_29: Final = 0xFF00001D
 DRAFT_29_FAMILY: Final = frozenset({0xFF00001D, 0xFF00001E, 0xFF00001F, 0xFF000020})
-KNOWN_VERSIONS: Final = frozenset({QUIC_V1, QUIC_V2}) | DRAFT_29_FAMILY
+#: Facebook's mvfst versions and the IETF draft each follows (Wireshark's
+#: quic_draft_version): 0xfaceb001 draft-22, 0xfaceb002 draft-27, 0xfaceb00e
+#: (experimental) draft-27.
+MVFST_DRAFTS: Final = {0xFACEB001: 22, 0xFACEB002: 27, 0xFACEB00E: 27}
+#: Every version whose packets this package can parse and protect: v1, v2, drafts 22–34
+#: (the long header, packet protection and frames of RFC 9000 with the draft's Initial
+#: salt and Retry key, :mod:`.crypto`) and mvfst.
+KNOWN_VERSIONS: Final = (
+    frozenset({QUIC_V1, QUIC_V2})
+    | frozenset(0xFF000000 | d for d in range(22, 35))
+    | frozenset(MVFST_DRAFTS)
+)
 
 #: RFC 9000 §17.2: "In QUIC version 1, this value MUST NOT exceed 20 bytes."  RFC 8999 §5.1
 #: allows up to 255 for other versions (and so in Version Negotiation packets).
@@ -100,6 +114,22 @@ def is_grease_version(version: int) -> bool:
     return version & 0x0F0F0F0F == 0x0A0A0A0A
 
 
+def quic_draft(version: int | None) -> int | None:
+    """The IETF draft a version follows (drafts and mvfst), None for v1, v2 and others."""
+    if version is None:
+        return None
+    if version >> 8 == 0xFF0000:
+        return version & 0xFF
+    return MVFST_DRAFTS.get(version)
+
+
+def retry_has_odcid_field(version: int) -> bool:
+    """Retry packets carry an ODCID field and no integrity tag before draft-25
+    (draft-ietf-quic-transport-24 §17.2.5)."""
+    d = quic_draft(version)
+    return d is not None and d < 25
+
+
 def version_name(version: int | None) -> str:
     if version is None:
         return ""
@@ -109,6 +139,10 @@ def version_name(version: int | None) -> str:
         return "v2"
     if version >> 8 == 0xFF0000:
         return f"draft-{version & 0xFF}"
+    if version == 0xFACEB00E:
+        return "mvfst-exp"
+    if version in MVFST_DRAFTS:
+        return f"mvfst-draft-{MVFST_DRAFTS[version]}"
     if version == 0:
         return "version_negotiation"
     if is_grease_version(version):
@@ -148,6 +182,7 @@ class PacketHeader:
     payload_length: int | None = None
     supported_versions: tuple[int, ...] = ()
     retry_integrity_tag: bytes = b""
+    original_dcid: bytes | None = None  # the ODCID field of a Retry before draft-25
 
     @property
     def long_header(self) -> bool:
@@ -229,6 +264,18 @@ def parse_packet_header(
         hdr = PacketHeader(length=end - offset, packet_type=PacketType.UNKNOWN_VERSION, **common)  # type: ignore[arg-type]
         return hdr, end
     ptype = long_packet_type(version, (first >> 4) & 3)
+    if ptype is PacketType.RETRY and retry_has_odcid_field(version):
+        # draft-ietf-quic-transport-24 §17.2.5: ODCID Len (8), Original Destination
+        # Connection ID (0..160), Retry Token (..) — no integrity tag before draft-25
+        odcid = cur.pull_bytes(cur.pull_u8())
+        hdr = PacketHeader(
+            length=end - offset,
+            packet_type=ptype,
+            token=cur.pull_bytes(cur.remaining),
+            original_dcid=odcid,
+            **common,  # type: ignore[arg-type]
+        )
+        return hdr, end
     if ptype is PacketType.RETRY:
         # RFC 9000 §17.2.5: Retry Token (..), Retry Integrity Tag (128)
         if cur.remaining < RETRY_TAG_LENGTH:
@@ -293,14 +340,18 @@ def looks_like_quic(datagram: Buffer) -> bool:
     """Content-based recognition of QUIC on any UDP port.
 
     True when the datagram starts with a well-framed long header of a known version (or a
-    Version Negotiation packet) and every coalesced packet parses.  Short headers carry
+    Version Negotiation packet, or a full-size client Initial of a version reserved to
+    force version negotiation) and every coalesced packet parses.  Short headers carry
     no version and cannot be recognised without connection context, so they give False.
     """
     mv = memoryview(datagram) if not isinstance(datagram, memoryview) else datagram
     if len(mv) < 7 or not mv[0] & 0x80:
         return False
     version = int.from_bytes(mv[1:5], "big")
-    if version != 0 and version not in KNOWN_VERSIONS:
+    # RFC 9000 §15: 0x?a?a?a?a is reserved for clients to force version negotiation; such a
+    # client Initial is padded like one (§14.1) — QUIC, whose packets cannot be read
+    grease = is_grease_version(version) and len(mv) >= 1200
+    if version != 0 and version not in KNOWN_VERSIONS and not grease:
         return False
     try:
         headers = list(iter_packets(mv))
@@ -311,6 +362,10 @@ def looks_like_quic(datagram: Buffer) -> bool:
     h0 = headers[0]
     if h0.packet_type is PacketType.VERSION_NEGOTIATION:
         return len(h0.dcid) <= 255 and len(h0.scid) <= 255
+    if h0.packet_type is PacketType.UNKNOWN_VERSION and (
+        len(h0.dcid) > MAX_CID_LENGTH or len(h0.scid) > MAX_CID_LENGTH
+    ):
+        return False  # RFC 8999 allows longer CIDs; a client forcing negotiation does not
     # RFC 9000 §17.2: the Fixed Bit is 1 in valid long headers (RFC 9287 greasing is
     # negotiated first, so a connection's first packets still carry it).
     return h0.fixed_bit

@@ -8,9 +8,10 @@ from typing import Any
 
 from .._wire import Buffer, Cursor
 from ..errors import DissectError, Malformed
+from .packet import quic_draft
 
 EXTENSION_TYPE = 0x39  # RFC 9001 §8.2
-# draft-27…32 implementations used the private codepoint 0xffa5 for the same extension
+# draft implementations (before draft-33) used the private codepoint 0xffa5 for it
 EXTENSION_TYPE_DRAFT = 0xFFA5
 
 # RFC 9000 §18.2: parameters whose value is a single variable-length integer
@@ -48,14 +49,22 @@ DEFAULTS = {
 }
 
 
-def parse_transport_parameters(data: Buffer) -> dict[str, Any]:
+def parse_transport_parameters(data: Buffer, *, legacy: bool = False) -> dict[str, Any]:
     """Name → value (int for integer parameters, bytes otherwise, True for flags);
-    unknown ids appear as ``"0x…"`` keys with their bytes (RFC 9000 §18.1: ignored)."""
+    unknown ids appear as ``"0x…"`` keys with their bytes (RFC 9000 §18.1: ignored).
+
+    ``legacy``: the encoding of drafts before 27 (draft-ietf-quic-transport-26 §18: a
+    2-byte length of the whole list, then 2-byte ids and 2-byte value lengths; integer
+    values were already variable-length integers)."""
     cur = Cursor(data)
+    if legacy:
+        total = cur.pull_u16()
+        if total != cur.remaining:
+            raise Malformed(f"transport parameters list of {total} bytes, {cur.remaining} given")
     out: dict[str, Any] = {}
     while not cur.eof():
-        pid = cur.pull_varint()
-        ln = cur.pull_varint()
+        pid = cur.pull_u16() if legacy else cur.pull_varint()
+        ln = cur.pull_u16() if legacy else cur.pull_varint()
         start = cur.pos
         raw = bytes(cur.pull_bytes(ln))
         if pid in _VARINT:
@@ -78,9 +87,11 @@ def parse_transport_parameters(data: Buffer) -> dict[str, Any]:
     return out
 
 
-def from_extensions(extensions: Any) -> dict[str, Any] | None:
-    """The transport parameters in a decoded ClientHello / EncryptedExtensions, if any."""
+def from_extensions(extensions: Any, version: int | None = None) -> dict[str, Any] | None:
+    """The transport parameters in a decoded ClientHello / EncryptedExtensions, if any;
+    ``version`` (the connection's QUIC version) selects the encoding of drafts before 27."""
+    d = quic_draft(version)
     for t, body in extensions or ():
         if t in (EXTENSION_TYPE, EXTENSION_TYPE_DRAFT):
-            return parse_transport_parameters(body)
+            return parse_transport_parameters(body, legacy=d is not None and d < 27)
     return None

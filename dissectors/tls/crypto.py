@@ -279,11 +279,17 @@ def hkdf_expand(hash_name: str, prk: bytes, info: bytes, length: int) -> bytes:
 
 
 def hkdf_expand_label(
-    hash_name: str, secret: bytes, label: str | bytes, context: bytes, length: int
+    hash_name: str,
+    secret: bytes,
+    label: str | bytes,
+    context: bytes,
+    length: int,
+    *,
+    prefix: bytes = b"tls13 ",
 ) -> bytes:
     """RFC 8446 §7.1: HkdfLabel = uint16 length, opaque label<7..255> = "tls13 " + Label,
-    opaque context<0..255>."""
-    full = b"tls13 " + (label.encode("ascii") if isinstance(label, str) else label)
+    opaque context<0..255>.  TLS 1.3 drafts before 20 used the prefix "TLS 1.3, "."""
+    full = prefix + (label.encode("ascii") if isinstance(label, str) else label)
     info = length.to_bytes(2, "big") + bytes((len(full),)) + full + bytes((len(context),)) + context
     return hkdf_expand(hash_name, secret, info, length)
 
@@ -314,16 +320,24 @@ def tls13_master_secret(hash_name: str, handshake_secret: bytes) -> bytes:
     return hkdf_extract(hash_name, salt, bytes(_HASH_LEN[hash_name]))
 
 
-def tls13_traffic_keys(suite: CipherSuite, traffic_secret: bytes) -> tuple[bytes, bytes]:
+def tls13_traffic_keys(
+    suite: CipherSuite, traffic_secret: bytes, *, prefix: bytes = b"tls13 "
+) -> tuple[bytes, bytes]:
     """RFC 8446 §7.3: (write_key, write_iv) for a traffic secret."""
-    key = hkdf_expand_label(suite.prf_hash, traffic_secret, "key", b"", suite.key_length)
-    iv = hkdf_expand_label(suite.prf_hash, traffic_secret, "iv", b"", suite.fixed_iv_length)
+    h = suite.prf_hash
+    key = hkdf_expand_label(h, traffic_secret, "key", b"", suite.key_length, prefix=prefix)
+    iv = hkdf_expand_label(h, traffic_secret, "iv", b"", suite.fixed_iv_length, prefix=prefix)
     return key, iv
 
 
-def tls13_next_traffic_secret(hash_name: str, traffic_secret: bytes) -> bytes:
-    """RFC 8446 §7.2: application_traffic_secret_N+1 after a KeyUpdate."""
-    return hkdf_expand_label(hash_name, traffic_secret, "traffic upd", b"", _HASH_LEN[hash_name])
+def tls13_next_traffic_secret(
+    hash_name: str, traffic_secret: bytes, *, prefix: bytes = b"tls13 "
+) -> bytes:
+    """RFC 8446 §7.2: application_traffic_secret_N+1 after a KeyUpdate (drafts before 20:
+    label "application traffic secret" with the "TLS 1.3, " prefix)."""
+    label = "traffic upd" if prefix == b"tls13 " else "application traffic secret"
+    n = _HASH_LEN[hash_name]
+    return hkdf_expand_label(hash_name, traffic_secret, label, b"", n, prefix=prefix)
 
 
 # ---------------------------------------------------------------------------------------
@@ -480,19 +494,30 @@ def _xor_seq(iv: bytes, seq: int) -> bytes:
 
 
 class Tls13Protection:
-    """TLS 1.3 record protection for one traffic secret (RFC 8446 §5.2–§5.4)."""
+    """TLS 1.3 record protection for one traffic secret (RFC 8446 §5.2–§5.4).
 
-    __slots__ = ("suite", "_aead", "_iv")
+    ``prefix`` and ``header_aad`` select a draft's variant (:mod:`.versions`): the
+    HKDF-Expand-Label prefix, and whether the record header is the additional data."""
 
-    def __init__(self, suite: CipherSuite, traffic_secret: bytes) -> None:
+    __slots__ = ("suite", "_aead", "_iv", "_header_aad")
+
+    def __init__(
+        self,
+        suite: CipherSuite,
+        traffic_secret: bytes,
+        *,
+        prefix: bytes = b"tls13 ",
+        header_aad: bool = True,
+    ) -> None:
         if not suite.tls13:
             raise ValueError(f"{suite.name} is not a TLS 1.3 suite")
         if len(traffic_secret) != suite.hash_length:
             raise ValueError(f"{len(traffic_secret)}-byte secret for a {suite.prf_hash} suite")
-        key, iv = tls13_traffic_keys(suite, traffic_secret)
+        key, iv = tls13_traffic_keys(suite, traffic_secret, prefix=prefix)
         self.suite = suite
         self._aead = _make_aead(suite.cipher, key)
         self._iv = iv
+        self._header_aad = header_aad
 
     def decrypt(
         self, content_type: int, version: int, fragment: bytes, seq: int
@@ -500,7 +525,11 @@ class Tls13Protection:
         n = len(fragment)
         if n < self.suite.tag_length + 1:
             raise Malformed(f"{n}-byte protected record is shorter than tag + content type")
-        aad = bytes((content_type, version >> 8, version & 0xFF, n >> 8, n & 0xFF))
+        aad = (
+            bytes((content_type, version >> 8, version & 0xFF, n >> 8, n & 0xFF))
+            if self._header_aad
+            else b""
+        )
         try:
             inner = self._aead.decrypt(_xor_seq(self._iv, seq), bytes(fragment), aad)
         except InvalidTag:

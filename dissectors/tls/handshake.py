@@ -12,7 +12,8 @@ several records and one record can hold several messages (RFC 8446 §5.1, RFC 52
   offset).  ``first_record_offset`` / ``last_record_offset`` are the TCP stream offsets of
   the records that carried the message's first and last byte (not part of equality).
 * :func:`decode_handshake` turns a message into a typed record: ClientHello (§4.1.2),
-  ServerHello and HelloRetryRequest (§4.1.3, recognised by the special random),
+  ServerHello and HelloRetryRequest (§4.1.3, recognised by the special random; the
+  shorter ServerHello of TLS 1.3 drafts before 22 too, :mod:`.versions`),
   EncryptedExtensions (§4.3.1), Certificate (§4.4.2; TLS 1.2 form RFC 5246 §7.4.2),
   CertificateVerify (§4.4.3), Finished (§4.4.4), NewSessionTicket (§4.6.1; TLS 1.2 form
   RFC 5077 §3.3), KeyUpdate (§4.6.3), EndOfEarlyData (§4.5), ServerKeyExchange /
@@ -43,6 +44,7 @@ from typing import Final
 
 from .._wire import Buffer, Cursor
 from ..errors import DissectError, LimitExceeded, Malformed, Truncated
+from .versions import is_tls13, tls13_draft
 
 __all__ = [
     "HRR_RANDOM",
@@ -382,7 +384,8 @@ class ClientHello:
 
     @property
     def offers_tls13(self) -> bool:
-        return 0x0304 in self.supported_versions
+        """TLS 1.3 (or one of its drafts, :mod:`.versions`) is in supported_versions."""
+        return any(is_tls13(v) for v in self.supported_versions)
 
     @property
     def extension_types(self) -> tuple[int, ...]:
@@ -798,11 +801,20 @@ def _decode_server_hello(msg: HandshakeMessage) -> ServerHello | HelloRetryReque
     cur = Cursor(msg.body)
     legacy_version = cur.pull_u16()
     random = cur.pull_bytes(32)
-    session_id = cur.pull_vector(1)
-    if len(session_id) > 32:
-        raise Malformed(f"session id of {len(session_id)} bytes > 32", offset=msg.offset)
-    cipher_suite = cur.pull_u16()
-    compression = cur.pull_u8()
+    d = tls13_draft(legacy_version)
+    if d is not None and 0 < d < 22:
+        # draft-ietf-tls-tls13-21 §4.1.3: "struct { ProtocolVersion version; Random random;
+        # CipherSuite cipher_suite; Extension extensions<6..2^16-1>; } ServerHello;" —
+        # no session id echo, no compression; the first field is the negotiated version.
+        session_id = b""
+        cipher_suite = cur.pull_u16()
+        compression = 0
+    else:
+        session_id = cur.pull_vector(1)
+        if len(session_id) > 32:
+            raise Malformed(f"session id of {len(session_id)} bytes > 32", offset=msg.offset)
+        cipher_suite = cur.pull_u16()
+        compression = cur.pull_u8()
     extensions, dups = _pull_extensions(cur)
     _done(cur)
     hrr = random == HRR_RANDOM

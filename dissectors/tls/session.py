@@ -77,6 +77,7 @@ from .handshake import (
     NewSessionTicket,
     ServerHello,
     ServerHelloDone,
+    ServerKeyExchange,
     decode_handshake,
     parse_alerts,
 )
@@ -101,6 +102,13 @@ from .record import (
     Sslv2ClientHello,
     StreamGap,
     TlsRecord,
+)
+from .suites import cipher_suite_name
+from .versions import (
+    is_tls13,
+    tls13_label_prefix,
+    tls13_record_aad,
+    tls13_schedule_known,
 )
 
 __all__ = [
@@ -136,7 +144,7 @@ class DecryptStatus(str, Enum):
     MISSING_KEY = "missing_key"  # the key log has no secret for this epoch
     WRONG_KEY = "wrong_key"  # a secret exists but the AEAD tag / MAC does not verify
     UNSUPPORTED_SUITE = "unsupported_suite"  # the negotiated suite is not implemented
-    UNSUPPORTED_VERSION = "unsupported_version"  # SSL 3.0, TLS 1.3 drafts, unknown versions
+    UNSUPPORTED_VERSION = "unsupported_version"  # SSL 3.0, TLS 1.3 experiments, unknown
     PSK_ONLY = "psk_only"  # no key log entry, and the only secret is a PSK
     RSA_KEY_EXCHANGE_NO_KEYLOG = "rsa_key_exchange_no_keylog"  # RSA key transport, no key log
     NO_HANDSHAKE = "no_handshake"  # protected record, but the hellos were never seen
@@ -229,6 +237,7 @@ class TlsSummary:
     cipher_suite_name: str | None
     key_exchange: str | None
     key_share_group: int | None
+    key_exchange_group: int | None  # key_share (TLS 1.3) or ServerKeyExchange named curve
     sni: str | None
     alpn_offered: tuple[str, ...]
     alpn: str | None
@@ -312,7 +321,6 @@ class _Dir:
     halted: bool = False
 
 
-_TLS13: Final = 0x0304
 _TLS13_SUITES: Final = tuple(s for s in CIPHER_SUITES.values() if s.tls13)
 
 
@@ -350,6 +358,8 @@ class TlsSession:
         self.server_hello: ServerHello | None = None
         self.hello_retry_request: HelloRetryRequest | None = None
         self.encrypted_extensions: EncryptedExtensions | None = None
+        self.client_encrypted_extensions: EncryptedExtensions | None = None
+        self.server_key_exchange: ServerKeyExchange | None = None
         self.server_certificate: Certificate | None = None
         self.tickets: list[NewSessionTicket] = []
         self._full_handshake_seen = False  # TLS ≤ 1.2: server sent ServerHelloDone
@@ -510,7 +520,7 @@ class TlsSession:
         return a
 
     def _is_tls13(self) -> bool:
-        return self.version == _TLS13
+        return is_tls13(self.version)
 
     def _on_stream_gap(self, d: _Dir, gap: StreamGap) -> None:
         dropped = d.hs.reset()
@@ -899,6 +909,11 @@ class TlsSession:
         elif isinstance(m, ServerHello) and d.name == S2C:
             self.server_hello = m
             self._on_server_hello(m)
+        elif isinstance(m, EncryptedExtensions) and d.name == C2S:
+            # The client's own EncryptedExtensions (Chrome's ALPS, application_settings
+            # 17513/17613, draft-vvv-tls-alps §4) come after the server's flight; they
+            # negotiate nothing and must not replace the server's (ALPN, early_data).
+            self.client_encrypted_extensions = m
         elif isinstance(m, EncryptedExtensions):
             self.encrypted_extensions = m
             if self._early_offered and self._early_accepted is not False:
@@ -908,6 +923,8 @@ class TlsSession:
             self.server_certificate = m
         elif isinstance(m, ServerHelloDone):
             self._full_handshake_seen = True
+        elif isinstance(m, ServerKeyExchange) and d.name == S2C:
+            self.server_key_exchange = m
         elif isinstance(m, Finished):
             self._finished.add(d.name)
             if tls13 and d.keys is not None and d.keys.epoch is Epoch.HANDSHAKE:
@@ -925,7 +942,7 @@ class TlsSession:
         return m
 
     def _on_server_hello(self, sh: ServerHello) -> None:
-        if sh.version == _TLS13:
+        if is_tls13(sh.version):
             ch = self.client_hello
             if ch is not None and ch.early_data and sh.selected_identity is None:
                 # Early data needs the PSK of the first identity (§4.2.10); no PSK, no 0-RTT.
@@ -1017,14 +1034,22 @@ class TlsSession:
         suite = self.suite
         if suite is None or not suite.tls13:
             return _Keys(None, DecryptStatus.UNSUPPORTED_SUITE, epoch, generation)
+        version = self.version
+        if not tls13_schedule_known(version):
+            # a pre-RFC variant whose key schedule is not documented (versions.py)
+            return _Keys(None, DecryptStatus.UNSUPPORTED_VERSION, epoch, generation)
         if len(value) != suite.hash_length:
             self._anomaly(
                 "tls_keylog_secret_length", direction, None, f"{label} has {len(value)} bytes"
             )
             return _Keys(None, DecryptStatus.WRONG_KEY, epoch, generation)
+        prefix = tls13_label_prefix(version)
         for _ in range(generation):
-            value = tls13_next_traffic_secret(suite.prf_hash, value)
-        return _Keys(Tls13Protection(suite, value), None, epoch, generation)
+            value = tls13_next_traffic_secret(suite.prf_hash, value, prefix=prefix)
+        protection = Tls13Protection(
+            suite, value, prefix=prefix, header_aad=tls13_record_aad(version)
+        )
+        return _Keys(protection, None, epoch, generation)
 
     def _early_keys(self, secret: bytes) -> _Keys:
         """0-RTT keys: the suite is the PSK's, known for sure only from the ServerHello."""
@@ -1073,6 +1098,9 @@ class TlsSession:
         if suite is None or suite.tls13 or not suite.supported:
             return _Keys(None, DecryptStatus.UNSUPPORTED_SUITE, epoch)
         master = self._secret(CLIENT_RANDOM)
+        if master is None and self._keylog is not None and sh.session_id:
+            # an "RSA Session-ID:… Master-Key:…" key-log line (Wireshark reads them too)
+            master = self._keylog.session_master(sh.session_id)
         if master is None and self._cache is not None:
             ticket = ch.session_ticket or b""
             master = self._cache.lookup(
@@ -1098,7 +1126,7 @@ class TlsSession:
         ch, sh = self.client_hello, self.server_hello
         suite = self.suite
         version = self.version
-        tls13 = version == _TLS13
+        tls13 = is_tls13(version)
         resumption_offered = False
         kind: str | None = None
         accepted = False
@@ -1153,15 +1181,25 @@ class TlsSession:
             else:
                 why = "no_protected_records"
         cert = self.server_certificate
+        ske = self.server_key_exchange
+        ske_group = None
+        if ske is not None and sh is not None:
+            # RFC 8422 §5.4: a named_curve ServerKeyExchange (ECDHE suites only: a DHE
+            # body starts with the prime's length, which may begin with the same byte)
+            kx_name = cipher_suite_name(sh.cipher_suite)
+            if "_ECDHE_" in kx_name or "_ECDH_anon_" in kx_name:
+                ske_group = ske.named_group
         return TlsSummary(
             client_hello=ch is not None,
             server_hello=sh is not None,
             version=version,
             offered_versions=(ch.supported_versions or (ch.legacy_version,)) if ch is not None else (),
             cipher_suite=sh.cipher_suite if sh is not None else None,
-            cipher_suite_name=suite.name if suite is not None else None,
+            cipher_suite_name=cipher_suite_name(sh.cipher_suite) if sh is not None else None,
             key_exchange=kx,
             key_share_group=sh.key_share_group if sh is not None else None,
+            key_exchange_group=ske_group if sh is None or sh.key_share_group is None
+            else sh.key_share_group,
             sni=ch.server_name if ch is not None else None,
             alpn_offered=ch.alpn if ch is not None else (),
             alpn=(self.encrypted_extensions.alpn if tls13 and self.encrypted_extensions is not None

@@ -286,6 +286,17 @@ def _analyze_batch(
     first_pos[g[gstart]] = np.nonzero(gstart)[0]
     syn_pos = np.full(ngroups, m, np.int64)
     np.minimum.at(syn_pos, g[is_syn], np.nonzero(is_syn)[0])
+    # A SYN (or SYN/ACK) repeated with another ISN before any data of its direction: the
+    # data continue from the last one (the peer acknowledges that ISN); Wireshark re-bases
+    # on it too ("TCP port numbers reused").
+    data_pos = np.full(ngroups, m, np.int64)
+    carries = plen > 0
+    np.minimum.at(data_pos, g[carries], np.nonzero(carries)[0])
+    pos_all = np.arange(m)
+    early_syn = is_syn & (pos_all < data_pos[g])
+    last_syn = np.full(ngroups, -1, np.int64)
+    np.maximum.at(last_syn, g[early_syn], pos_all[early_syn])
+    syn_pos = np.where(last_syn >= 0, last_syn, syn_pos)
     has_syn_dir = syn_pos < m
     isn = np.zeros(ngroups, np.int64)
     present = first_pos >= 0
@@ -305,6 +316,7 @@ def _analyze_batch(
     isn[has_syn_dir] = seq[syn_pos[has_syn_dir]]
 
     rel = _unwrap(seq, g, isn[g])
+    rel = np.where(early_syn, 0, rel)  # each SYN before data is the base of its time
     # data offsets: offset 0 = byte after the ISN; a SYN's data starts after it
     ds = rel - 1 + is_syn
     de = ds + plen

@@ -35,6 +35,7 @@ import pandas as pd
 
 from dissectors.errors import DissectError
 from dissectors.quic import PacketType, QuicConnection, looks_like_quic
+from dissectors.quic import version_name as quic_version_name
 from dissectors.quic.frames import (
     Ack,
     ConnectionClose,
@@ -55,6 +56,8 @@ from dissectors.quic.frames import (
     frame_name,
 )
 from dissectors.quic.transport_params import from_extensions
+from dissectors.tls.suites import group_name
+from dissectors.tls.versions import version_name
 
 from .. import schema
 from ..net.decode import PROTO_UDP
@@ -205,7 +208,12 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
             "client_dcid",
             "sni",
             "alpn",
+            "alpn_offered",
+            "tls_versions_offered",
             "cipher",
+            "key_exchange_group",
+            "client_scid",
+            "server_scid",
             "decrypted",
             "packets",
             "undecrypted_packets",
@@ -226,12 +234,23 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
         bad = [p for p in prot if not p.decrypted]
         hs = c.handshake
         cols["flow"].append(qf.flow)
-        cols["version"].append(None if c.version is None else f"0x{c.version:08x}")
-        cols["version_name"].append(c.version_name or None)
+        # the version in use; a connection that never got past a version this package does
+        # not know (e.g. RFC 9000 §15 0x?a?a?a?a forcing negotiation) shows the one it tried
+        v = c.version if c.version is not None else c.first_version
+        cols["version"].append(None if v is None else f"0x{v:08x}")
+        cols["version_name"].append(quic_version_name(v) or None)
         cols["client_dcid"].append(c.client_dcid_hex)
         cols["sni"].append(c.sni)
         cols["alpn"].append(c.alpn)
+        cols["alpn_offered"].append(",".join(c.alpn_offered) if c.alpn_offered else None)
+        cols["tls_versions_offered"].append(
+            ",".join(version_name(v) for v in c.tls_versions_offered) or None
+        )
         cols["cipher"].append(c.cipher_name)
+        g = c.key_share_group
+        cols["key_exchange_group"].append(None if g is None else group_name(g))
+        cols["client_scid"].append(None if c.client_scid is None else c.client_scid.hex())
+        cols["server_scid"].append(None if c.server_scid is None else c.server_scid.hex())
         cols["decrypted"].append(bool(prot) and not bad)
         cols["packets"].append(len(c.packets))
         cols["undecrypted_packets"].append(len(bad))
@@ -324,7 +343,7 @@ def anomaly_rows(flows: list[QuicFlow]) -> list[dict[str, Any]]:
     ]
     for qf in flows:
         for m in qf.conn.tls_messages:
-            err = _transport_params(m.decoded)[1]
+            err = _transport_params(m.decoded, qf.conn.version)[1]
             if err is not None:
                 out.append(
                     {
@@ -388,10 +407,13 @@ _FRAME_FIELDS = tuple(
 )
 
 
-def _transport_params(decoded: Any) -> tuple[dict[str, Any] | None, str | None]:
-    """(parameters, None), (None, None) when absent, (None, why) when they do not parse."""
+def _transport_params(
+    decoded: Any, version: int | None = None
+) -> tuple[dict[str, Any] | None, str | None]:
+    """(parameters, None), (None, None) when absent, (None, why) when they do not parse;
+    ``version`` is the connection's (drafts before 27 encode them differently)."""
     try:
-        return from_extensions(getattr(decoded, "extensions", None)), None
+        return from_extensions(getattr(decoded, "extensions", None), version), None
     except DissectError as e:
         return None, str(e)
 
@@ -607,7 +629,7 @@ def tls_table(flows: list[QuicFlow]) -> pd.DataFrame:
         for m in qf.conn.tls_messages:
             ext = getattr(m.decoded, "extensions", None)
             types = None if ext is None else tuple(t for t, _ in ext)
-            tp = _transport_params(m.decoded)[0]
+            tp = _transport_params(m.decoded, qf.conn.version)[0]
             tpv: list[Any] = [None] * len(_TP_COLUMNS)
             if tp is not None:
                 tpv = [tp.get(k) for k in _TP_INT]

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from dissectors.tls.crypto import cipher_suite
-from dissectors.tls.keylog import KeyLog
+from dissectors.tls.keylog import PROBLEMS, KeyLog, KeyLogStats
 
 # ContentType and the record-layer sizes are re-exported for the layers above (only
 # ``sessions`` imports ``dissectors``, DESIGN.md §1): detectors name content types by
@@ -44,10 +44,29 @@ from dissectors.tls.session import (
     TlsSession,
     TlsSummary,
 )
+from dissectors.tls.suites import group_name
+from dissectors.tls.versions import is_tls13, version_name
 
 from ..io.reader import Secret as CaptureSecret
 from ..io.reader import rows_at
 from ..net.tcp import DirectionIndex
+
+
+def tls_version_name(version: int) -> str:
+    """``TLS 1.2``, ``TLS 1.3 (draft 20)``, ``TLS 1.3 (Facebook draft 26)``, … (the table's
+    ``version``; Wireshark's names)."""
+    return version_name(version)
+
+
+def tls_group_name(group: int) -> str:
+    """The IANA name of a key-exchange group (``x25519``, ``X25519MLKEM768``, …)."""
+    return group_name(group)
+
+
+def is_tls13_version(version: int | None) -> bool:
+    """TLS 1.3, one of its drafts or a pre-RFC variant (the TLS 1.3 state machine)."""
+    return is_tls13(version)
+
 
 SECRETS_TLS_KEYLOG = 0x544C534B  # pcapng DSB secrets type "TLSK"
 DIRS = ("c2s", "s2c")
@@ -55,10 +74,14 @@ DIRS = ("c2s", "s2c")
 
 @dataclass
 class KeySources:
-    """Where the keys came from (for reports; never the keys themselves)."""
+    """Where the keys came from (for reports; never the keys themselves).
+
+    ``sources`` says, per source, what could not be used as it was; ``anomalies`` are
+    the matching rows of the anomalies table, one per source and kind of problem."""
 
     keylog: KeyLog
     sources: list[str] = field(default_factory=list)
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_keys(
@@ -68,26 +91,69 @@ def load_keys(
     sources: list[str] = []
     if keylog is not None:
         if isinstance(keylog, (bytes, bytearray)):
-            kl.add_text(bytes(keylog), source="keylog argument")
-            sources.append("keylog argument")
+            st = kl.add_text(bytes(keylog), source="keylog argument")
+            sources.append("keylog argument" + _usable(st))
         else:
             path = os.fspath(keylog)
             with open(path, "rb") as f:
-                kl.add_text(f.read(), source=path)
-            sources.append(path)
+                st = kl.add_text(f.read(), source=path)
+            sources.append(path + _usable(st))
     envfile = (os.environ if env is None else env).get("SSLKEYLOGFILE")
     if envfile and os.path.isfile(envfile):
         with open(envfile, "rb") as f:
-            kl.add_text(f.read(), source="SSLKEYLOGFILE")
-        sources.append(f"SSLKEYLOGFILE={envfile}")
+            st = kl.add_text(f.read(), source="SSLKEYLOGFILE")
+        sources.append(f"SSLKEYLOGFILE={envfile}" + _usable(st))
     n = 0
+    dsb = KeyLogStats()
     for s in dsbs:
         if s.secrets_type == SECRETS_TLS_KEYLOG:
-            kl.add_text(s.data, source=f"pcapng DSB after frame {s.frames_before}")
             n += 1
+            name = f"pcapng DSB {n} (after frame {s.frames_before})"
+            dsb.add(kl.add_text(s.data, source=name))
     if n:
-        sources.append(f"{n} pcapng decryption secrets block(s)")
-    return KeySources(kl, sources)
+        sources.append(f"{n} pcapng decryption secrets block(s)" + _usable(dsb))
+    return KeySources(kl, sources, _keylog_anomalies(kl))
+
+
+_UNUSED = {"malformed": "malformed", "unknown_labels": "unknown label", "rsa": "RSA pre-master"}
+
+
+def _usable(st: KeyLogStats) -> str:
+    """What of one source could not be used as it was, for the report's "keys from"."""
+    notes = []
+    unused = {k: getattr(st, k) for k in _UNUSED if getattr(st, k)}
+    if unused:
+        detail = ", ".join(f"{n} {_UNUSED[k]}" for k, n in unused.items())
+        notes.append(f"{sum(unused.values())} line(s) not used: {detail}")
+    if st.conflicts:
+        notes.append(f"{st.conflicts} conflicting secret(s), the first kept")
+    if st.trailing:
+        notes.append(
+            f"{st.trailing} line(s) with characters after the secret, ignored as Wireshark does"
+        )
+    if not notes:
+        return "" if st.entries else " (no secrets in it)"
+    return f" ({st.entries} secrets; {'; '.join(notes)})"
+
+
+def _keylog_anomalies(kl: KeyLog) -> list[dict[str, Any]]:
+    """One anomalies row per source and kind of key-log problem (line numbers, no values)."""
+    rows = []
+    for p in kl.problems():
+        more = ", …" if p.count > len(p.lines) else ""
+        at = f"line{'s' if p.count > 1 else ''} {', '.join(map(str, p.lines))}{more}"
+        detail = f"{p.source}: {p.count} {PROBLEMS[p.kind]} ({at})"
+        if p.kind == "malformed":
+            rows.append({"name": "tls_keylog_line_malformed", "detail": detail})
+        elif p.kind == "unknown_labels":
+            rows.append({"name": "tls_keylog_unknown_label", "detail": detail})
+        elif p.kind == "rsa":
+            rows.append({"name": "tls_keylog_rsa_unused", "detail": detail})
+        elif p.kind == "conflicts":
+            rows.append({"name": "tls_keylog_conflict", "detail": detail})
+        else:
+            rows.append({"name": "tls_keylog_trailing_characters", "detail": detail})
+    return [{"frame": None, "flow": None, "offset": None, **r} for r in rows]
 
 
 # Key-availability failures: once a protected record of a session fails for one of

@@ -138,6 +138,30 @@ def test_retry_rekeys_initial_and_bad_tag_is_reported() -> None:
     assert [a.name for a in bad.anomalies] == ["retry_integrity_failed"]
 
 
+def test_two_retries_both_verify_with_the_original_dcid() -> None:
+    """SYNTHETIC (issue 13 class 4): the client's first Initial is retransmitted before
+    any answer and the server answers each copy with a Retry.  RFC 9001 §5.8: both tags are computed over
+    the client's original DCID; the first Retry re-keys the Initials, the second is
+    verified and otherwise ignored (RFC 9000 §17.2.5.2)."""
+    from test_quic_crypto import RFC9001_DCID, RFC9001_RETRY
+
+    from dissectors.quic import retry_integrity_tag
+
+    other_scid = bytes([0x11]) * 8
+    second = bytes((0xF0,)) + QUIC_V1.to_bytes(4, "big") + b"\x00" + bytes((8,)) + other_scid
+    second += b"another token"
+    second += retry_integrity_tag(QUIC_V1, RFC9001_DCID, second)
+    conn = QuicConnection()
+    conn.feed(RFC9001_CLIENT_PACKET, 1, 0, True)
+    conn.feed(RFC9001_CLIENT_PACKET, 2, 0, True)  # retransmitted before any answer
+    (r1,) = conn.feed(RFC9001_RETRY, 3, 0, False)
+    (r2,) = conn.feed(second, 4, 0, False)
+    assert r1.retry_integrity_ok is True and r2.retry_integrity_ok is True
+    assert conn.anomalies == []
+    assert conn.retry_scid == SERVER_CID and conn.handshake.retry is not None
+    assert conn.handshake.retry.frame == 3
+
+
 def test_small_client_initial_datagram_is_an_anomaly() -> None:
     from test_quic_crypto import RFC9001_CLIENT_CRYPTO_FRAME, RFC9001_DCID
 

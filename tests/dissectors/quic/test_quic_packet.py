@@ -148,3 +148,45 @@ def test_version_names() -> None:
     assert version_name(QUIC_V2) == "v2"
     assert version_name(QUIC_DRAFT_29) == "draft-29"
     assert version_name(0x1A2A3A4A).startswith("grease")
+
+
+def test_reserved_versions_and_drafts_are_recognised() -> None:
+    """SYNTHETIC: a full-size client Initial in a version reserved to force negotiation
+    (RFC 9000 §15) is QUIC; so are drafts 22-34 and mvfst; a short datagram with a
+    reserved version, or one whose CIDs are longer than 20 bytes, is not."""
+    from dissectors.quic import looks_like_quic, version_name
+
+    def initial(version: int, size: int, cid: int = 8) -> bytes:
+        head = bytes((0xC0,)) + version.to_bytes(4, "big") + bytes((cid,)) + bytes(cid) + b"\x00"
+        return head + bytes(size - len(head))
+
+    assert looks_like_quic(initial(0x0A0A0A0A, 1200))
+    assert not looks_like_quic(initial(0x0A0A0A0A, 600))
+    assert not looks_like_quic(initial(0x1A2A3A4A, 1200, cid=21))
+    assert version_name(0xFF000017) == "draft-23" and version_name(0xFACEB002) == "mvfst-draft-27"
+    assert version_name(0xFACEB00E) == "mvfst-exp"
+
+
+def test_draft_24_retry_names_its_odcid() -> None:
+    """SYNTHETIC: before draft-25 a Retry carries ODCID Len, ODCID and the token, and no
+    integrity tag (draft-ietf-quic-transport-24 §17.2.5)."""
+    from dissectors.quic import parse_packet_header
+    from dissectors.quic.crypto import verify_retry
+
+    odcid = bytes(range(8))
+    pkt = bytes((0xF5,)) + (0xFF000018).to_bytes(4, "big") + b"\x00\x04abcd"
+    pkt += bytes((8,)) + odcid + b"the token"
+    hdr, _ = parse_packet_header(pkt)
+    assert hdr.packet_type.value == "retry" and hdr.original_dcid == odcid
+    assert hdr.token == b"the token" and hdr.scid == b"abcd"
+    assert verify_retry(0xFF000018, odcid, pkt) and not verify_retry(0xFF000018, bytes(8), pkt)
+
+
+def test_draft_transport_parameters_before_27() -> None:
+    """SYNTHETIC: drafts before 27 sent a 2-byte list length, 2-byte ids and lengths."""
+    from dissectors.quic.transport_params import from_extensions
+
+    body = b"\x00\x04\x00\x02\x40\x64"  # initial_max_data = 100 (varint in the value)
+    legacy = len(body).to_bytes(2, "big") + body
+    assert from_extensions([(0xFFA5, legacy)], 0xFF000017) == {"initial_max_data": 100}
+    assert from_extensions([(0xFFA5, legacy)], 0xFACEB001) == {"initial_max_data": 100}

@@ -161,3 +161,42 @@ def test_dsb_payloads_match_the_key_files(corpus: Path, capture: type) -> None:
     assert set(merged.client_randoms()) == set(files.client_randoms()) and len(merged) == 2
     for cr in files.client_randoms():
         assert merged.get(cr, "CLIENT_RANDOM") == files.get(cr, "CLIENT_RANDOM")
+
+
+def test_lines_are_read_as_wireshark_reads_them() -> None:
+    """Issue 13 class 3: Wireshark matches a key-log entry from the start of the line and
+    ignores what follows the secret (packet-tls-utils.c, ssl_compile_keyfile_regex): a
+    backslash before the newline, a CR, a trailing comment.  Those secrets are used and
+    the lines counted; lines that cannot be used are counted per kind, with line numbers."""
+    text = (
+        f"CLIENT_RANDOM {CR1.hex()} {MASTER.hex()}\\\n"
+        f"CLIENT_HANDSHAKE_TRAFFIC_SECRET {CR2.hex()} {HS.hex()}\\\r\n"
+        f"SERVER_HANDSHAKE_TRAFFIC_SECRET {CR2.hex()} {'cc' * 32} # from the server\n"
+        f"CLIENT_TRAFFIC_SECRET_0\t{CR2.hex()}  {'dd' * 32}\r\n"  # tabs, double space: ours only
+        f"PMS_CLIENT_RANDOM {CR1.hex()} {'ee' * 48}\n"
+        f"CLIENT_RANDOM {CR1.hex()} {'ff' * 48}\n"  # a conflicting second value
+        f"SERVER_TRAFFIC_SECRET_0 {CR2.hex()} {'1' * 63}\n"  # 31.5 bytes
+        f"RSA Session-ID:{'ab' * 32} Master-Key:{'99' * 48}\n"
+        f"RSA 0102030405060708 {'77' * 48}"  # no newline at the end
+    )
+    kl = KeyLog.from_text(text, source="DSB 1")
+    st = kl.stats
+    assert (st.lines, st.entries, st.trailing, st.session_ids) == (9, 4, 3, 1)
+    assert (st.malformed, st.unknown_labels, st.conflicts, st.rsa) == (1, 1, 1, 1)
+    assert kl.get(CR1, "CLIENT_RANDOM") == Secret(MASTER)
+    assert kl.get(CR2, "CLIENT_HANDSHAKE_TRAFFIC_SECRET") == Secret(HS)
+    assert kl.get(CR2, "SERVER_HANDSHAKE_TRAFFIC_SECRET") == Secret(bytes.fromhex("cc" * 32))
+    assert kl.get(CR2, "CLIENT_TRAFFIC_SECRET_0") == Secret(bytes.fromhex("dd" * 32))
+    assert kl.get(CR2, "SERVER_TRAFFIC_SECRET_0") is None
+    assert kl.session_master(bytes.fromhex("ab" * 32)) == Secret(bytes.fromhex("99" * 48))
+    problems = {(p.kind, p.count, p.lines) for p in kl.problems()}
+    assert problems == {
+        ("trailing", 3, (1, 2, 3)),
+        ("unknown_labels", 1, (5,)),
+        ("conflicts", 1, (6,)),
+        ("malformed", 1, (7,)),
+        ("rsa", 1, (9,)),
+    }
+    assert {p.source for p in kl.problems()} == {"DSB 1"}
+    shown = repr(kl.problems())
+    assert MASTER.hex() not in shown and HS.hex() not in shown  # line numbers, never values

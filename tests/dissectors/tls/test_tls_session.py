@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from dissectors.tls.crypto import (
     CIPHER_SUITES,
+    hkdf_expand_label,
     tls12_key_block,
     tls13_next_traffic_secret,
     tls13_traffic_keys,
@@ -73,6 +74,7 @@ def client_hello(
     session_id: bytes = b"",
     ticket: bytes | None = None,
     etm: bool = False,
+    versions: Iterable[int] = (0x0304, 0x0303),
 ) -> bytes:
     exts = [
         ext(0, vec(b"\x00" + vec(b"example.org", 2), 2)),
@@ -80,7 +82,7 @@ def client_hello(
     ]
     if tls13:
         exts += [
-            ext(43, vec(u16(0x0304) + u16(0x0303), 1)),
+            ext(43, vec(b"".join(u16(v) for v in versions), 1)),
             ext(51, vec(u16(0x001D) + vec(bytes(32), 2), 2)),
         ]
         exts += [ext(45, vec(b"\x01", 1))]
@@ -291,6 +293,107 @@ def test_tls13_full_connection_with_key_updates(suite_id: int) -> None:
     )
     assert s.records_by_status == {"not_encrypted": 4, "decrypted": 12}
     assert session.anomalies == []
+
+
+def test_client_encrypted_extensions_do_not_replace_the_servers_alpn() -> None:
+    """SYNTHETIC (issue 13 class 5): Chrome's ALPS.  With application_settings
+    (17513) negotiated, the client sends its own EncryptedExtensions before its Finished;
+    they carry its settings and no ALPN.  The negotiated ALPN is the server's."""
+    s_hs = Seal13(0x1301, S["SERVER_HANDSHAKE_TRAFFIC_SECRET"])
+    c_hs = Seal13(0x1301, S["CLIENT_HANDSHAKE_TRAFFIC_SECRET"])
+    alps_settings = b"\x00\x03\x00\x00\x00\x64"  # HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS 100
+    server_ee = hs(8, vec(ext(16, vec(vec(b"h2", 1), 2)) + ext(17513, alps_settings), 2))
+    client_ee = hs(8, vec(ext(17513, alps_settings), 2))
+    wire = [
+        ("c2s", client_hello()),
+        ("s2c", server_hello(0x1301) + CCS + s_hs(22, server_ee) + s_hs(22, CERT13 + CV + FIN)),
+        ("c2s", CCS + c_hs(22, client_ee + FIN)),
+    ]
+    session = TlsSession(keylog(S))
+    results = drive(session, wire)
+    client_hs = [m for r in results if r.direction == "c2s" for m in r.handshake]
+    assert [type(m) for m in client_hs][-2:] == [EncryptedExtensions, Finished]
+    s = session.summary()
+    assert s.alpn == "h2" and s.handshake_complete
+    assert session.encrypted_extensions is not None and session.encrypted_extensions.alpn == "h2"
+    assert session.client_encrypted_extensions is not None
+
+
+class SealDraft(Seal13):
+    """A TLS 1.3 draft sender: HKDF-Expand-Label prefix and AEAD additional data of the
+    draft (draft-ietf-tls-tls13-19/-20 §7.1; -24/-25 §5.2), written out here."""
+
+    def __init__(self, suite_id: int, secret: bytes, *, prefix: bytes, header_aad: bool) -> None:
+        self.prefix, self.header_aad = prefix, header_aad
+        super().__init__(suite_id, secret)
+
+    def _keys(self) -> None:
+        h, n = self.suite.prf_hash, self.suite.key_length
+        key = hkdf_expand_label(h, self.secret, "key", b"", n, prefix=self.prefix)
+        self.iv = hkdf_expand_label(h, self.secret, "iv", b"", 12, prefix=self.prefix)
+        self.aead = ChaCha20Poly1305(key) if "CHACHA" in self.suite.cipher else AESGCM(key)
+
+    def __call__(self, ctype: int, content: bytes, pad: int = 0) -> bytes:
+        inner = content + bytes((ctype,)) + bytes(pad)
+        header = bytes((23, 3, 1)) + u16(len(inner) + 16)
+        nonce = bytes(a ^ b for a, b in zip(self.iv, self.seq.to_bytes(12, "big"), strict=True))
+        self.seq += 1
+        return header + self.aead.encrypt(nonce, inner, header if self.header_aad else b"")
+
+
+def draft_connection(version: int, suite_id: int = 0x1303) -> list[tuple[str, bytes]]:
+    """SYNTHETIC: a TLS 1.3 draft handshake and one request each way.  Drafts before 22
+    send the short ServerHello (version, random, suite, extensions) and no CCS."""
+    draft = version & 0xFF if version >> 8 == 0x7F else {0xFB17: 23, 0xFB1A: 26}.get(version, 28)
+    prefix = b"TLS 1.3, " if draft < 20 else b"tls13 "
+    seal = {k: SealDraft(suite_id, v, prefix=prefix, header_aad=draft >= 25) for k, v in S.items()}
+    ks = ext(51, u16(0x001D) + vec(bytes(32), 2))
+    if draft < 22:
+        body = u16(version) + SR + u16(suite_id) + vec(ks, 2)
+    else:
+        body = u16(0x0303) + SR + vec(b"", 1) + u16(suite_id) + b"\x00"
+        body += vec(ext(43, u16(version)) + ks, 2)
+    ch = client_hello(suites=(suite_id,), versions=(version, 0x0303))
+    s_hs, c_hs = seal["SERVER_HANDSHAKE_TRAFFIC_SECRET"], seal["CLIENT_HANDSHAKE_TRAFFIC_SECRET"]
+    s_ap, c_ap = seal["SERVER_TRAFFIC_SECRET_0"], seal["CLIENT_TRAFFIC_SECRET_0"]
+    return [
+        ("c2s", ch),
+        ("s2c", record(22, hs(2, body)) + s_hs(22, EE) + s_hs(22, CERT13 + CV + FIN)),
+        ("c2s", c_hs(22, FIN) + c_ap(23, b"GET / HTTP/1.1\r\n\r\n")),
+        ("s2c", s_ap(23, b"HTTP/1.1 200 OK\r\n\r\n")),
+    ]
+
+
+@pytest.mark.parametrize(
+    "version", [0x7F12, 0x7F14, 0x7F17, 0x7F1A, 0x7F1C, 0xFB17, 0xFB1A], ids=hex
+)
+def test_tls13_drafts_are_read_and_decrypted(version: int) -> None:
+    """SYNTHETIC (issue 13 class 6): a ServerHello of a TLS 1.3 draft (0x7f14 = draft-20,
+    ChaCha20) is a ServerHello; the draft's key schedule decrypts what Wireshark does."""
+    session = TlsSession(keylog(S))
+    results = drive(session, draft_connection(version))
+    assert session.server_hello is not None and session.server_hello.version == version
+    protected = [r for r in results if r.content_type == 23]
+    assert [r.status for r in protected] == [D.DECRYPTED] * len(protected) and len(protected) == 5
+    assert [r.plaintext for r in protected if r.inner_content_type == 23] == [
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n\r\n",
+    ]
+    s = session.summary()
+    assert s.version == version and s.cipher_suite_name == "TLS_CHACHA20_POLY1305_SHA256"
+    assert s.alpn == "h2" and s.handshake_complete and s.decrypted and session.anomalies == []
+    without_keys = TlsSession(KeyLog())
+    drive(without_keys, draft_connection(version))
+    assert without_keys.summary().why_not == "missing_key"  # never no_handshake
+
+
+def test_tls13_experiment_variant_is_recognised_not_decrypted() -> None:
+    """SYNTHETIC: Google's 2017 TLS 1.3 experiment versions (0x7e0x) carry TLS 1.3 in a
+    TLS 1.2-looking ServerHello; their key schedule is not documented: unsupported_version."""
+    session = TlsSession(keylog(S))
+    drive(session, draft_connection(0x7E02))
+    s = session.summary()
+    assert s.server_hello and s.version == 0x7E02 and s.why_not == "unsupported_version"
 
 
 def test_wrong_handshake_key_is_reported_and_the_application_epoch_still_found() -> None:
@@ -575,6 +678,17 @@ def test_tls12_full_handshake() -> None:
     assert s.version == 0x0303 and s.cipher_suite_name == "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"
     assert not s.resumption_accepted and s.handshake_complete and s.decrypted
     assert s.alerts == (("s2c", 1, 0),)
+
+
+def test_tls12_master_secret_from_a_session_id_key_line() -> None:
+    """The old NSS "RSA Session-ID:<id> Master-Key:<secret>" lines, which Wireshark still
+    reads: the master secret is found by the ServerHello's session id."""
+    line = f"RSA Session-ID:{(b'S' * 32).hex()} Master-Key:{MASTER.hex()}\n"
+    session = TlsSession(KeyLog.from_text(line))
+    protected = [
+        r for r in drive(session, tls12_full(CR, b"S" * 32)) if r.epoch is Epoch.APPLICATION
+    ]
+    assert protected and all(r.status is D.DECRYPTED for r in protected)
 
 
 def test_tls12_resumption_by_session_id_and_ticket() -> None:

@@ -1,0 +1,3 @@
+"""Tests on captures nobody on this project made (``../shared/realworld``, ``../shared/corpus``).
+
+They skip cleanly when ``../shared`` is absent (a user's checkout)."""
