@@ -280,8 +280,15 @@ def detect(ctx: DetectContext) -> list[Finding]:
                     p.qdir == "c2s" and p.frame > t.frame and p.packet_type == "initial"
                 ),
             )
-            if again is not None:
-                episodes.append((cause, first, trig, again))
+            # what the server answered: the client's last long-header packet before it (an
+            # Initial, or one in a version the server does not speak, RFC 9000 §6)
+            asked = [
+                p
+                for p in pkts
+                if p.qdir == "c2s" and p.frame < trig.frame and p.packet_type != "1rtt"
+            ]
+            if again is not None and asked:
+                episodes.append((cause, asked[-1], trig, again))
         amp = _amplification(qc)
         if amp is not None:
             episodes.append(amp)

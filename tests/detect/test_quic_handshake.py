@@ -296,3 +296,18 @@ def test_zero_rtt_used_or_unsafe_is_clean() -> None:
     assert quic_handshake.detect(resumed(accepted=True, zero_rtt=True).context()) == []
     assert quic_handshake.detect(resumed(method="POST").context()) == []
     assert quic_handshake.detect(resumed(psk=False).context()) == []  # a full handshake
+
+
+def test_version_negotiation_counts_from_the_packet_it_answered() -> None:
+    """SYNTHETIC: the client's first packet is in a version the server does not speak
+    (e.g. a reserved 0x?a?a?a?a version forcing negotiation), the Version Negotiation
+    answers it, the client's Initial follows: 1 → 2 → 3, not from the later Initial (a
+    backwards chain of 0 ms, as on nDPI's quic-forcing-vn-with-data before)."""
+    c = Conn()
+    c.packet("c2s", 0.0, ptype="unknown_version", decrypted=False)
+    c.packet("s2c", 1.0, ptype="version_negotiation", decrypted=False)
+    c.packet("c2s", 2.0, ptype="initial", pn=0)
+    c.packet("s2c", 12.0, ptype="initial", pn=0)
+    (f,) = _extra_rtt(c)
+    assert f.details["cause"] == "version_negotiation"
+    assert f.frames == [1, 2, 3] and f.cost_ms == pytest.approx(2.0)
