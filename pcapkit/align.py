@@ -35,6 +35,7 @@ import pandas as pd
 from . import schema
 from .net.streams import empty_index
 from .net.tcp import KINDS, DirectionIndex, group_cummax, group_last_index
+from .sessions.timing import Split, split_handshake
 from .sessions.tls import (
     DECRYPT_STATUSES,
     EPOCHS,
@@ -333,12 +334,20 @@ def records_table(
 
 
 def tls_table(
-    tls_flows: list[TlsFlow], records: pd.DataFrame, hs_times: Mapping[int, tuple[int, int]]
+    tls_flows: list[TlsFlow],
+    records: pd.DataFrame,
+    hs_times: Mapping[int, tuple[int, int]],
+    milestones: pd.DataFrame | None = None,
+    legs: Mapping[int, tuple[int | None, int | None]] | None = None,
 ) -> pd.DataFrame:
     """One row per TLS session; see ``pcapkit.schema.describe("tls")``.
 
-    ``hs_times`` is :func:`handshake_times` of the records."""
+    ``hs_times`` is :func:`handshake_times` of the records, ``milestones`` their
+    :func:`handshake_milestones` and ``legs`` each flow's (client, server) round trip
+    from the capture point in ns: with both, the handshake is split into network,
+    server, flight and client time (:func:`pcapkit.sessions.timing.split_handshake`)."""
     recs = records
+    splits = _splits(milestones, legs or {})
     kpis = alignment_kpis_by_flow(
         recs["flow"].to_numpy(np.int64),
         recs["dir"].cat.codes.to_numpy(np.int64),
@@ -378,6 +387,11 @@ def tls_table(
         rows["hello_retry_request"].append(sm.hello_retry_request)
         rows["handshake_complete"].append(sm.handshake_complete)
         rows["handshake_ms"].append(hs_ms.get(tf.flow))
+        sp = splits.get(tf.flow, Split())
+        rows["handshake_network_ms"].append(sp.network_ms)
+        rows["handshake_server_ms"].append(sp.server_ms)
+        rows["handshake_flight_ms"].append(sp.flight_ms)
+        rows["handshake_client_ms"].append(sp.client_ms)
         rows["decrypted"].append(sm.decrypted)
         rows["why_not"].append(sm.why_not)
         rows["records"].append(int(counts.get(tf.flow, 0)))  # incl. header-walked (bulk)
@@ -393,25 +407,58 @@ def tls_table(
         return schema.frame("tls", n=0)
     data: dict[str, Any] = dict(rows)
     data["early_data_accepted"] = pd.array(rows["early_data_accepted"], dtype="boolean")
-    for k in ("handshake_ms", "pct_psh_end", "pct_single_record_units"):
+    for k in (
+        "handshake_ms",
+        "handshake_network_ms",
+        "handshake_server_ms",
+        "handshake_flight_ms",
+        "handshake_client_ms",
+        "pct_psh_end",
+        "pct_single_record_units",
+    ):
         data[k] = pd.array(rows[k], dtype="Float64")
     data["cert_chain_len"] = pd.array(rows["cert_chain_len"], dtype="Int64")
     data["record_overhead"] = pd.array(rows["record_overhead"], dtype="Int64")
     return schema.frame("tls", data, n)
 
 
-def handshake_times(
-    recs: pd.DataFrame, versions: dict[int, int | None]
-) -> dict[int, tuple[int, int]]:
-    """Per flow: (ClientHello first byte seen, the client's Finished record readable), ns.
+def _splits(
+    milestones: pd.DataFrame | None, legs: Mapping[int, tuple[int | None, int | None]]
+) -> dict[int, Split]:
+    if milestones is None or milestones.empty:
+        return {}
+    out = {}
+    rows: Any = milestones.itertuples(index=False)  # namedtuples of the declared columns
+    for m in rows:
+        dc, ds = legs.get(int(m.flow), (None, None))
+        out[int(m.flow)] = split_handshake(
+            _opt(m.client_hello_ts_ns),
+            _opt(m.server_hello_ts_ns),
+            _opt(m.server_flight_end_ts_ns),
+            _opt(m.client_answer_ts_ns),
+            _opt(m.client_finished_ts_ns),
+            dc,
+            ds,
+        )
+    return out
 
-    The Finished is the client's first record after the ClientHello in the
-    handshake epoch (TLS 1.3) or the first encrypted one (TLS 1.2, after
-    ChangeCipherSpec), never early data.  Records are sorted by (flow, dir,
-    offset), so "first" is the first row of a mask.
+
+def _opt(v: Any) -> int | None:
+    return None if v is None or v is pd.NA else int(v)
+
+
+def _client_hello_and_finished(
+    recs: pd.DataFrame, versions: Mapping[int, int | None]
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Per flow, the row of the ClientHello record and of the client's Finished record.
+
+    The Finished is the client's first record after the ClientHello in the handshake
+    epoch (TLS 1.3) or the first encrypted one (TLS 1.2, after ChangeCipherSpec), never
+    early data.  Records are sorted by (flow, dir, offset), so "first" is the first row
+    of a mask.
     """
     if recs.empty:
-        return {}
+        return {}, {}
     flow = recs["flow"].to_numpy(np.int64)
     c2s = (recs["dir"] == "c2s").to_numpy(bool)
     outer = recs["outer_content_type"].to_numpy(np.int64)
@@ -419,12 +466,10 @@ def handshake_times(
     hs = recs["handshake"].to_numpy(object)
     ch_rows = [i for i in cand.tolist() if "ClientHello" in hs[i]]
     if not ch_rows:
-        return {}
+        return {}, {}
     ch_flow, first = np.unique(flow[ch_rows], return_index=True)
     ch_at = np.asarray(ch_rows)[first]
-    t0 = dict(
-        zip(ch_flow.tolist(), recs["first_ts_ns"].to_numpy(np.int64)[ch_at].tolist(), strict=True)
-    )
+    ch = dict(zip(ch_flow.tolist(), ch_at.tolist(), strict=True))
     ch_off = np.full(int(flow.max()) + 1, np.iinfo(np.int64).max, np.int64)
     ch_off[ch_flow] = recs["offset"].to_numpy(np.int64)[ch_at]
     tls13 = np.zeros(ch_off.shape[0], bool)
@@ -441,5 +486,79 @@ def handshake_times(
     )
     rows = np.nonzero(fin)[0]
     f_flow, f_first = np.unique(flow[rows], return_index=True)
-    last = recs["last_ts_ns"].to_numpy(np.int64)[rows[f_first]]
-    return {f: (t0[f], t) for f, t in zip(f_flow.tolist(), last.tolist(), strict=True) if f in t0}
+    done = {f: r for f, r in zip(f_flow.tolist(), rows[f_first].tolist(), strict=True) if f in ch}
+    return ch, done
+
+
+def handshake_times(
+    recs: pd.DataFrame, versions: Mapping[int, int | None]
+) -> dict[int, tuple[int, int]]:
+    """Per flow: (ClientHello first byte seen, the client's Finished record readable), ns."""
+    ch, done = _client_hello_and_finished(recs, versions)
+    if not done:
+        return {}
+    first_ts = recs["first_ts_ns"].to_numpy(np.int64)
+    last_ts = recs["last_ts_ns"].to_numpy(np.int64)
+    return {f: (int(first_ts[ch[f]]), int(last_ts[r])) for f, r in done.items()}
+
+
+def handshake_milestones(recs: pd.DataFrame, versions: Mapping[int, int | None]) -> pd.DataFrame:
+    """One row per TLS session with a ClientHello: when each handshake milestone was seen
+    (``schema.describe("tls_handshake")``; :mod:`pcapkit.sessions.timing`).
+
+    The server's first record is its first record of the connection (the ServerHello),
+    seen at or after the ClientHello; the end of its flight is the last of its records
+    complete at or before the client's Finished (what the client could have waited on).
+    """
+    ch, done = _client_hello_and_finished(recs, versions)
+    if not ch:
+        return schema.frame("tls_handshake", n=0)
+    flow = recs["flow"].to_numpy(np.int64)
+    s2c = (recs["dir"] == "s2c").to_numpy(bool)
+    offset = recs["offset"].to_numpy(np.int64)
+    key = flow * 2 + s2c  # records are sorted by (flow, dir, offset): one slice per key
+    first_ts = recs["first_ts_ns"].to_numpy(np.int64)
+    last_ts = recs["last_ts_ns"].to_numpy(np.int64)
+    first_fr = recs["first_frame"].to_numpy(np.int64)
+    last_fr = recs["last_frame"].to_numpy(np.int64)
+    srows = np.nonzero(s2c)[0]
+    s_flow = flow[srows]
+    # the server's rows of each flow: one slice of srows (records are sorted by flow, dir)
+    lo = np.searchsorted(s_flow, np.asarray(sorted(ch), np.int64), side="left")
+    hi = np.searchsorted(s_flow, np.asarray(sorted(ch), np.int64), side="right")
+    cols: dict[str, list[Any]] = {c: [] for c in schema.columns("tls_handshake")}
+    for f, a, b in zip(sorted(ch), lo.tolist(), hi.tolist(), strict=True):
+        c = ch[f]
+        t0 = int(first_ts[c])
+        cols["flow"].append(f)
+        cols["client_hello_frame"].append(int(first_fr[c]))
+        cols["client_hello_ts_ns"].append(t0)
+        d = done.get(f)
+        cols["client_finished_frame"].append(None if d is None else int(last_fr[d]))
+        cols["client_finished_ts_ns"].append(None if d is None else int(last_ts[d]))
+        mine = srows[a:b]
+        first = mine[:1] if mine.shape[0] and first_ts[mine[0]] >= t0 else mine[:0]
+        cols["server_hello_frame"].append(int(first_fr[first[0]]) if first.shape[0] else None)
+        cols["server_hello_ts_ns"].append(int(first_ts[first[0]]) if first.shape[0] else None)
+        end = None
+        if d is not None and first.shape[0]:
+            before = mine[last_ts[mine] <= last_ts[d]]
+            if before.shape[0]:
+                end = int(before[np.argmax(last_ts[before])])
+        cols["server_flight_end_frame"].append(None if end is None else int(last_fr[end]))
+        cols["server_flight_end_ts_ns"].append(None if end is None else int(last_ts[end]))
+        # the client's first record after that flight: where its own work ended
+        answer = None
+        if end is not None:
+            k0, k1 = np.searchsorted(key, [2 * f, 2 * f + 1])
+            crows = np.arange(k0, k1)
+            crows = crows[offset[crows] > offset[c]]
+            after = crows[first_ts[crows] >= last_ts[end]]
+            if after.shape[0]:
+                answer = int(after[0])
+        cols["client_answer_frame"].append(None if answer is None else int(first_fr[answer]))
+        cols["client_answer_ts_ns"].append(None if answer is None else int(first_ts[answer]))
+    data: dict[str, Any] = {
+        c: v if c == "flow" else pd.array(v, dtype="Int64") for c, v in cols.items()
+    }
+    return schema.frame("tls_handshake", data, len(cols["flow"]))

@@ -231,6 +231,28 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
             "Float64",
             "ClientHello to the client's Finished record at the capture point",
         ),
+        (
+            "handshake_network_ms",
+            "Float64",
+            "the handshake's network time: one round trip, client leg + server leg "
+            "(pcapkit.sessions.timing)",
+        ),
+        (
+            "handshake_server_ms",
+            "Float64",
+            "the server's own time before it answered the client's first flight",
+        ),
+        (
+            "handshake_flight_ms",
+            "Float64",
+            "the flights on the wire: the server's first to last record, the client's first "
+            "answer to its Finished (Nagle, congestion-window or loss waits are here)",
+        ),
+        (
+            "handshake_client_ms",
+            "Float64",
+            "the client's own time between the server's flight and its first answer",
+        ),
         ("decrypted", "bool", "every protected record decrypted"),
         ("why_not", "str", "first reason a record was not decrypted"),
         ("records", "int64", "records in both directions"),
@@ -276,6 +298,18 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
             "Float64",
             "client's first Initial → client Finished at the capture point",
         ),
+        (
+            "handshake_network_ms",
+            "Float64",
+            "one round trip of the handshake (client leg + server leg from ACK timing)",
+        ),
+        ("handshake_server_ms", "Float64", "the server's own time before its first Initial"),
+        ("handshake_flight_ms", "Float64", "the server's flight, first Initial to its Finished"),
+        (
+            "handshake_client_ms",
+            "Float64",
+            "the client's own time between the server's Finished and its own",
+        ),
         ("retry", "bool", "a Retry was seen (RFC 9000 §8.1.2, +1 RTT)"),
         ("version_negotiation", "bool", "a Version Negotiation packet was seen (+1 RTT)"),
         ("key_updates", "int64", "1-RTT key phase changes, both directions (RFC 9001 §6)"),
@@ -283,6 +317,28 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("stream_bytes", "int64", "distinct STREAM bytes received at the capture point"),
         ("retransmitted_stream_bytes", "int64", "STREAM bytes seen more than once"),
         ("roles_swapped", "bool", "the QUIC client is the flow's server"),
+    ],
+    "tls_handshake": [
+        ("flow", "int64", "flow id (a TLS session)"),
+        ("client_hello_frame", "Int64", "frame of the ClientHello's first byte"),
+        ("client_hello_ts_ns", "Int64", "time of that frame"),
+        ("server_hello_frame", "Int64", "frame of the server's first record (its ServerHello)"),
+        ("server_hello_ts_ns", "Int64", "time of that frame"),
+        (
+            "server_flight_end_frame",
+            "Int64",
+            "frame completing the server's last record before the client's Finished",
+        ),
+        ("server_flight_end_ts_ns", "Int64", "time of that frame"),
+        (
+            "client_answer_frame",
+            "Int64",
+            "frame carrying the first byte of the client's first record after the server's "
+            "flight (TLS 1.2: ClientKeyExchange; TLS 1.3: its Finished or a ChangeCipherSpec)",
+        ),
+        ("client_answer_ts_ns", "Int64", "time of that frame"),
+        ("client_finished_frame", "Int64", "frame completing the client's Finished record"),
+        ("client_finished_ts_ns", "Int64", "time of that frame"),
     ],
     "quic_packets": [
         ("flow", "int64", "flow id (a row of Trace.quic)"),
@@ -716,6 +772,7 @@ TABLES: dict[str, str] = {
     "segments": "one row per TCP segment with payload, classified (new, retransmission, …)",
     "records": "one row per TLS record, aligned with the TCP frames and PSH that carried it",
     "tls": "one row per TLS session: version, cipher, SNI, ALPN, resumption, decryption",
+    "tls_handshake": "one row per TLS session: when each handshake milestone was seen",
     "quic": "one row per QUIC connection: version, DCID, SNI, ALPN, decryption, streams",
     "quic_packets": "one row per QUIC packet: datagram, type, packet number, decrypted or why",
     "quic_frames": "one row per QUIC frame: STREAM reassembly facts, ACK ranges, MAX_* values",

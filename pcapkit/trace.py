@@ -198,7 +198,31 @@ class Trace:
         """One row per TLS session; see ``schema.describe("tls")``."""
         from .align import tls_table
 
-        return tls_table(self._tls, self.records, self._handshake_times)
+        return tls_table(
+            self._tls, self.records, self._handshake_times, self.tls_handshake, self._legs_ns()
+        )
+
+    @cached_property
+    def tls_handshake(self) -> pd.DataFrame:
+        """When each TLS handshake milestone was seen; see ``schema.describe("tls_handshake")``."""
+        from .align import handshake_milestones
+
+        versions = {tf.flow: tf.summary.version for tf in self._tls}
+        return handshake_milestones(self.records, versions)
+
+    def _legs_ns(self) -> dict[int, tuple[int | None, int | None]]:
+        """Each TCP flow's (client, server) round trip from the capture point, ns."""
+        f = self.flows
+        dc = f["client_leg_ms"].to_numpy(dtype=float, na_value=np.nan)
+        ds = f["server_leg_ms"].to_numpy(dtype=float, na_value=np.nan)
+
+        def ns(v: float) -> int | None:
+            return None if np.isnan(v) else int(round(v * 1e6))
+
+        return {
+            int(fl): (ns(a), ns(b))
+            for fl, a, b in zip(f["flow"].tolist(), dc.tolist(), ds.tolist(), strict=True)
+        }
 
     @cached_property
     def _handshake_times(self) -> dict[int, tuple[int, int]]:
@@ -294,7 +318,14 @@ class Trace:
         if n == 0:
             return schema.frame("quic", n=0)
         data: dict[str, Any] = dict(rows)
-        data["handshake_ms"] = pd.array(rows["handshake_ms"], dtype="Float64")
+        for k in (
+            "handshake_ms",
+            "handshake_network_ms",
+            "handshake_server_ms",
+            "handshake_flight_ms",
+            "handshake_client_ms",
+        ):
+            data[k] = pd.array(rows[k], dtype="Float64")
         return schema.frame("quic", data, n)
 
     @cached_property
@@ -401,6 +432,7 @@ class Trace:
             quic_frames=self.quic_frames,
             quic_tls=self.quic_tls,
             quic_handshake=self.quic_handshake,
+            tls_handshake=self.tls_handshake,
         )
 
     @cached_property

@@ -81,6 +81,7 @@ class DetectContext:
         quic_frames: pd.DataFrame | None = None,
         quic_tls: pd.DataFrame | None = None,
         quic_handshake: pd.DataFrame | None = None,
+        tls_handshake: pd.DataFrame | None = None,
     ) -> None:
         from .. import schema
 
@@ -102,6 +103,9 @@ class DetectContext:
         # the one "released by an ACK" window of the TCP model (run_detectors sets it
         # from the user's tcp.* thresholds)
         self.coupling = Coupling()
+        self.tls_handshake = (
+            schema.frame("tls_handshake", n=0) if tls_handshake is None else tls_handshake
+        )
         self.h2_windows = schema.frame("h2_windows", n=0) if h2_windows is None else h2_windows
         self.qpack_blocked = (
             schema.frame("qpack_blocked", n=0) if qpack_blocked is None else qpack_blocked

@@ -44,6 +44,17 @@ CONTENT_TYPES = {
 }
 
 
+def _split(s: Any) -> str:
+    """ " (network …, server …, flights …, client …)" when the handshake could be split."""
+    vals = (s.handshake_network_ms, s.handshake_server_ms, s.handshake_flight_ms)
+    if any(_na(v) for v in vals) or _na(s.handshake_client_ms):
+        return ""
+    return (
+        f" (network {_ms(s.handshake_network_ms)}, server {_ms(s.handshake_server_ms)}, "
+        f"flights {_ms(s.handshake_flight_ms)}, client {_ms(s.handshake_client_ms)})"
+    )
+
+
 def tls_line(s: Any) -> str:
     parts = [str(s.version) if not _na(s.version) else "TLS (version not seen)"]
     if not _na(s.cipher):
@@ -57,7 +68,7 @@ def tls_line(s: Any) -> str:
     if s.early_data_offered:
         parts.append("0-RTT " + ("accepted" if s.early_data_accepted is True else "offered"))
     if not _na(s.handshake_ms):
-        parts.append(f"handshake {_ms(s.handshake_ms)}")
+        parts.append(f"handshake {_ms(s.handshake_ms)}{_split(s)}")
     dec = (
         f"decrypted ({s.decrypted_records} protected records of {s.records})"
         if s.decrypted
@@ -195,7 +206,7 @@ def quic_line(x: Any) -> str:
     if not _na(x.alpn):
         parts.append(f"ALPN {x.alpn}")
     if not _na(x.handshake_ms):
-        parts.append(f"handshake {_ms(x.handshake_ms)}")
+        parts.append(f"handshake {_ms(x.handshake_ms)}{_split(x)}")
     if x.retry:
         parts.append("Retry")
     if x.decrypted:

@@ -61,6 +61,7 @@ from dissectors.tls.versions import version_name
 
 from .. import schema
 from ..net.decode import PROTO_UDP
+from .timing import Split, split_handshake
 
 __all__ = [
     "QuicFlow",
@@ -219,6 +220,10 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
             "undecrypted_packets",
             "why_not",
             "handshake_ms",
+            "handshake_network_ms",
+            "handshake_server_ms",
+            "handshake_flight_ms",
+            "handshake_client_ms",
             "retry",
             "version_negotiation",
             "key_updates",
@@ -256,6 +261,11 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
         cols["undecrypted_packets"].append(len(bad))
         cols["why_not"].append(bad[0].reason if bad else None)
         cols["handshake_ms"].append(hs.handshake_ms)
+        sp = _split(qf)
+        cols["handshake_network_ms"].append(sp.network_ms)
+        cols["handshake_server_ms"].append(sp.server_ms)
+        cols["handshake_flight_ms"].append(sp.flight_ms)
+        cols["handshake_client_ms"].append(sp.client_ms)
         cols["retry"].append(hs.retry is not None)
         cols["version_negotiation"].append(hs.version_negotiation is not None)
         cols["key_updates"].append(sum(c.key_updates.values()))
@@ -686,6 +696,17 @@ def server_leg_ms(qf: QuicFlow) -> float | None:
     minimum over the connection's 1-RTT samples is used (queueing only adds).
     Handshake timing would include the server's certificate work.
     """
+    return _leg_ms(qf, "c2s")
+
+
+def client_leg_ms(qf: QuicFlow) -> float | None:
+    """Round trip between the capture point and the QUIC client (as :func:`server_leg_ms`,
+    with the roles exchanged: server packets and the client's ACKs)."""
+    return _leg_ms(qf, "s2c")
+
+
+def _leg_ms(qf: QuicFlow, sender: str) -> float | None:
+    """Minimum RTT sample between P and the endpoint acknowledging ``sender``'s packets."""
     from dissectors.quic.frames import Ack
 
     conn = qf.conn
@@ -695,7 +716,7 @@ def server_leg_ms(qf: QuicFlow) -> float | None:
         ptype = str(getattr(p.packet_type, "value", ""))
         if ptype != "1rtt" or p.packet_number is None:
             continue
-        if p.direction == "c2s":
+        if p.direction == sender:
             sent.setdefault(p.packet_number, p.ts_ns)
             continue
         for fr in p.frames:
@@ -704,3 +725,35 @@ def server_leg_ms(qf: QuicFlow) -> float | None:
                 if sample >= 0 and (best is None or sample < best):
                     best = sample
     return None if best is None else best / 1e6
+
+
+def _split(qf: QuicFlow) -> Split:
+    """The handshake split (:mod:`pcapkit.sessions.timing`): from the client Initial the
+    server answered (after a Retry or Version Negotiation, the one sent again: that
+    extra round trip is quic_handshake_extra_rtt's) to the client's Finished, with the
+    server's first Initial and its Finished between, and the legs from ACK timing."""
+    hs = qf.conn.handshake
+    si = hs.server_initial
+    if si is None:
+        return Split()
+    asked = [
+        p.ts_ns
+        for p in qf.conn.packets
+        if p.direction == "c2s"
+        and str(getattr(p.packet_type, "value", "")) == "initial"
+        and p.ts_ns <= si.ts_ns
+    ]
+    dc, ds = client_leg_ms(qf), server_leg_ms(qf)
+
+    def ns(ms: float | None) -> int | None:
+        return None if ms is None else int(round(ms * 1e6))
+
+    return split_handshake(
+        asked[-1] if asked else None,
+        si.ts_ns,
+        None if hs.server_finished is None else hs.server_finished.ts_ns,
+        None if hs.client_finished is None else hs.client_finished.ts_ns,  # its answer
+        None if hs.client_finished is None else hs.client_finished.ts_ns,
+        ns(dc),
+        ns(ds),
+    )
