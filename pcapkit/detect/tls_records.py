@@ -229,6 +229,7 @@ class RecordView:
     version: str | None
     cipher: str | None
     alpn: str | None
+    alpn_offered: tuple[str, ...]
     s: Pieces
     overhead: int = MIN_RECORD_OVERHEAD  # fewest bytes a record adds to its plaintext
 
@@ -290,6 +291,7 @@ def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
     version = None if tls is None else _s(tls.version)
     cipher = None if tls is None else _s(tls.cipher)
     alpn = None if tls is None else _s(tls.alpn)
+    offered = None if tls is None else _s(tls.alpn_offered)
     length = recs["length"]
     known = recs["plaintext_len"]
     exact = ~np.isnan(known)
@@ -306,6 +308,7 @@ def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
         version=version,
         cipher=cipher,
         alpn=alpn,
+        alpn_offered=tuple(offered.split(",")) if offered else (),
         s=segment_arrays(tcp.seg),
         overhead=overhead,
     )
@@ -360,6 +363,21 @@ def detect_tiny(
     if v.alpn == "h2":
         tiny &= ~np.isin(pt, list(H2_CONTROL_PLAINTEXT))
         checks.append("HTTP/2 control-frame-sized records (9, 13 B) not counted")
+    elif (
+        v.alpn is None
+        and "h2" in v.alpn_offered
+        and (v.version or "").startswith("TLS 1.3")
+        and not v.exact.all()
+    ):
+        # the ALPN the server chose is hidden (TLS 1.3 puts it in EncryptedExtensions; no
+        # keys) and the client offered h2: the records may be HTTP/2 frames that travel alone
+        # (an empty DATA with END_STREAM or a SETTINGS ACK: 9 B; WINDOW_UPDATE /
+        # RST_STREAM: 13 B) — the protocol's own framing, not tiny application writes
+        tiny &= ~np.isin(pt, list(H2_CONTROL_PLAINTEXT))
+        checks.append(
+            "negotiated ALPN hidden and h2 offered: HTTP/2 control-frame-sized records "
+            "(9, 13 B) not counted"
+        )
     if is_cbc_tls10(v.version, v.cipher):
         # 1/n−1 split: a 1-byte record immediately followed by the rest of the write
         nxt_same_unit = np.zeros(n, bool)

@@ -24,6 +24,7 @@ from synth import Conn
 from tshark_util import CORPUS
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
+REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld" / "ndpi" / "pcap"
 VANTAGES = ("client", "server")
 _cache: dict[Path, pcapkit.Trace] = {}
 
@@ -305,6 +306,7 @@ class TlsConn(Conn):
         alpn: bytes | None = None,
         rtt_us: float = 20_000,
         server_vantage: bool = True,
+        server_alpn: bytes | None | bool = True,
     ) -> None:
         super().__init__()
         self.rtt = rtt_us
@@ -313,8 +315,9 @@ class TlsConn(Conn):
         else:
             self.handshake(0, rtt_us=rtt_us, client_leg_us=50)
         t = rtt_us + 1000
+        chosen = alpn if server_alpn is True else (server_alpn or None)
         self.c2s(t, _hello(version, cipher, alpn, False))
-        self.s2c(t + 100, _hello(version, cipher, alpn, True) + ccs(version))
+        self.s2c(t + 100, _hello(version, cipher, chosen, True) + ccs(version))
         self.c2s(t + rtt_us, ccs(version) + record(22, 40, version))
         self.s2c(t + rtt_us + 100, ccs(version) + record(22, 40, version))
         self.ack_c(t + 2 * rtt_us)
@@ -385,6 +388,38 @@ def test_synth_h2_window_updates_are_not_tiny(tmp_path, alpn, flagged):
         c.c2s(c.t, app(13))
         c.t += 3000
     assert bool(c.findings(tmp_path, "tls_tiny_records")) is flagged
+
+
+def test_synth_h2_offered_but_not_chosen_in_tls12_is_tiny(tmp_path):
+    """SYNTHETIC: the client offers h2, the TLS 1.2 server chooses no ALPN (visible in its
+    ServerHello): the connection is not HTTP/2 (RFC 9113 §3.2), so 13-byte records are
+    tiny writes — only a *hidden* ALPN (TLS 1.3 without keys) gives them the benefit."""
+    c = TlsConn(alpn=b"h2", server_alpn=None)
+    for _ in range(15):
+        c.c2s(c.t, app(13))
+        c.t += 3000
+    assert c.findings(tmp_path, "tls_tiny_records")
+
+
+@pytest.mark.parametrize(
+    "name,frames",
+    [("dns_doh.pcap", 19), ("doh.pcapng", 11), ("dnscrypt-v2-doh.pcap", 7)],
+)
+def test_doh_end_stream_records_are_not_tiny(name, frames):
+    """Real DNS-over-HTTPS captures (nDPI's test suite, TLS 1.3 without keys, the client
+    offered h2,http/1.1): every answer is a HEADERS+DATA record followed by a 9-byte
+    record — an empty HTTP/2 DATA frame with END_STREAM (or a 13-byte WINDOW_UPDATE /
+    RST_STREAM).  The negotiated ALPN is hidden in EncryptedExtensions, so the records are
+    HTTP/2 control frames for all the wire can tell: not tiny application writes (issue 13
+    review: these were 4 false tls_tiny_records)."""
+    path = REALWORLD / name
+    if not path.exists():
+        pytest.skip("../shared/realworld is absent")
+    with pcapkit.open(path) as t:
+        r = t.records
+        ctrl = r[(r.content_type == 23) & (r.length.isin([31, 35]))]
+        assert len(ctrl) >= frames  # the 9/13-byte records are there …
+        assert not (t.findings.kind == "tls_tiny_records").any()  # … and are not flagged
 
 
 @pytest.mark.parametrize("version,flagged", [(0x0301, False), (0x0303, True)])
@@ -638,9 +673,6 @@ def test_overhead_comes_from_the_tls_table():
         row = next(t.tls.itertuples(index=False))
         assert overhead_of(row) == row.record_overhead == 22
     assert overhead_of(None) == MIN_RECORD_OVERHEAD == 21
-
-
-REALWORLD = Path(__file__).resolve().parents[2].parent / "shared" / "realworld" / "ndpi" / "pcap"
 
 
 @pytest.mark.parametrize(
