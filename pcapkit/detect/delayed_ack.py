@@ -202,7 +202,7 @@ def _events(
         if kb is not None:
             w0, u0 = int(p.win[v.y_idx[kb]]), int(v.y_ack[kb])
             rwnd_full = w0 >= 0 and u0 >= 0 and ack >= u0 + w0
-        last_full = not bool(v.small(s_last))
+        last_full = bool(v.sized(s_last)) and not bool(v.small(s_last))
         if s2_full:
             reason = "cwnd"
         elif rwnd_full:

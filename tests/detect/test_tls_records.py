@@ -620,6 +620,21 @@ def test_synth_coalesced_by_cork_timer(tmp_path):
     assert f.details["cause"] == "cork"
 
 
+def test_synth_coalesced_without_a_handshake_has_no_cause(tmp_path):
+    """SYNTHETIC: the same three records 210 ms after the peer's last packet, but the capture
+    started after the TCP handshake: without the legs nothing says when the peer's packets
+    reached the sender (its request may have arrived just before: request/response), so no
+    cause can be named and nothing is reported — nDPI's dnscrypt-v2-doh.pcap (stream 5, no
+    SYN) had two session tickets sent one RTT after the client's Finished reported as a
+    cork hold (issue 13 review)."""
+    c = TlsConn()
+    c.frames = c.frames[3:]  # drop SYN, SYN/ACK, ACK
+    c.s2c(c.t, app(50))
+    c.ack_c(c.t + c.rtt)
+    c.s2c(c.t + c.rtt + 210_000, app(50) * 3)
+    assert not c.findings(tmp_path, "tls_records_coalesced")
+
+
 @pytest.mark.parametrize(
     "case",
     ["response", "think_time", "autocork"],
