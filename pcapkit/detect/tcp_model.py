@@ -594,9 +594,7 @@ def nagle_off_evidence(view: DirView, tol: int) -> tuple[int, int] | None:
     j1 = j2 - 1
     new = v.s_kind == "new"
     full = v.mss - OPTION_MARGIN
-    small1 = np.where(
-        v.s_super[j1], v.x_mss_known & (v.s_len[j1] % v.mss != 0), v.s_len[j1] < full
-    )
+    small1 = np.where(v.s_super[j1], v.x_mss_known & (v.s_len[j1] % v.mss != 0), v.s_len[j1] < full)
     part2 = ~v.s_super[j2] & (v.s_len[j2] < full)
     cand = new[j1] & new[j2] & (v.s_off[j2] == v.s_end[j1]) & ~v.s_fin[j2] & small1 & part2
     a, b = j1[cand], j2[cand]
