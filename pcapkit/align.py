@@ -365,6 +365,11 @@ def tls_table(
         rows["sni"].append(sm.sni)
         rows["alpn"].append(sm.alpn)
         rows["alpn_offered"].append(",".join(sm.alpn_offered) if sm.alpn_offered else None)
+        rows["cipher_suites_offered"].append(
+            ",".join(f"0x{c:04x}" for c in sm.cipher_suites_offered)
+            if sm.cipher_suites_offered
+            else None
+        )
         rows["resumption_offered"].append(sm.resumption_offered)
         rows["resumption_accepted"].append(sm.resumption_accepted)
         rows["resumption_kind"].append(sm.resumption_kind)

@@ -207,6 +207,11 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("sni", "str", "server_name from the ClientHello"),
         ("alpn", "str", "negotiated ALPN protocol"),
         ("alpn_offered", "str", "ALPN protocols offered, comma-separated"),
+        (
+            "cipher_suites_offered",
+            "str",
+            "the ClientHello's cipher suites in its order, 0x%04x comma-separated",
+        ),
         ("resumption_offered", "bool", "session id / ticket / PSK offered"),
         ("resumption_accepted", "bool", "the server resumed"),
         ("resumption_kind", "str", "session_id, ticket or psk"),

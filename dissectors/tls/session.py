@@ -227,6 +227,7 @@ class TlsSummary:
     offered_versions: tuple[int, ...]
     cipher_suite: int | None
     cipher_suite_name: str | None
+    cipher_suites_offered: tuple[int, ...]  # the ClientHello's list, in its order
     key_exchange: str | None
     key_share_group: int | None
     sni: str | None
@@ -1160,6 +1161,7 @@ class TlsSession:
             offered_versions=(ch.supported_versions or (ch.legacy_version,)) if ch is not None else (),
             cipher_suite=sh.cipher_suite if sh is not None else None,
             cipher_suite_name=suite.name if suite is not None else None,
+            cipher_suites_offered=ch.cipher_suites if ch is not None else (),
             key_exchange=kx,
             key_share_group=sh.key_share_group if sh is not None else None,
             sni=ch.server_name if ch is not None else None,

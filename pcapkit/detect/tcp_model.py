@@ -813,6 +813,8 @@ class ConnTimeline:
     sni: str | None
     alpn: str | None
     version: str | None
+    cipher: str | None  # the negotiated suite's name
+    suites_offered: tuple[int, ...]  # the ClientHello's cipher suites (none if not seen)
     tls: bool
     syn_frame: int | None
     syn_ts: int | None
@@ -923,6 +925,8 @@ def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
         sni=_str(tls.sni) if tls is not None else None,
         alpn=_str(tls.alpn) if tls is not None else None,
         version=version,
+        cipher=_str(tls.cipher) if tls is not None else None,
+        suites_offered=_suites(tls),
         tls=is_tls,
         syn_frame=syn_frame,
         syn_ts=syn_ts,
@@ -940,6 +944,13 @@ def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
         first_ts=int(r.first_ts_ns),
         last_ts=int(r.last_ts_ns),
     )
+
+
+def _suites(tls: Any) -> tuple[int, ...]:
+    v = None if tls is None else getattr(tls, "cipher_suites_offered", None)
+    if v is None or _na(v) or not str(v):
+        return ()
+    return tuple(int(x, 16) for x in str(v).split(","))
 
 
 def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | None:
