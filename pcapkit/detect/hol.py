@@ -236,6 +236,10 @@ class _Dir:
         self.seg_tsval = extras.ts(self.seg_frame) if self.seg_frame.shape[0] else self.seg_frame
         row = ctx.flow(f)
         self.sack_ok = bool(row.sack_permitted)
+        # P sits at the sender (refined legs, §1.2: sturdier than the handshake's label): a
+        # hole in P's view of X's own data is P missing X's segments, not the receiver's
+        # view — what the receiver held shows in its ACKs
+        self.at_sender = v.legs_known and v.d_x <= max(500_000, v.d_y // 10) < v.d_y
 
     def dupacks_at(self, h: int, frame_lo: int, frame_hi: int) -> np.ndarray:
         """Indices into y_* of Y's pure ACKs pinned at h with frame in (lo, hi)."""
@@ -514,6 +518,13 @@ def _finding_from_holes(
             "first dupACK → first ACK past the hole (GRO super-segments hide arrival order)"
         )
         checks.append("GRO/TSO super-segments in this direction: timed from the ACK stream")
+    elif x.at_sender and ack_ep_ns is not None:
+        duration = ack_ep_ns
+        method_note = (
+            "first dupACK → first ACK past the hole (the capture point is at the sender: "
+            "its hole is segments it missed, the receiver's wait shows in its ACKs)"
+        )
+        checks.append("capture at the sender: the receiver's blocking timed from its ACK stream")
     if duration / 1e6 < min_episode_ms:
         return None
     ev: list[Evidence] = []
@@ -579,8 +590,15 @@ def _finding_from_holes(
         explanation = (
             f"{lost} bytes from the {sender} (stream offset {a}, Wireshark seq {a + 1}"
             + (f", {len(ep)} holes" if len(ep) > 1 else "")
-            + f") never reached this capture point in order: for {duration / 1e6:.1f} ms the "
-            f"{receiver} held everything behind the hole. {units} ({nbytes} bytes) had fully "
+            + (
+                ") were missing from this capture (taken at the sender) and did not reach the "
+                f"{receiver} either (its ACKs stayed at the hole with SACK blocks beyond it): "
+                f"for {duration / 1e6:.1f} ms it held everything behind the hole."
+                if x.at_sender and method_note.startswith("first dupACK") and not gro
+                else f") never reached this capture point in order: for {duration / 1e6:.1f} "
+                f"ms the {receiver} held everything behind the hole."
+            )
+            + f" {units} ({nbytes} bytes) had fully "
             f"arrived but could not be handed to the application until frame {fills} filled "
             f"the hole — they waited up to {vmax:.1f} ms ({total:.1f} ms summed over units)."
             + _multiplex_note(ctx, x.f)
