@@ -379,6 +379,11 @@ def tls_table(
         )
         g = sm.key_exchange_group
         rows["key_exchange_group"].append(None if g is None else tls_group_name(g))
+        rows["cipher_suites_offered"].append(
+            ",".join(f"0x{c:04x}" for c in sm.cipher_suites_offered)
+            if sm.cipher_suites_offered
+            else None
+        )
         rows["resumption_offered"].append(sm.resumption_offered)
         rows["resumption_accepted"].append(sm.resumption_accepted)
         rows["resumption_kind"].append(sm.resumption_kind)

@@ -219,6 +219,11 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
             "(EC)DHE group: the ServerHello's key_share (TLS 1.3) or the ServerKeyExchange's "
             "named curve (TLS 1.2 ECDHE), IANA name",
         ),
+        (
+            "cipher_suites_offered",
+            "str",
+            "the ClientHello's cipher suites in its order, 0x%04x comma-separated",
+        ),
         ("resumption_offered", "bool", "session id / ticket / PSK offered"),
         ("resumption_accepted", "bool", "the server resumed"),
         ("resumption_kind", "str", "session_id, ticket or psk"),

@@ -235,6 +235,7 @@ class TlsSummary:
     offered_versions: tuple[int, ...]
     cipher_suite: int | None
     cipher_suite_name: str | None
+    cipher_suites_offered: tuple[int, ...]  # the ClientHello's list, in its order
     key_exchange: str | None
     key_share_group: int | None
     key_exchange_group: int | None  # key_share (TLS 1.3) or ServerKeyExchange named curve
@@ -1196,6 +1197,7 @@ class TlsSession:
             offered_versions=(ch.supported_versions or (ch.legacy_version,)) if ch is not None else (),
             cipher_suite=sh.cipher_suite if sh is not None else None,
             cipher_suite_name=cipher_suite_name(sh.cipher_suite) if sh is not None else None,
+            cipher_suites_offered=ch.cipher_suites if ch is not None else (),
             key_exchange=kx,
             key_share_group=sh.key_share_group if sh is not None else None,
             key_exchange_group=ske_group if sh is None or sh.key_share_group is None

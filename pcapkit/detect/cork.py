@@ -29,6 +29,18 @@ Nagle).  The write time is not on the wire, so an *anchor* is needed:
 Known blind spot: an application whose own delay is a constant close to the RTO (a
 client polling 250 ms after each answer, a server batching for 250 ms) looks the same
 from the wire; hence the medium confidence (0.6, 0.8 for several answers held alike).
+A *lone* late answer or greeting — one request or setup anchor, nothing chained to it,
+a single unit — is not reported at all: a proxy fetching upstream or a slow handshake
+step takes 200–300 ms as often as a cork holds a write (issue 13 review: nDPI's
+http-proxy.pcapng and teams.pcap).
+
+What the anchors measure from: a request is timed from when X had all of it — the ACK
+of X that first covered it, when X's earlier ACKs showed it incomplete (a segment
+delayed or lost on the way, netflix.pcap frame 1441) — never from Y's last packet alone;
+a tail anchor needs the write's full segments to have left together (a write trickling
+out ≥ ½ RTT apart is the application's pace, netflix.pcap 1348/1356/1380); and a
+retransmission by X between the trigger and the segment (X's view of the ACKs lagged the
+capture point's: loss recovery, netflix.pcap 1726/1739) rules the segment out.
 
 A socket shown corked stays corked until something shows otherwise: every later R of
 the direction that is cork-consistent (sub-MSS, PSH, nothing in flight, no inbound
@@ -60,6 +72,8 @@ import numpy as np
 from .base import Evidence, Finding, frame_filter
 from .constants import (
     AUTOCORK_MAX_GAP_NS,
+    FLIGHT_BREAK_RTT,
+    FLIGHT_GAP_MIN_NS,
     JIFFY_HZ100_NS,
     MS,
     RTO_HIGH_FACTOR,
@@ -204,6 +218,20 @@ def _cork(
         if w == 0 or (w > 0 and w < int(v.s_len[j])):
             chain = False
             continue  # window-limited: zero-window probe territory (§7.2)
+        if v.x_trouble_between(tb, t):
+            # X retransmitted meanwhile (an RTO, a spurious resend of data P saw
+            # acknowledged): X's own view of what was in flight lagged P's, so the
+            # segment may have waited for the window after loss recovery (§3.3)
+            chain = False
+            continue
+        if bool(v.y_data[kb]):
+            # the request was readable at X only once X's cumulative ACK covered it: when
+            # X's ACKs stayed below its end after it arrived (a hole: loss or reordering
+            # on the way), X got it with the ACK that finally covered it (both X → P:
+            # unbiased by the vantage)
+            done = _request_complete_at(v, kb, tb, t)
+            if done is not None:
+                hold = min(hold, t - done)
         if hold < quiet:
             # released right after a packet from Y: a reply or an ACK release, not a timer
             if bool(v.y_data[kb]) and hold < lo // 2:
@@ -220,7 +248,7 @@ def _cork(
         else:
             trigger = "ack"
         n_units = units.get(int(v.s_frame[j]), 0)
-        if trigger == "ack" and after_full and n_units < 2:
+        if trigger == "ack" and after_full and n_units < 2 and _full_run_left_at_once(v, new, pos):
             trigger = "tail"  # the write's full segments left at once, its tail was held
         anchored = (
             psh and lo <= hold <= hi and (trigger in ("request", "setup", "tail") or n_units >= 2)
@@ -260,9 +288,48 @@ def _cork(
         if not (lo <= hold):
             chain = False
     events = _consistent(events, slow_answers)
+    if len(events) == 1 and events[0]["trigger"] in ("request", "setup") and events[0]["units"] < 2:
+        # one answer (or greeting) ≈ RTO late and nothing else: an application (a proxy
+        # fetching upstream, a server's slow handshake step) takes 200–300 ms as often as
+        # a forgotten cork does — the wire cannot tell a lone one (§3.2 a: "consistently")
+        return []
     if not events:
         return []
     return _cork_findings(ctx, v, events, service, lo, hi, rto_est)
+
+
+def _request_complete_at(v: DirView, kb: int, tb: int, t: int) -> int | None:
+    """When X had all of Y's data up to Y's packet ``kb`` (seen at ``tb``), seen at P as X's
+    first packet acknowledging it — but only if X showed it incomplete first (a packet of X,
+    after the data could have arrived, acknowledging less); None when nothing says it was
+    late (the request arrived whole: the vantage model's arrival time holds)."""
+    p = v.p
+    y_end = int(np.max(p.end[v.y_idx[: kb + 1]][v.y_data[: kb + 1]], initial=0))
+    x = np.nonzero((p.dir == v.d) & (p.ts > tb + v.d_x) & (p.ts <= t) & (p.ack >= 0))[0]
+    if not x.size:
+        return None
+    covered = p.ack[x] >= y_end
+    if covered.all() or not covered.any():
+        return None
+    k = int(np.argmax(covered))
+    return int(p.ts[x[k]]) if k > 0 else None
+
+
+def _full_run_left_at_once(v: DirView, new: np.ndarray, pos: int) -> bool:
+    """The full segments before partial segment ``new[pos]`` (back to the previous PSH or
+    partial segment: one write) left back to back, as a queued write does — not trickling
+    out ≥ ½ RTT apart with no ACK to release them, the pace of an application producing the
+    write piece by piece (whose tail may simply come later)."""
+    brk = max(FLIGHT_BREAK_RTT * v.rtt, FLIGHT_GAP_MIN_NS)
+    k = pos - 1
+    while k > 0:
+        a, b = int(new[k - 1]), int(new[k])
+        if bool(v.s_psh[a]) or v.s_super[a] or int(v.s_len[a]) < v.mss:
+            break
+        if int(v.s_ts[b]) - int(v.s_ts[a]) >= brk:
+            return False
+        k -= 1
+    return True
 
 
 def _consistent(events: list[dict[str, Any]], slow_answers: int) -> list[dict[str, Any]]:

@@ -23,6 +23,15 @@ Signature, per direction X → Y:
   with the window open was not waiting (cwnd ≥ 2 outside loss recovery): a coupling
   there is the application's own cadence.
 
+* corroboration (§2.3: a coupling within ±tol of some ACK happens by chance with
+  probability ≈ 2·tol/gap): unless S1 filled Y's window (proof that X could not send),
+  fewer than ``MIN_REPEATS`` such stalls in a direction are believed only when the sender
+  is ACK-clocked — at least ``MIN_COUPLED_SHARE`` of Y's
+  pure ACKs that acknowledged new data (and were followed by more of X's data before Y
+  spoke) released that data at once.  A paced or application-limited sender is not:
+  nDPI's netflix.pcap (stream 23, a range download paced at one segment per 60–110 ms
+  regardless of ACKs, many segments never captured) had one coupling in eight.
+
 Cost = D (§2.7).  At the receiver's vantage (d_Y ≈ 0) D is a measured interval; at the
 sender or in the middle it is an estimate through d_Y.  Each finding's ``details``
 carry the direction's histogram of ACK delays for sub-MSS/PSH segments (bimodal
@@ -39,6 +48,8 @@ from ..net.decode import FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
 from .constants import (
     DELACK_TIMER_MIN_NS,
+    MIN_COUPLED_SHARE,
+    MIN_REPEATS,
     MS,
     RFC1122_ACK_DELAY_MAX_NS,
 )
@@ -202,7 +213,7 @@ def _events(
         if kb is not None:
             w0, u0 = int(p.win[v.y_idx[kb]]), int(v.y_ack[kb])
             rwnd_full = w0 >= 0 and u0 >= 0 and ack >= u0 + w0
-        last_full = not bool(v.small(s_last))
+        last_full = bool(v.sized(s_last)) and not bool(v.small(s_last))
         if s2_full:
             reason = "cwnd"
         elif rwnd_full:
@@ -226,7 +237,52 @@ def _events(
                 "segments": wire,
             }
         )
+    inferred = [e for e in events if e["reason"] != "rwnd"]
+    if inferred and len(inferred) < MIN_REPEATS:
+        # S1 filling Y's window proves X could not send (rwnd); a full S2 (cwnd) or a
+        # partial one after a full S1 (classic Nagle) only suggests it — a paced or
+        # application-limited sender's next segment lands near some ACK now and then
+        # (§2.3: ≈ 2·tol/gap per exchange), so a lone coupling needs an ACK-clocked sender
+        share, n_opp = _ack_clocked_share(v, new, pure, prev_max, tol, late)
+        if n_opp < MIN_REPEATS or share < MIN_COUPLED_SHARE:
+            events = [e for e in events if e["reason"] == "rwnd"]
+        else:
+            for e in inferred:
+                e["clocked"] = (share, n_opp)
     return events
+
+
+def _ack_clocked_share(
+    v: DirView,
+    new: np.ndarray,
+    pure: np.ndarray,
+    prev_max: np.ndarray,
+    tol: int,
+    late: int,
+) -> tuple[float, int]:
+    """(share, opportunities): of Y's pure ACKs that acknowledged new data and were
+    followed by more new data from X before Y spoke again, the share whose next data
+    left coupled to the ACK (``DirView.coupled``).  A sender held by its window (cwnd,
+    rwnd, classic Nagle) answers nearly every such ACK at once; a paced or
+    application-limited sender rarely does."""
+    p = v.p
+    adv = np.nonzero(pure & (v.y_ack > prev_max) & (v.y_ack > 0))[0]
+    if not adv.size or not new.size:
+        return 0.0, 0
+    ia = v.y_idx[adv]
+    nxt = np.searchsorted(v.s_pi[new], ia, side="right")
+    has = nxt < new.size
+    adv, ia, nxt = adv[has], ia[has], nxt[has]
+    if not adv.size:
+        return 0.0, 0
+    i2 = v.s_pi[new[nxt]]
+    # no data from Y between the ACK and X's next data (that would be an exchange)
+    ky2 = np.searchsorted(v.y_idx, i2, side="left")
+    quiet = v.y_data_count(adv + 1, ky2) == 0
+    lag = p.ts[i2] - p.ts[ia]
+    coupled = np.asarray(v.coupled(lag, tol, late), bool) & quiet
+    n_opp = int(quiet.sum())
+    return (float(coupled.sum()) / n_opp if n_opp else 0.0), n_opp
 
 
 _REASON = {
@@ -313,7 +369,19 @@ def _findings(ctx: DetectContext, v: DirView, events: list[dict[str, Any]]) -> l
                     "no retransmission within 2 RTT (not RTO recovery), no capture gap",
                     f"sender was waiting: {e['reason']}",
                     "not a Nagle × delayed-ACK hold (reported as nagle_delayed_ack)",
-                ],
+                ]
+                + (
+                    [
+                        f"sender ACK-clocked: {e['clocked'][0]:.0%} of {e['clocked'][1]} "
+                        "ACKs of new data released more at once (not a chance coupling)"
+                    ]
+                    if "clocked" in e
+                    else (
+                        [f"{len(events)} such stalls in this direction"]
+                        if e["reason"] != "rwnd"
+                        else []
+                    )
+                ),
                 details={
                     "ack_delay_ms": round(d_ms, 3),
                     "os_guess": os_name,

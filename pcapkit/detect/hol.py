@@ -62,6 +62,7 @@ import pandas as pd
 
 from ..net.decode import ACK, FIN, RST, SYN
 from .base import Evidence, Finding, frame_filter
+from .constants import FLIGHT_GAP_MIN_NS
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
 from .tcp_model import DirView
@@ -101,6 +102,13 @@ REORDER_WINDOW_NO_RTT_MS = 3.0
 # RFC 5681 §4.2: a receiver SHOULD send an immediate duplicate ACK for an
 # out-of-order segment — so a real hole at Y shows at least one.
 MIN_DUPACKS = 1
+# A hole filled by the late original (reordering) is reported when it held the data
+# behind it this long: below, it is capture-point or multi-queue reordering of µs that no
+# reader feels (DETECTION.md §1.4; one HZ=1000 jiffy, .constants.FLIGHT_GAP_MIN_NS).
+REORDER_FELT_NS = FLIGHT_GAP_MIN_NS
+# A silence of the whole direction before the hole opened, ≥ 2 RTT (and ≥ this without an
+# RTT), is named in the finding as a delivery stall (issue 22 prices those).
+REORDER_STALL_MIN_NS = 100_000_000
 # Evidence sizes: enough frames to open in Wireshark, not every packet.
 MAX_DUPACK_FRAMES = 3
 MAX_VICTIM_FRAMES = 5
@@ -116,7 +124,7 @@ class _Hole:
     t_open: int
     fill_i: int | None = None
     t_fill: int | None = None
-    status: str = "ok"  # ok | capture_drop | reordering | unfilled | no_dupack
+    status: str = "ok"  # ok | capture_drop | reordering | ambiguous | unfilled | no_dupack
     dupacks: list[int] = field(default_factory=list)  # packet indices (FlowPackets)
     checks: list[str] = field(default_factory=list)
     ts_confirmed: bool = False
@@ -228,6 +236,10 @@ class _Dir:
         self.seg_tsval = extras.ts(self.seg_frame) if self.seg_frame.shape[0] else self.seg_frame
         row = ctx.flow(f)
         self.sack_ok = bool(row.sack_permitted)
+        # P sits at the sender (refined legs, §1.2: sturdier than the handshake's label): a
+        # hole in P's view of X's own data is P missing X's segments, not the receiver's
+        # view — what the receiver held shows in its ACKs
+        self.at_sender = v.legs_known and v.d_x <= max(500_000, v.d_y // 10) < v.d_y
 
     def dupacks_at(self, h: int, frame_lo: int, frame_hi: int) -> np.ndarray:
         """Indices into y_* of Y's pure ACKs pinned at h with frame in (lo, hi)."""
@@ -257,6 +269,15 @@ def _flow_dir(
     out: list[Finding] = []
     for ep in _episodes([h for h in holes if h.status == "ok"]):
         fnd = _finding_from_holes(ctx, x, ep, holes, min_episode_ms)
+        if fnd is not None:
+            out.append(fnd)
+    # a hole filled by the late original (reordering on the path, often the tail of a
+    # delivery stall) blocks what arrived behind it just the same: one episode, one
+    # finding, its cause named — not a loss, and not the records' size
+    for ep in _episodes([h for h in holes if h.status == "reordering"]):
+        fnd = _finding_from_holes(
+            ctx, x, ep, holes, max(min_episode_ms, REORDER_FELT_NS / 1e6), cause="reordering"
+        )
         if fnd is not None:
             out.append(fnd)
     covered = [(h.a, h.b) for h in holes]
@@ -297,9 +318,9 @@ def _holes_at_p(
                 break
         fill_frame = int(x.seg_frame[h.fill_i]) if h.fill_i is not None else 1 << 62
         open_frame = int(x.seg_frame[i])
-        # capture drop: Y acknowledged bytes of the hole before P saw them
-        early = (x.y_ack > a) & (x.y_frame < fill_frame)
-        if early.any():
+        # capture drop: Y acknowledged bytes of the hole before P saw them (an ACK that
+        # advances as the fill arrives in pieces acknowledges only what P saw)
+        if _acked_unseen(x, a, b, i, fill_frame):
             h.status = "capture_drop"
             holes.append(h)
             continue
@@ -339,7 +360,10 @@ def _holes_at_p(
                 f"(TSval {ts_fill} > {ts_open})"
             )
         elif resent_after.shape[0]:
-            h.status = "reordering"
+            # the hole's range was sent again after the fill: the fill may have been the
+            # original (the later copy spurious) — or itself a retransmission followed by
+            # more (an RTO backing off): not a loss for sure, not reordering for sure
+            h.status = "ambiguous"
             holes.append(h)
             continue
         else:
@@ -355,6 +379,30 @@ def _holes_at_p(
             )
         holes.append(h)
     return holes
+
+
+def _acked_unseen(x: _Dir, a: int, b: int, open_i: int, fill_frame: int) -> bool:
+    """Y acknowledged bytes of the hole [a, b) that P had not seen by then (before the frame
+    that completed the fill): the receiver had them, the capture point missed them."""
+    ys = np.nonzero((x.y_ack > a) & (x.y_frame < fill_frame))[0]
+    if not ys.shape[0]:
+        return False
+    later = np.nonzero(
+        (np.arange(x.seg_frame.shape[0]) > open_i) & (x.seg_off < b) & (x.seg_end > a)
+    )[0]
+    fr, so, se = x.seg_frame[later], x.seg_off[later], x.seg_end[later]
+    for k in ys.tolist():
+        ack, f = int(x.y_ack[k]), int(x.y_frame[k])
+        # the contiguous stretch from a that P had seen before this ACK
+        got = sorted(zip(so[fr < f].tolist(), se[fr < f].tolist(), strict=True))
+        cover = a
+        for lo, hi in got:
+            if lo > cover:
+                break
+            cover = max(cover, hi)
+        if ack > min(cover, b) and ack > a:
+            return True
+    return False
 
 
 def _episodes(holes: list[_Hole]) -> list[list[_Hole]]:
@@ -439,7 +487,13 @@ def _units_at_p(
 
 
 def _finding_from_holes(
-    ctx: DetectContext, x: _Dir, ep: list[_Hole], all_holes: list[_Hole], min_episode_ms: float
+    ctx: DetectContext,
+    x: _Dir,
+    ep: list[_Hole],
+    all_holes: list[_Hole],
+    min_episode_ms: float,
+    *,
+    cause: str = "loss",
 ) -> Finding | None:
     t0 = min(h.t_open for h in ep)
     t1 = max(h.t_fill for h in ep if h.t_fill is not None)
@@ -464,6 +518,13 @@ def _finding_from_holes(
             "first dupACK → first ACK past the hole (GRO super-segments hide arrival order)"
         )
         checks.append("GRO/TSO super-segments in this direction: timed from the ACK stream")
+    elif x.at_sender and ack_ep_ns is not None:
+        duration = ack_ep_ns
+        method_note = (
+            "first dupACK → first ACK past the hole (the capture point is at the sender: "
+            "its hole is segments it missed, the receiver's wait shows in its ACKs)"
+        )
+        checks.append("capture at the sender: the receiver's blocking timed from its ACK stream")
     if duration / 1e6 < min_episode_ms:
         return None
     ev: list[Evidence] = []
@@ -476,7 +537,7 @@ def _finding_from_holes(
         ev.append(
             Evidence(
                 int(x.seg_frame[h.fill_i]),
-                "retransmission" if h.ts_confirmed else "fill",
+                "retransmission" if h.ts_confirmed and cause == "loss" else "fill",
                 h.t_fill,
             )
         )
@@ -495,16 +556,56 @@ def _finding_from_holes(
     sender, receiver = ctx.endpoint(x.f, x.d), ctx.peer(x.f, x.d)
     units = f"{len(victims)} {unit}{'s' if len(victims) != 1 else ''}"
     fills = ", ".join(str(int(x.seg_frame[h.fill_i])) for h in ep if h.fill_i is not None)
-    explanation = (
-        f"{lost} bytes from the {sender} (stream offset {a}, Wireshark seq {a + 1}"
-        + (f", {len(ep)} holes" if len(ep) > 1 else "")
-        + f") never reached this capture point in order: for {duration / 1e6:.1f} ms the "
-        f"{receiver} held everything behind the hole. {units} ({nbytes} bytes) had fully "
-        f"arrived but could not be handed to the application until frame {fills} filled the "
-        f"hole — they waited up to {vmax:.1f} ms ({total:.1f} ms summed over units)."
-        + _multiplex_note(ctx, x.f)
-    )
+    stall_ms = None
+    if cause == "reordering":
+        # what came before the hole opened: a silence of the whole direction is a delivery
+        # stall (named, not priced here: nothing was waiting behind a hole then)
+        before = x.seg_ts[: ep[0].open_i]
+        if before.shape[0]:
+            gap = t0 - int(before.max())
+            rtt = ctx.rtt_ns(x.f)
+            if gap >= max(2 * rtt if rtt else 0, REORDER_STALL_MIN_NS):
+                stall_ms = gap / 1e6
+        explanation = (
+            f"{lost} bytes from the {sender} (stream offset {a}, Wireshark seq {a + 1}"
+            + (f", {len(ep)} holes" if len(ep) > 1 else "")
+            + ") arrived out of order: later data reached this capture point first"
+            + (
+                f" — after {stall_ms:.0f} ms in which nothing of this direction arrived at "
+                "all (a delivery stall on the path, not priced here)"
+                if stall_ms is not None
+                else ""
+            )
+            + f" — and the originals filled the hole (frame {fills}, no retransmission) "
+            f"{duration / 1e6:.1f} ms later. Meanwhile the {receiver} held everything behind "
+            f"the hole: {units} ({nbytes} bytes) had fully arrived but could not be handed to "
+            f"the application — they waited up to {vmax:.1f} ms. One episode of reordering, "
+            "not a loss, and not the records' size." + _multiplex_note(ctx, x.f)
+        )
+        checks.append(
+            "reordering, not loss: the hole was filled by the original segments (TCP "
+            "timestamps, or sooner than a retransmission could come)"
+        )
+    else:
+        explanation = (
+            f"{lost} bytes from the {sender} (stream offset {a}, Wireshark seq {a + 1}"
+            + (f", {len(ep)} holes" if len(ep) > 1 else "")
+            + (
+                ") were missing from this capture (taken at the sender) and did not reach the "
+                f"{receiver} either (its ACKs stayed at the hole with SACK blocks beyond it): "
+                f"for {duration / 1e6:.1f} ms it held everything behind the hole."
+                if x.at_sender and method_note.startswith("first dupACK") and not gro
+                else f") never reached this capture point in order: for {duration / 1e6:.1f} "
+                f"ms the {receiver} held everything behind the hole."
+            )
+            + f" {units} ({nbytes} bytes) had fully "
+            f"arrived but could not be handed to the application until frame {fills} filled "
+            f"the hole — they waited up to {vmax:.1f} ms ({total:.1f} ms summed over units)."
+            + _multiplex_note(ctx, x.f)
+        )
     conf = 0.9 if all(h.ts_confirmed for h in ep) else 0.75
+    if cause == "reordering":
+        conf = 0.7
     if unit != "TLS record":
         conf -= 0.1
     return Finding(
@@ -523,10 +624,12 @@ def _finding_from_holes(
             f"victims are whole {unit}s that arrived behind the hole before it was filled",
         ],
         explanation=explanation,
-        remedy=_REMEDY,
+        remedy=_REMEDY if cause == "loss" else _REMEDY_REORDERING,
         display_filter=_display_filter(ctx, x, a),
         details={
             "view": "hole_at_capture_point",
+            "cause": cause,
+            "stall_before_ms": stall_ms,
             "hole_offset": a,
             "hole_bytes": lost,
             "holes": [{"offset": h.a, "length": h.b - h.a} for h in ep],
@@ -773,6 +876,15 @@ _REMEDY = (
     "connections; keep the sender's unsent backlog small (tcp_notsent_lowat, smaller send "
     "buffers) so less data queues behind a hole; keep RACK/TLP loss detection on (Linux "
     "default) so holes are repaired in about one RTT rather than an RTO."
+)
+
+
+_REMEDY_REORDERING = (
+    "The path reordered the segments (parallel links or queues, Wi-Fi aggregation, a "
+    "delivery stall whose backlog was released out of order); find the hop — the sender "
+    "did nothing wrong and no retransmission was needed. To keep one late segment from "
+    "stalling independent streams: HTTP/3 (QUIC) blocks only the streams in the late "
+    "packet; independent streams on separate connections."
 )
 
 

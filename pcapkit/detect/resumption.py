@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ..schema import is_missing as _na
+from ..sessions.tls import suite_name
 from .base import Evidence, Finding, frame_filter
 from .constants import IW_SEGMENTS, ContentType
 from .context import DetectContext
@@ -107,6 +108,7 @@ def detect(
                 (e, erow)
                 for e, erow in group
                 if e is not n
+                and _resumable_by(e, n)
                 and _bool(erow.handshake_complete)
                 and _session_ts(e) is not None
                 and _session_ts(e) < n.ch_ts  # type: ignore[operator]
@@ -117,6 +119,21 @@ def detect(
             e, erow = max(prev, key=lambda x: _session_ts(x[0]) or 0)
             out.append(_finding(ctx, n, nrow, e, erow, initial_window_segments))
     return out
+
+
+def _resumable_by(e: ConnTimeline, n: ConnTimeline) -> bool:
+    """N's ClientHello could resume E's session at all.  RFC 5246 §7.4.1.2: a client
+    offering a session "MUST include at least the cipher_suite from that session"; RFC 8446
+    §4.2.11: a PSK is usable only with a cipher suite of its hash.  A ClientHello that offers
+    neither (a test harness trying one suite per connection, another client) cannot
+    resume E, whatever its cache holds.  Unknown lists count as compatible."""
+    if not n.suites_offered or e.cipher is None:
+        return True
+    names = {suite_name(c) for c in n.suites_offered}
+    if (e.version or "").startswith("TLS 1.3"):
+        hash_of = e.cipher.rsplit("_", 1)[-1]
+        return any(x is not None and x.rsplit("_", 1)[-1] == hash_of for x in names)
+    return e.cipher in names
 
 
 def _session_ts(e: ConnTimeline) -> int | None:

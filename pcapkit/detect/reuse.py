@@ -83,6 +83,11 @@ PARALLEL_WINDOW_MS = 10.0
 # defaults are far shorter (Azure load balancer 4 min, AWS NAT gateway 350 s).
 # Past 4 min of silence the client may have known better than to reuse it.
 NAT_IDLE_S = 240.0
+# A close within this long of the connection's last use is "right after" it (the
+# closer's policy: Connection: close, a client closing after each request); a later one
+# came from an idle timeout [judgement: above any response's tail, below every
+# keep-alive timeout in use — nginx 75 s, Apache 5 s].
+CLOSE_AFTER_USE_S = 1.0
 
 
 def _groups(tl: list[ConnTimeline]) -> dict[tuple[Any, ...], list[ConnTimeline]]:
@@ -107,12 +112,13 @@ def detect(
     for group in _groups(tl).values():
         if len(group) < 2:
             continue
-        for n in group:
+        claimed: set[int] = set()  # connections already standing in for a new one
+        for n in group:  # in start order
             if n.start_ts is None:
                 continue  # mid-connection capture: not known to be new
             best = None
             for e in group:
-                if e is n:
+                if e is n or e.flow in claimed:
                     continue
                 why = _reusable(ctx, e, n, reuse_window_s, parallel_window_ms, nat_idle_s)
                 if why is not None and (best is None or e.first_ts > best[0].first_ts):
@@ -122,14 +128,43 @@ def detect(
             f = _finding(ctx, n, *best)
             if f is not None:
                 out.append(f)
+                if best[1]["state"] != "open_h2":
+                    # one HTTP/1.1 connection carries one exchange at a time: a second new
+                    # connection opened alongside the first could not have used it too
+                    claimed.add(best[0].flow)
     return out
 
 
+# RFC 8701 GREASE values (0x?A?A) and the signalling suites (RFC 5746
+# TLS_EMPTY_RENEGOTIATION_INFO_SCSV, RFC 7507 TLS_FALLBACK_SCSV) vary per connection or
+# per retry of one client; they say nothing about its configuration.
+_SIGNALLING = frozenset({0x00FF, 0x5600})
+
+
+def _config(suites: tuple[int, ...]) -> frozenset[int]:
+    return frozenset(
+        c
+        for c in suites
+        if c not in _SIGNALLING and not ((c & 0x0F0F) == 0x0A0A and c >> 8 == c & 0xFF)
+    )
+
+
+def _same_client_config(e: ConnTimeline, n: ConnTimeline) -> bool:
+    """E and N could come from one client pool: their ClientHellos offer the same cipher
+    suites (GREASE and signalling values aside).  A client context offers one fixed list;
+    different lists are different clients or configurations (a test harness trying one
+    suite per connection, two programs on one host), whose connections a pool cannot
+    share.  Unknown (no ClientHello seen, not TLS) counts as the same."""
+    if not e.suites_offered or not n.suites_offered:
+        return True
+    return _config(e.suites_offered) == _config(n.suites_offered)
+
+
 def _last_payload_before(
-    ctx: DetectContext, e: ConnTimeline, t: int
+    ctx: DetectContext, e: ConnTimeline, t: int, *, client_only: bool = False
 ) -> tuple[int, int, int] | None:
     p = ctx.packets_of(e.flow)
-    k = np.nonzero((p.length > 0) & (p.ts < t))[0]
+    k = np.nonzero((p.length > 0) & (p.ts < t) & ((p.dir == 0) | (not client_only)))[0]
     if not k.shape[0]:
         return None
     i = int(k[-1])
@@ -156,21 +191,34 @@ def _reusable(
         return None  # E not usable yet when N started: parallel opening / racing
     if (t - e_start) / 1e6 < parallel_ms:
         return None
-    last = _last_payload_before(ctx, e, t)
+    if not _same_client_config(e, n):
+        return None  # another client (configuration): no pool holds both
     if e.close_ts is not None and e.close_ts <= t:
-        gap_s = (t - e.close_ts) / 1e9
-        if gap_s > window_s:
+        # E's last use: the client's last payload before the close began (the closing
+        # alert, a GOAWAY or a keep-alive timeout's close are not use)
+        last = _last_payload_before(ctx, e, e.close_ts, client_only=True)
+        if last is None:
+            last = _last_payload_before(ctx, e, e.close_ts)
+        # a pool keeps a connection for so long after its last use (Go's IdleConnTimeout,
+        # nginx's keepalive_timeout count idle time): measured from E's last payload,
+        # not from its close — a connection closed after a long idle was not going to
+        # be there for a request that came later still
+        since_use_s = (t - (last[1] if last is not None else e.close_ts)) / 1e9
+        if since_use_s > window_s:
             return None
         if e.close_how == "RST" and last is not None and (e.close_ts - last[1]) / 1e9 >= nat_s:
             return None  # reset after a long silence: a middlebox timeout, not a pool policy
         return {
             "state": "closed",
-            "gap_s": gap_s,
+            "gap_s": (t - e.close_ts) / 1e9,
+            "idle_before_close_s": (e.close_ts - last[1]) / 1e9 if last is not None else None,
+            "since_use_s": since_use_s,
             "frame": e.close_frame,
             "ts": e.close_ts,
             "by": e.close_by,
             "how": e.close_how,
         }
+    last = _last_payload_before(ctx, e, t)
     if last is None:
         return None
     if e.last_ts < t:
@@ -182,6 +230,8 @@ def _reusable(
     h2 = (e.alpn or "") in ("h2", "h3")
     if not h2 and last[2] != 1:
         return None  # HTTP/1.1 (or unknown) with the client's request outstanding: busy
+    if not h2 and _answer_went_on(ctx, e, t):
+        return None  # the server's answer was still coming: busy (HTTP/1.1 parallelism)
     return {
         "state": "open_h2" if h2 else "open_idle",
         "idle_ms": (t - last[1]) / 1e6,
@@ -190,6 +240,26 @@ def _reusable(
         "by": None,
         "how": None,
     }
+
+
+def _answer_went_on(ctx: DetectContext, e: ConnTimeline, t: int) -> bool:
+    """E's server was still answering at ``t``: before the client's next payload on E (and
+    before E's close), the server sent more, or the client acknowledged server bytes the
+    capture point had not seen by ``t`` (segments it missed).  A pause inside a response is
+    not an idle connection."""
+    p = ctx.packets_of(e.flow)
+    after = p.ts >= t
+    nxt_c = np.nonzero(after & (p.dir == 0) & (p.length > 0))[0]
+    stop = int(p.ts[nxt_c[0]]) if nxt_c.shape[0] else None
+    if e.close_ts is not None and e.close_ts > t:
+        stop = e.close_ts if stop is None else min(stop, e.close_ts)
+    window = after if stop is None else after & (p.ts < stop)
+    if np.any(window & (p.dir == 1) & (p.length > 0)):
+        return True
+    s_seen = p.end[(p.dir == 1) & ~after]
+    seen = int(s_seen.max()) if s_seen.shape[0] else 0
+    acks = p.ack[window & (p.dir == 0) & (p.ack >= 0)]
+    return bool(acks.shape[0] and int(acks.max()) > seen)
 
 
 def _finding(
@@ -206,16 +276,35 @@ def _finding(
     server = f"{n.server_ip}:{n.server_port}{sni}"
     if why["state"] == "closed":
         closer = {"client": "the client", "server": "the server"}.get(why["by"] or "", "one side")
+        idle = why.get("idle_before_close_s")
+        after_idle = idle is not None and idle >= CLOSE_AFTER_USE_S
+        when = (
+            (f" after {idle:.1f} s idle" if after_idle else " right after its last exchange")
+            if idle is not None
+            else ""
+        )
         prior = (
             f"{closer} had closed connection tcp.stream {e.stream} (client port {e.client_port}) "
-            f"to the same server {why['gap_s'] * 1000:.1f} ms earlier ({why['how']}, frame "
-            f"{why['frame']})"
+            f"to the same server{when}, {why['gap_s'] * 1000:.1f} ms earlier ({why['how']}, "
+            f"frame {why['frame']})"
         )
-        if why["by"] == "server":
+        gap = f"{why['since_use_s']:.1f} s"
+        if why["by"] == "server" and after_idle:
             policy = (
-                "The server closed the previous connection (its keep-alive timeout or "
-                "'Connection: close'): raise the server's keep-alive timeout above the "
-                "client's request interval, and keep the client's pool."
+                f"The server closed the previous connection after {idle:.1f} s idle (its "
+                f"keep-alive timeout), {gap} before the client needed it again: raise the "
+                "server's keep-alive timeout above the client's request interval."
+            )
+        elif why["by"] == "server":
+            policy = (
+                "The server closed the previous connection right after answering (e.g. "
+                "'Connection: close' on every response): let it keep connections alive."
+            )
+        elif after_idle:
+            policy = (
+                f"The client closed the previous connection after {idle:.1f} s idle (its "
+                f"pool's idle timeout), {gap} before it needed one again: keep idle "
+                "connections longer than the interval between requests."
             )
         else:
             policy = (
@@ -307,6 +396,12 @@ def _finding(
             "previous_closed_by": why.get("by"),
             "previous_close": why.get("how"),
             "gap_ms": why["gap_s"] * 1000 if "gap_s" in why else None,
+            "idle_before_close_ms": (
+                None
+                if why.get("idle_before_close_s") is None
+                else why["idle_before_close_s"] * 1000
+            ),
+            "since_last_use_ms": why["since_use_s"] * 1000 if "since_use_s" in why else None,
             "idle_ms": why.get("idle_ms"),
             "handshake": proto,
             "sni": n.sni,

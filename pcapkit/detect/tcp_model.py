@@ -57,6 +57,16 @@ CORK_SLACK_NS = JIFFY_HZ100_NS
 # options); used only for the "Nagle is off" evidence, where a false "small" would hide
 # real holds rather than invent them.
 OPTION_MARGIN = 40
+# A TCP-terminating relay between the capture point and the server (split TCP: a VPN
+# capture app's userspace stack, a proxy that connects upstream before it answers the
+# SYN) acknowledges the client's data within µs while its SYN/ACK waited for the upstream
+# connect: the server's data → ACK reaction (the refined leg, §1.2) is a small fraction of
+# the handshake leg.  A genuine server's ACK cannot come sooner than the path allows, and
+# its SYN/ACK costs it at most its SYN processing (0.3 ms in the lab) beyond that, so
+# "< 1/10 of a handshake leg of ≥ 1 ms" leaves such servers out [judgement; nDPI's
+# whatsapp_voice_and_message.pcap: SYN/ACK 61 ms, data ACKed in 0.06 ms].
+RELAY_LEG_RATIO = 0.1
+RELAY_MIN_HANDSHAKE_LEG_NS = 1 * MS
 
 
 # --- vantage, legs, cost accounting ----------------------------------------------------------
@@ -96,6 +106,22 @@ def _refined_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
             sample = int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min())
             legs[leg] = max(0, min(cur, sample))
     return legs[0], legs[1]
+
+
+def relay_server(ctx: DetectContext, f: int) -> bool:
+    """The flow's server-side TCP endpoint is a relay near the capture point (split TCP,
+    :data:`RELAY_LEG_RATIO`): its ACKs answer the client's data far sooner than its SYN/ACK
+    answered the SYN.  Its sending (Nagle? a window of one segment? a timer?) is the
+    relay's own and not the server application's: the timing rules do not apply to it.
+    Not judged at a server-side capture, where the server leg is the server's own
+    SYN processing."""
+    if ctx.vantage(f) == "server":
+        return False
+    _, ds = ctx.legs_ns(f)
+    if ds is None or ds < RELAY_MIN_HANDSHAKE_LEG_NS:
+        return False
+    _, rs = refined_legs_ns(ctx, f)
+    return rs is not None and rs < RELAY_LEG_RATIO * ds
 
 
 def role_name(d: int) -> str:
@@ -200,6 +226,8 @@ class DirView:
     d_x: int  # leg P ↔ X (refined, ns); 0 when the handshake did not show it
     d_y: int  # leg P ↔ Y
     legs_known: bool  # both legs from the handshake: the vantage model applies (§1.1)
+    x_mss_known: bool  # X's own segment size is known (its SYN's MSS, or a full segment seen)
+    relay: bool  # X is a TCP-terminating relay near P (:func:`relay_server`)
     seg: dict[str, np.ndarray]  # X's segments as ``ctx.seg_arrays`` gives them (views)
     s_frame: np.ndarray
     s_ts: np.ndarray
@@ -236,9 +264,15 @@ class DirView:
     def timed(cls, ctx: DetectContext, f: int, d: int) -> DirView | None:
         """The view when timing questions can be asked of it, else None: the direction has
         segments and the flow has both handshake legs (no vantage model without them,
-        §1.1) and an MSS (nagle, cork and delayed_ack need all three)."""
+        §1.1) and an MSS (nagle, cork and delayed_ack need all three), and its sender is
+        an end host's TCP, not a relay near the capture point (:func:`relay_server`)."""
         v = cls.build(ctx, f, d)
-        return v if v.legs_known and v.mss > 0 and v.s_frame.size > 0 else None
+        return v if v.timing_applies and v.s_frame.size > 0 else None
+
+    @property
+    def timing_applies(self) -> bool:
+        """The vantage model (§1.1) and Minshall's rule can be applied to this sender."""
+        return self.legs_known and self.mss > 0 and not self.relay
 
     @classmethod
     def _build(cls, ctx: DetectContext, f: int, d: int) -> DirView:
@@ -253,14 +287,25 @@ class DirView:
         y_ack = p.ack[y]
         kinds = seg["kind"]
         s_ts = seg["ts_ns"].astype(np.int64, copy=False)
+        mss_i = mss if mss is not None and mss > 0 else 0
+        # X's segment size (gso_size) is min(Y's MSS option, X's own): known when X's SYN
+        # announced its own, or when X sent an ordinary segment of exactly eff_mss
+        row = ctx.flow(f)
+        own = row.c_mss if d == 0 else row.s_mss
+        x_mss_known = not _na(own) or bool(
+            mss_i
+            and np.any((seg["length"] == mss_i) & ~seg["super_segment"].astype(bool, copy=False))
+        )
         return cls(
             f=f,
             d=d,
             p=p,
-            mss=mss if mss is not None and mss > 0 else 0,
+            mss=mss_i,
             d_x=d_x or 0,
             d_y=d_y or 0,
             legs_known=legs_known,
+            x_mss_known=x_mss_known,
+            relay=d == 1 and relay_server(ctx, f),
             seg=seg,
             s_frame=s_frame,
             s_ts=s_ts,
@@ -302,9 +347,17 @@ class DirView:
 
     # -- Minshall's "small" (§1.3) --------------------------------------------------
     def small(self, j: np.ndarray | int) -> np.ndarray | bool:
-        """Sub-MSS in Minshall's sense; super-segments are small iff len mod MSS ≠ 0."""
+        """Sub-MSS in Minshall's sense; super-segments are small iff len mod MSS ≠ 0 —
+        which needs X's own segment size: a super-segment of a sender that never showed it
+        (no MSS option in its SYN, no full segment seen) is not known to be small (a
+        2800-byte GSO burst is two full segments of a 1400-byte MSS, and "small" under a
+        1460-byte one)."""
         ln, sup = self.s_len[j], self.s_super[j]
-        return np.where(sup, ln % self.mss != 0, ln < self.mss)
+        return np.where(sup, self.x_mss_known & (ln % self.mss != 0), ln < self.mss)
+
+    def sized(self, j: np.ndarray | int) -> np.ndarray | bool:
+        """Whether the segment's size relative to X's MSS is known (see :meth:`small`)."""
+        return ~self.s_super[j] | self.x_mss_known
 
     def partial(self, j: np.ndarray | int) -> np.ndarray | bool:
         """Less than one full segment (what Nagle can hold as a whole)."""
@@ -405,6 +458,10 @@ class DirView:
         k = int(np.searchsorted(r.x_pos, i)) - 1  # X's data packets before i
         prev = int(r.x_pos[k]) if k >= 0 else None
         wait = t - int(p.ts[prev]) if prev is not None else 0
+        if not self.legs_known or self.relay:
+            # no vantage model (no handshake: what reached X when is unknown), or a relay
+            # near P whose sending is its own: nothing can be said about the trigger
+            return Release("unknown", None, None, prev, wait, 0)
         sent_end = int(r.x_end_max[k]) if k >= 0 else 0
         # the coupling window (:meth:`coupled`) −tol ≤ t − t(ACK) − d_X ≤ tol + late, in
         # ACK times
@@ -458,7 +515,7 @@ class DirView:
 class Release:
     """What released one packet of X (:meth:`DirView.release`)."""
 
-    cause: str  # "nagle", "cwnd", "cork", "autocork", "response", "write"
+    cause: str  # "nagle", "cwnd", "cork", "autocork", "response", "write", "unknown"
     trigger_idx: int | None  # packet index of the releasing ACK
     lag_ns: int | None  # t(segment) − t(ACK) at the capture point
     prev_idx: int | None  # X's previous data packet
@@ -537,7 +594,7 @@ def nagle_off_evidence(view: DirView, tol: int) -> tuple[int, int] | None:
     j1 = j2 - 1
     new = v.s_kind == "new"
     full = v.mss - OPTION_MARGIN
-    small1 = np.where(v.s_super[j1], v.s_len[j1] % v.mss != 0, v.s_len[j1] < full)
+    small1 = np.where(v.s_super[j1], v.x_mss_known & (v.s_len[j1] % v.mss != 0), v.s_len[j1] < full)
     part2 = ~v.s_super[j2] & (v.s_len[j2] < full)
     cand = new[j1] & new[j2] & (v.s_off[j2] == v.s_end[j1]) & ~v.s_fin[j2] & small1 & part2
     a, b = j1[cand], j2[cand]
@@ -756,6 +813,8 @@ class ConnTimeline:
     sni: str | None
     alpn: str | None
     version: str | None
+    cipher: str | None  # the negotiated suite's name
+    suites_offered: tuple[int, ...]  # the ClientHello's cipher suites (none if not seen)
     tls: bool
     syn_frame: int | None
     syn_ts: int | None
@@ -866,6 +925,8 @@ def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
         sni=_str(tls.sni) if tls is not None else None,
         alpn=_str(tls.alpn) if tls is not None else None,
         version=version,
+        cipher=_str(tls.cipher) if tls is not None else None,
+        suites_offered=_suites(tls),
         tls=is_tls,
         syn_frame=syn_frame,
         syn_ts=syn_ts,
@@ -883,6 +944,13 @@ def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
         first_ts=int(r.first_ts_ns),
         last_ts=int(r.last_ts_ns),
     )
+
+
+def _suites(tls: Any) -> tuple[int, ...]:
+    v = None if tls is None else getattr(tls, "cipher_suites_offered", None)
+    if v is None or _na(v) or not str(v):
+        return ()
+    return tuple(int(x, 16) for x in str(v).split(","))
 
 
 def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | None:

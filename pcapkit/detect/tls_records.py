@@ -13,17 +13,27 @@ post-handshake messages and plaintext sizes are exact):
   congestion window — the waits of tiny-record segments queued behind a full window and
   released by an ACK (an estimate; 0 when the window never filled, then the price is
   bytes and packets, which the finding states).
-* ``tls_record_spanning`` (T2, §5.2) — one finding per application record that spans
-  several segments whose pieces were separated by ≥ ½ RTT (a cwnd/flight break) or by a
-  retransmission: the receiver cannot release any of its plaintext before the last piece.
-  Cost = t(record complete) − t(first piece), a same-direction interval, so valid at any
-  vantage (§1.1).  Not flagged: records that fit one segment (wire ≤ MSS: straddling two
-  segments is packing, smaller records would not help), bulk transfer after ramp-up
-  (records starting ≥ 128 KiB into a burst — a burst restarts after ≥ 1 s without new
-  data: 16 KiB records are right there, Go's ``recordSizeBoostThreshold``), resends after
-  the record was acknowledged (spurious), records with bytes never captured.  Flight
-  breaks are measured between original transmissions; at a TSO sender a super-segment's
-  pieces share one timestamp, so only breaks between super-segments count (§1.4).
+* ``tls_record_spanning`` (T2, §5.2) — a record that the receiver could read only some
+  time after its first bytes were there: its wait is measured *at the receiver, in order*
+  (first byte readable → last byte readable; at a sender or middle vantage a piece lost
+  after the capture point arrives with the retransmission that delivered it), so a record
+  that sat behind someone else's hole waited for the hole (tcp_hol_blocking), not for its
+  size, and a record whose pieces left in one flight waited for nothing.  The cause is a
+  congestion-window flight break (pieces ≥ ½ RTT apart, at most a round trip and a delayed
+  ACK or two, no retransmission between) or a loss, late segment or stall inside the
+  record.  One finding per *transfer* (what the sender sends from a point where the reader
+  had nothing pending: the first bytes, data written after the sender had caught up and
+  not released by an ACK, after ≥ 1 s idle).  Its cost is what the reader lost (issue 13
+  class 10): the delay to its *first* use of the transfer's data — the wait of the
+  transfer's first record, an upper bound (a reader that needs the whole message lost
+  nothing).  Later records of the transfer cost nobody anything smaller records would have
+  saved — the reader had data already and the last byte arrives at the same time — and are
+  reported only when flights split them, as unpaid (severity info, cost 0, "nobody paid");
+  those a loss or stall split are the episode's (issue 13 class 2).  Not flagged: records
+  that fit one segment, bulk transfer after ramp-up (records starting ≥ 128 KiB into a
+  transfer: 16 KiB records are right there, Go's ``recordSizeBoostThreshold``), records
+  with bytes never captured.  At a TSO sender a super-segment's pieces share one timestamp,
+  so only breaks between super-segments count (§1.4).
 * ``tls_record_split_write`` (T3a, §5.3) — a sub-MSS PSH segment ends *inside* a record:
   the sender handed the record to TCP in pieces (partial writes on a non-blocking socket,
   a relay forwarding ciphertext as it arrives, header and body written separately).  Cost
@@ -73,6 +83,7 @@ from .constants import (
     FLIGHT_BREAK_RTT,
     FLIGHT_GAP_MIN_NS,
     IW_SEGMENTS,
+    TCP_DELACK_MAX_NS,
     TLS_HEADER,
     TLS_MAX_PLAINTEXT,
     ContentType,
@@ -229,6 +240,7 @@ class RecordView:
     version: str | None
     cipher: str | None
     alpn: str | None
+    alpn_offered: tuple[str, ...]
     s: Pieces
     overhead: int = MIN_RECORD_OVERHEAD  # fewest bytes a record adds to its plaintext
 
@@ -290,6 +302,7 @@ def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
     version = None if tls is None else _s(tls.version)
     cipher = None if tls is None else _s(tls.cipher)
     alpn = None if tls is None else _s(tls.alpn)
+    offered = None if tls is None else _s(tls.alpn_offered)
     length = recs["length"]
     known = recs["plaintext_len"]
     exact = ~np.isnan(known)
@@ -306,6 +319,7 @@ def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
         version=version,
         cipher=cipher,
         alpn=alpn,
+        alpn_offered=tuple(offered.split(",")) if offered else (),
         s=segment_arrays(tcp.seg),
         overhead=overhead,
     )
@@ -360,6 +374,21 @@ def detect_tiny(
     if v.alpn == "h2":
         tiny &= ~np.isin(pt, list(H2_CONTROL_PLAINTEXT))
         checks.append("HTTP/2 control-frame-sized records (9, 13 B) not counted")
+    elif (
+        v.alpn is None
+        and "h2" in v.alpn_offered
+        and (v.version or "").startswith("TLS 1.3")
+        and not v.exact.all()
+    ):
+        # the ALPN the server chose is hidden (TLS 1.3 puts it in EncryptedExtensions; no
+        # keys) and the client offered h2: the records may be HTTP/2 frames that travel alone
+        # (an empty DATA with END_STREAM or a SETTINGS ACK: 9 B; WINDOW_UPDATE /
+        # RST_STREAM: 13 B) — the protocol's own framing, not tiny application writes
+        tiny &= ~np.isin(pt, list(H2_CONTROL_PLAINTEXT))
+        checks.append(
+            "negotiated ALPN hidden and h2 offered: HTTP/2 control-frame-sized records "
+            "(9, 13 B) not counted"
+        )
     if is_cbc_tls10(v.version, v.cipher):
         # 1/n−1 split: a 1-byte record immediately followed by the rest of the write
         nxt_same_unit = np.zeros(n, bool)
@@ -553,19 +582,6 @@ def segment_arrays(seg: Cols) -> Pieces:
     )
 
 
-class AckTimes:
-    """When the peer's cumulative ACK first reached an offset of direction d."""
-
-    def __init__(self, p: FlowPackets, d: int) -> None:
-        y = (p.dir == 1 - d) & (p.ack >= 0)
-        self.ts = p.ts[y]
-        self.ack_max = np.maximum.accumulate(p.ack[y]) if y.any() else np.zeros(0, np.int64)
-
-    def at(self, offset: int) -> int | None:
-        i = int(np.searchsorted(self.ack_max, offset, side="left"))
-        return int(self.ts[i]) if i < self.ts.shape[0] else None
-
-
 def unit_runs(units: np.ndarray) -> list[tuple[int, int]]:
     """[start, stop) index ranges of consecutive records sharing a push unit, ≥ 2 records."""
     n = units.shape[0]
@@ -578,18 +594,145 @@ def unit_runs(units: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(starts[keep].tolist(), stops[keep].tolist(), strict=True))
 
 
-def bursts_start(s: Pieces, idle_ns: int) -> np.ndarray:
-    """Stream offsets where a burst starts: the first byte, and every first byte sent after
-    ≥ ``idle_ns`` without new data (sorted)."""
-    first = np.sort(s.first)  # frame order
-    if first.shape[0] == 0:
-        return np.zeros(0, np.int64)
-    ts, off = s.ts[first], s.off[first]
-    gap = np.diff(ts, prepend=ts[0] - idle_ns - 1)
-    return np.sort(off[gap > idle_ns])
-
-
 # --- T2: records spanning flights / losses --------------------------------------------------
+@dataclass
+class Readability:
+    """When each byte of a direction became readable *in order at the receiver*, as pieces:
+    the first carriers of new bytes sorted by offset, each with the time the receiver got
+    it (``arrival``: the capture time of the piece, or of the retransmission that delivered
+    it when the original was lost after the capture point) and the running maximum
+    (``ready``: the piece and everything before it had arrived)."""
+
+    off: np.ndarray
+    end: np.ndarray
+    frames: np.ndarray
+    delivered_by: np.ndarray  # frame that brought the piece to the receiver
+    arrival: np.ndarray
+    ready: np.ndarray
+    lost: np.ndarray  # bool: the receiver got this piece from a retransmission (or late)
+    original: np.ndarray  # bool: the piece was sent in order (not a fill of a hole at P)
+
+    def at(self, offset: int) -> tuple[int, int]:
+        """(position, ready time) of the piece holding byte ``offset`` (the last piece
+        starting at or before it)."""
+        k = max(int(np.searchsorted(self.off, offset, side="right")) - 1, 0)
+        return k, int(self.ready[k])
+
+
+def readability(v: RecordView) -> Readability | None:
+    """:class:`Readability` of one direction.
+
+    At a receiver-side capture the capture point is the receiver: a hole at P is a hole at
+    Y, filled when P sees the fill.  Elsewhere a piece P saw may have been lost after P: a
+    retransmission of its bytes delivered it if the receiver's cumulative ACK passed the
+    retransmission's end only once the copy could have arrived (≥ ½ d_Y after it at P, the
+    copy's way there and the ACK's way back; an ACK sooner than that acknowledged the
+    original — the resend was spurious, e.g. an RTO on a delayed ACK)."""
+    s = v.s
+    if not s.first.shape[0]:
+        return None
+    idx = s.first  # sorted by offset
+    off = s.off[idx].astype(np.int64)
+    end = s.end[idx].astype(np.int64)
+    arrival = s.ts[idx].astype(np.int64).copy()
+    delivered_by = s.frames[idx].astype(np.int64).copy()
+    lost = np.isin(s.kind[idx], RETRANSMISSION_KINDS)  # a hole at P, filled by this piece
+    original = ~np.isin(s.kind[idx], RETRANSMISSION_KINDS)
+    side = side_of_capture(v)
+    if side != "receiver" and s.rtx.shape[0]:
+        p = v.p
+        y = (p.dir == 1 - v.d) & (p.ack >= 0)
+        y_ts = p.ts[y]
+        y_ackmax = np.maximum.accumulate(p.ack[y]) if y.any() else np.zeros(0, np.int64)
+        half = v.tcp.d_y // 2 if v.tcp.legs_known else 0
+        for j in s.rtx.tolist():
+            t_j, a, b = int(s.ts[j]), int(s.off[j]), int(s.end[j])
+            k = int(np.searchsorted(y_ackmax, b, side="left"))
+            if k >= y_ts.shape[0] or int(y_ts[k]) < t_j + half:
+                continue  # never acknowledged in the capture, or the original was
+            hit = (off < b) & (end > a) & (arrival < t_j)
+            arrival[hit] = t_j
+            delivered_by[hit] = int(s.frames[j])
+            lost |= hit
+    return Readability(
+        off=off,
+        end=end,
+        frames=s.frames[idx].astype(np.int64),
+        delivered_by=delivered_by,
+        arrival=arrival,
+        ready=np.maximum.accumulate(arrival),
+        lost=lost,
+        original=original,
+    )
+
+
+def side_of_capture(v: RecordView) -> str:
+    """Where P sits relative to the sender, from the refined legs (§1.2; sturdier than the
+    handshake's when a SYN or SYN/ACK was retransmitted): "sender", "receiver", "middle"
+    or "unknown" (no handshake)."""
+    dx, dy = v.tcp.d_x, v.tcp.d_y
+    if not v.tcp.legs_known:
+        return "unknown"
+    if dy <= max(FLIGHT_GAP_MIN_NS // 2, dx // 10):
+        return "receiver"
+    if dx <= max(FLIGHT_GAP_MIN_NS // 2, dy // 10):
+        return "sender"
+    return "middle"
+
+
+def burst_starts(v: RecordView, idle_ns: int) -> np.ndarray:
+    """Stream offsets where the sender starts a new transfer — data the reader had not been
+    receiving: its first bytes; bytes after ≥ ``idle_ns`` without new data (nor
+    retransmissions); and bytes sent once everything before had been acknowledged (the sender had caught up) that no pure
+    ACK released — written later (an answer to a request, the next event), not queued
+    behind the window (a window-limited sender's next flight leaves d_X after the ACK that
+    makes room for it, at any vantage) nor behind loss recovery (a retransmission of the
+    sender in between: it did not know it had caught up).  Within a transfer the reader is already busy with
+    data that arrived: a record that completes later delays nobody's *first* use of it."""
+    s, tcp = v.s, v.tcp
+    new = np.nonzero(s.kind == "new")[0]  # frame order
+    if not new.shape[0]:
+        return np.zeros(0, np.int64)
+    ts = s.ts[new].astype(np.int64)
+    off = s.off[new].astype(np.int64)
+    ends = np.maximum.accumulate(s.end[new].astype(np.int64))
+    start = np.zeros(new.shape[0], bool)
+    start[1:] = np.diff(ts) >= idle_ns
+    # a retransmission after everything was acknowledged (or, unacknowledged, in the gap):
+    # the sender did not know it had caught up — in loss recovery (an RTO, a spurious
+    # resend), its queued data waiting, not idle and not written later
+    bad = tcp.x_bad_ts
+    trouble = np.zeros(new.shape[0], bool)
+    if bad.size and new.shape[0] > 1:
+        since = ts[:-1].copy()
+        if tcp.y_idx.size:
+            kc = np.searchsorted(tcp.y_ackmax, ends[:-1], side="left")
+            ok = kc < tcp.y_idx.size
+            since[ok] = np.maximum(since[ok], tcp.y_ts[np.minimum(kc, tcp.y_idx.size - 1)][ok])
+        lo = np.searchsorted(bad, since, side="right")
+        hi = np.searchsorted(bad, ts[1:], side="left")
+        trouble[1:] = hi > lo
+    if tcp.y_idx.size and new.shape[0] > 1:
+        dx = tcp.d_x if tcp.legs_known else 0
+        slack = tcp.tolerance() if tcp.legs_known else 0
+        # the last packet of Y that could have reached X before the segment left (§1.1)
+        k = np.searchsorted(tcp.y_ts, np.minimum(ts - dx + slack, ts - 1), side="right") - 1
+        kk = np.maximum(k, 0)
+        acked = np.where(k >= 0, tcp.y_ackmax[kk], -1)
+        caught = np.zeros(new.shape[0], bool)
+        caught[1:] = acked[1:] >= ends[:-1]
+        if tcp.legs_known:
+            tol, late = tcp.tolerance(), tcp.coupling.late_ns
+            pure_ack = (k >= 0) & ~tcp.y_data[kk]
+            released = pure_ack & np.asarray(tcp.coupled(ts - tcp.y_ts[kk], tol, late), bool)
+        else:
+            released = np.zeros(new.shape[0], bool)  # no vantage model: cannot tell
+        start |= caught & ~released
+    start &= ~trouble
+    start[0] = True
+    return np.sort(off[start])
+
+
 def detect_spanning(
     ctx: DetectContext,
     v: RecordView,
@@ -599,141 +742,249 @@ def detect_spanning(
     bulk_after_bytes: int = BULK_AFTER_BYTES,
     idle_reset_ns: int = IDLE_RESET_NS,
 ) -> list[Finding]:
+    """T2, one finding per transfer (burst) whose records waited for their last piece.
+
+    A record's wait is measured at the receiver in order (:func:`readability`): from when
+    its first byte was readable to when its last was — so a record behind someone else's
+    hole waited for the hole, not for its own size (TCP head-of-line blocking, reported by
+    tcp_hol_blocking), and a record whose pieces left in one flight waited for nothing.
+
+    The cost is what the reader lost: the delay to its *first* use of the transfer's data —
+    the wait of the transfer's first record, had it fitted one segment the reader could have
+    started on the first one at once (Grigorik's HTML head stuck in a 16 KiB record).  Later
+    records of the same transfer cost nobody anything that smaller records would have saved:
+    the reader already had data, and the transfer's last byte arrives at the same time
+    either way (issue 13 class 10); they are reported, as unpaid (severity info, cost 0),
+    only when congestion-window flights split them (record sizing, the remedy's business),
+    not when a loss or a stall did (the episode's own finding).
+    """
     r = v.recs
-    segs_n = r["segments"]
-    # §5.2 thresholds: k > 1 means the record is larger than one segment (wire > eff_mss);
-    # a smaller record straddling two segments is packing, and smaller records cannot help it
-    big = segs_n > 1
+    if not v.n_segments:
+        return []
+    big = r["segments"] > 1
     if v.eff_mss:
         big &= r["length"] > v.eff_mss
-    if not big.any() or not v.n_segments:
+    if not big.any():
+        return []
+    rd = readability(v)
+    if rd is None:
         return []
     s = v.s
-    b_off = bursts_start(s, idle_reset_ns)
-    rec_off = r["offset"]
-    rec_len = r["length"]
-    # burst position of every record: bytes of its burst sent before it
-    bi = np.searchsorted(b_off, rec_off, side="right") - 1
-    into = np.where(bi >= 0, rec_off - b_off[np.maximum(bi, 0)], rec_off)
-    cand = big & (into < bulk_after_bytes) & (r["missing_bytes"] == 0)
-    acked = AckTimes(v.p, v.d)
-    out: list[Finding] = []
-    for k in np.nonzero(cand)[0]:
-        k = int(k)
+    rtt = v.rtt_ns or 0
+    brk = max(flight_break_rtt * rtt, FLIGHT_GAP_MIN_NS)
+    starts = burst_starts(v, idle_reset_ns)
+    rec_off = r["offset"].astype(np.int64)
+    rec_len = r["length"].astype(np.int64)
+    bi = np.searchsorted(starts, rec_off, side="right") - 1
+    into = np.where(bi >= 0, rec_off - starts[np.maximum(bi, 0)], rec_off)
+    # the first application record of each transfer
+    first_of: dict[int, int] = {}
+    for k in range(rec_off.shape[0]):
+        first_of.setdefault(int(bi[k]), k)
+    spans: dict[int, list[dict[str, Any]]] = {}
+    for k in np.nonzero(big & (r["missing_bytes"] == 0))[0].tolist():
         if k in skip:
             continue  # T3a explains this record
+        if into[k] >= bulk_after_bytes:
+            continue  # bulk after ramp-up: 16 KiB records are right there
         a, b = int(rec_off[k]), int(rec_off[k] + rec_len[k])
-        into_burst = int(into[k])
-        fi = s.first_in(a, b)
-        if fi.shape[0] < 2:
+        ka, t_ready = rd.at(a)
+        kb, t_done = rd.at(b - 1)
+        wait = t_done - t_ready
+        if wait < brk or kb <= ka:
             continue
-        ri = s.rtx_in(a, b)
-        t_acked = acked.at(b)
-        if t_acked is not None:
-            ri = ri[s.ts[ri] <= t_acked]  # later resends are spurious (RTO on a lost ACK)
-        order = fi[np.argsort(s.ts[fi], kind="stable")]
-        ft = s.ts[order]
-        # flight breaks between original transmissions (a hole's fill is the loss, not a flight)
-        orig = order[~np.isin(s.kind[order], RETRANSMISSION_KINDS)]
-        gaps = np.diff(s.ts[orig])
-        lossy = bool(ri.shape[0])
-        rtt = v.rtt_ns
-        brk = bool(rtt) and bool(
-            (gaps >= max(flight_break_rtt * (rtt or 0), FLIGHT_GAP_MIN_NS)).any()
-        )
-        if not (brk or lossy):
+        pieces = np.arange(ka, kb + 1)
+        lossy = bool(rd.lost[pieces].any())
+        orig = pieces[rd.original[pieces]]
+        o_ts = s.ts[s.first[orig]] if orig.shape[0] else np.zeros(0, np.int64)
+        order = np.argsort(o_ts, kind="stable")
+        gaps = np.diff(o_ts[order]) if o_ts.shape[0] > 1 else np.zeros(0, np.int64)
+        # a congestion-window flight break: ≥ ½ RTT, at most a round trip plus a delayed
+        # ACK or two, with no retransmission of the sender between — a longer silence,
+        # or one spent retransmitting, is a stall or loss recovery, not record sizing
+        o_sorted = o_ts[order]
+        stall = np.zeros(gaps.shape[0], bool)
+        for g in np.nonzero(gaps >= brk)[0].tolist():
+            stall[g] = gaps[g] > 2 * rtt + TCP_DELACK_MAX_NS or v.tcp.x_trouble_between(
+                int(o_sorted[g]), int(o_sorted[g + 1])
+            )
+        flight = bool(rtt) and bool(((gaps >= brk) & ~stall).any())
+        stalled = bool(((gaps >= brk) & stall).any())
+        if not (flight or lossy or stalled):
             continue
-        t0 = int(ft[0])
-        t_complete = int(max(ft[-1], s.ts[ri].max() if lossy else ft[-1]))
-        cost = t_complete - t0
-        if cost <= 0:
-            continue
-        ev = [Evidence(int(s.frames[order[0]]), "record first segment", int(s.ts[order[0]]))]
-        if brk:
-            j = int(np.argmax(gaps))
-            a_i, b_i = int(orig[j]), int(orig[j + 1])
-            ev.append(Evidence(int(s.frames[a_i]), "last segment of the flight", int(s.ts[a_i])))
-            ev.append(Evidence(int(s.frames[b_i]), "next flight (after ACKs)", int(s.ts[b_i])))
-        for i in ri[:3]:
-            ev.append(Evidence(int(s.frames[i]), "retransmission", int(s.ts[i])))
-        last_i = int(order[-1])
-        if int(s.frames[last_i]) not in {e.frame for e in ev}:
-            ev.append(Evidence(int(s.frames[last_i]), "record last segment", int(s.ts[last_i])))
-        pt = int(v.plaintext[k])
-        n_pieces = int(fi.shape[0])
-        sender = ctx.endpoint(v.f, v.d)
-        why = []
-        if brk:
-            why.append(
-                f"its segments went out in different flights ({_ms(gaps.max()):.1f} ms gap, "
-                f"≥ ½ RTT = {_ms(flight_break_rtt * (rtt or 0)):.1f} ms: the sender was waiting "
+        x = {
+            "k": k,
+            "wait": wait,
+            "flight": flight,
+            "lossy": lossy or stalled,
+            "pieces": pieces,
+            "gaps": gaps,
+            "orig": orig[order],
+            "t_ready": t_ready,
+            "t_done": t_done,
+        }
+        spans.setdefault(int(bi[k]), []).append(x)
+    out: list[Finding] = []
+    for burst, xs in spans.items():
+        k0 = first_of.get(burst)
+        paid = next((x for x in xs if x["k"] == k0), None)
+        # later records that waited only for congestion-window flights: record sizing, but
+        # nobody paid; one that waited for a loss, a late segment or a stall is the episode's
+        unpaid = [x for x in xs if x is not paid and x["flight"] and not x["lossy"]]
+        if paid is None and not unpaid:
+            continue  # waits of a loss or stall inside the transfer: its episode's finding
+        out.append(_spanning_finding(ctx, v, rd, burst, starts, into, paid, unpaid, brk))
+    return out
+
+
+def _spanning_finding(
+    ctx: DetectContext,
+    v: RecordView,
+    rd: Readability,
+    burst: int,
+    starts: np.ndarray,
+    into: np.ndarray,
+    paid: dict[str, Any] | None,
+    unpaid: list[dict[str, Any]],
+    brk: float,
+) -> Finding:
+    r, s = v.recs, v.s
+    rec_off = r["offset"].astype(np.int64)
+    rec_len = r["length"].astype(np.int64)
+    rep = paid if paid is not None else max(unpaid, key=lambda x: x["wait"])
+    k = rep["k"]
+    pt = int(v.plaintext[k])
+    wire = int(rec_len[k])
+    n_pieces = int(rep["pieces"].shape[0])
+    ev: list[Evidence] = []
+    p0 = int(rep["pieces"][0])
+    ev.append(Evidence(int(rd.frames[p0]), "record first segment", int(s.ts[s.first[p0]])))
+    gaps = rep["gaps"]
+    if rep["flight"]:
+        j = int(np.argmax(gaps))
+        a_i, b_i = int(s.first[rep["orig"][j]]), int(s.first[rep["orig"][j + 1]])
+        ev.append(Evidence(int(s.frames[a_i]), "last segment of the flight", int(s.ts[a_i])))
+        ev.append(Evidence(int(s.frames[b_i]), "next flight (after ACKs)", int(s.ts[b_i])))
+    if rep["lossy"]:
+        late = rep["pieces"][rd.lost[rep["pieces"]]]
+        for q in late[:3].tolist():
+            ev.append(Evidence(int(rd.delivered_by[q]), "retransmission", int(rd.arrival[q])))
+    kl = int(rep["pieces"][-1])
+    if int(rd.frames[kl]) not in {e.frame for e in ev}:
+        ev.append(Evidence(int(rd.frames[kl]), "record last segment", int(s.ts[s.first[kl]])))
+    for x in sorted(unpaid, key=lambda x: -x["wait"])[: (2 if paid is not None else 0)]:
+        q = int(x["pieces"][0])
+        ev.append(Evidence(int(rd.frames[q]), "later record (unpaid)", int(s.ts[s.first[q]])))
+    sender, peer = ctx.endpoint(v.f, v.d), ctx.peer(v.f, v.d)
+    mss = v.eff_mss or 1448
+    rtt = v.rtt_ns or 0
+
+    def why(x: dict[str, Any]) -> str:
+        w = []
+        if x["flight"]:
+            w.append(
+                f"its segments went out in different flights ({_ms(x['gaps'].max()):.1f} ms "
+                f"apart, ≥ ½ RTT = {_ms(FLIGHT_BREAK_RTT * rtt):.1f} ms: the sender was waiting "
                 "for ACKs — slow start or a restart after idle)"
             )
-        if lossy:
-            n_rtx = int(ri.shape[0])
-            late = "arrived late" if (s.kind[ri] == "out_of_order").all() else "was retransmitted"
-            why.append(
-                f"{n_rtx} of its segments {late.replace('was', 'were')}"
-                if n_rtx > 1
-                else f"one of its segments {late} (lost and resent, or reordered)"
+        if x["lossy"]:
+            w.append(
+                "part of it arrived only with a retransmission (lost on the way), late, or "
+                "after a stall of the sender"
             )
-        mss = v.eff_mss or 1448
-        out.append(
-            Finding(
-                kind="tls_record_spanning",
-                flow=v.f,
-                dir=_dir(v.d),
-                t_start_ns=t0,
-                t_end_ns=t_complete,
-                cost_ms=_ms(cost),
-                cost_method="measured_interval",
-                evidence=ev,
-                vantage=ctx.vantage(v.f),
-                confidence=0.9 if lossy or v.rtt_ns else 0.6,
-                checks=[
-                    f"record spans {n_pieces} segments (wire {int(rec_len[k])} B > MSS {mss} B)",
-                    "flight break ≥ ½ RTT" if brk else "retransmission inside the record",
-                    f"within the first {bulk_after_bytes // 1024} KiB of a burst ({into_burst} B "
-                    "in): not bulk transfer after ramp-up",
-                    "same-direction interval: unbiased by the capture vantage (§1.1)",
-                ],
-                explanation=(
-                    f"The {sender} sent a {pt}-byte TLS record"
-                    + (
-                        " (the 2^14-byte maximum, RFC 8446 §5.1; "
-                        if pt >= TLS_MAX_PLAINTEXT
-                        else " ("
-                    )
-                    + f"{int(rec_len[k])} B on the wire, {n_pieces} segments). A TLS record is authenticated as a whole, so the "
-                    f"{ctx.peer(v.f, v.d)} could not read any of it until the last piece arrived, "
-                    f"{_ms(cost):.1f} ms after the first: " + "; and ".join(why) + ". With records "
-                    "that fit one segment the bytes already delivered would have been readable "
-                    "at once."
-                ),
-                remedy=(
-                    "Start connections (and bursts after ≥ 1 s idle) with records that fit one "
-                    "segment and grow them once the transfer is under way — dynamic record "
-                    f"sizing: ~1369–1426 B plaintext (one {mss}-byte segment) for the first "
-                    "~40 records or 128 KiB, then 16 KiB (Go crypto/tls does this by default; "
-                    "Cloudflare's nginx patch; HAProxy tune.ssl.maxrecord 1419; nginx "
-                    "ssl_buffer_size 4k; OpenSSL SSL_CTX_set_max_send_fragment), or write "
-                    "latency-sensitive messages in their own small SSL_write."
-                ),
-                display_filter=f"{_stream_filter(ctx, v.f)} && "
-                + frame_filter([e.frame for e in ev]),
-                details={
-                    "record_offset": a,
-                    "record_wire_len": int(rec_len[k]),
-                    "plaintext_len": pt,
-                    "segments": n_pieces,
-                    "flight_break": brk,
-                    "max_gap_ms": round(_ms(gaps.max()), 3) if gaps.shape[0] else 0.0,
-                    "retransmitted": lossy,
-                    "bytes_into_burst": int(into_burst),
-                },
-            )
+        return "; and ".join(w)
+
+    size = (
+        f"a {pt}-byte TLS record"
+        + (" (the 2^14-byte maximum, RFC 8446 §5.1; " if pt >= TLS_MAX_PLAINTEXT else " (")
+        + f"{wire} B on the wire, {n_pieces} segments)"
+    )
+    unpaid_ms = max((x["wait"] for x in unpaid), default=0)
+    later = (
+        f" {len(unpaid)} later record(s) of this transfer also spanned flights (up to "
+        f"{_ms(unpaid_ms):.1f} ms); nobody paid for those: the reader already had data, and "
+        "the transfer's last byte arrives at the same time with smaller records."
+        if unpaid
+        else ""
+    )
+    if paid is not None:
+        cost = _ms(paid["wait"])
+        expl = (
+            f"The {sender} began a transfer with {size}. A TLS record is authenticated as a "
+            f"whole, so the {peer} could first use any of this transfer's data {cost:.1f} ms "
+            f"after its first bytes were there: {why(paid)}. With records that fit one segment "
+            "it could have started on the first segment at once. The transfer's last byte "
+            "arrives at the same time either way, so a reader that needs the whole message "
+            "lost nothing; one that uses data as it comes lost up to this much (an upper "
+            "bound)." + later
         )
-    return out
+    else:
+        cost = 0.0
+        expl = (
+            f"{len(unpaid)} TLS record(s) of the {sender}'s transfer spanned "
+            f"congestion-window flights — the longest, {size}, was readable only "
+            f"{_ms(rep['wait']):.1f} ms after its first bytes arrived ({why(rep)}) — but nobody "
+            f"paid: the transfer's first data reached the {peer} at once, and its last byte "
+            "arrives at the same time with records that fit one segment. Only a reader that "
+            "uses data as it comes would have seen these bytes sooner."
+        )
+    b0 = int(starts[burst]) if burst >= 0 else 0
+    checks = [
+        f"record spans {n_pieces} segments (wire {wire} B > MSS {mss} B)",
+        "wait measured at the receiver in order: from its first byte readable to its last "
+        "(a record behind another's hole waited for the hole, not for its size)",
+        "flight break ≥ ½ RTT" if rep["flight"] else "a piece lost or late inside the record",
+        f"within the first {BULK_AFTER_BYTES // 1024} KiB of the transfer "
+        f"({int(into[k])} B in): not bulk transfer after ramp-up",
+        "cost: the reader's first use of the transfer's data (its first record); later "
+        "records are not counted (same first data, same last byte either way)",
+    ]
+    return Finding(
+        kind="tls_record_spanning",
+        flow=v.f,
+        dir=_dir(v.d),
+        t_start_ns=int(rep["t_ready"]),
+        t_end_ns=int(rep["t_done"]),
+        cost_ms=cost,
+        cost_method="upper_bound" if paid is not None else "estimate",
+        severity=None if paid is not None else "info",
+        evidence=ev,
+        vantage=ctx.vantage(v.f),
+        confidence=0.8 if paid is not None else 0.7,
+        checks=checks,
+        explanation=expl,
+        remedy=(
+            "Start connections (and bursts after ≥ 1 s idle) with records that fit one "
+            "segment and grow them once the transfer is under way — dynamic record "
+            f"sizing: ~1369–1426 B plaintext (one {mss}-byte segment) for the first "
+            "~40 records or 128 KiB, then 16 KiB (Go crypto/tls does this by default; "
+            "Cloudflare's nginx patch; HAProxy tune.ssl.maxrecord 1419; nginx "
+            "ssl_buffer_size 4k; OpenSSL SSL_CTX_set_max_send_fragment), or write "
+            "latency-sensitive messages in their own small SSL_write."
+        ),
+        display_filter=f"{_stream_filter(ctx, v.f)} && " + frame_filter([e.frame for e in ev]),
+        details={
+            "paid": paid is not None,
+            "transfer_offset": b0,
+            "record_offset": int(rec_off[k]),
+            "record_wire_len": wire,
+            "plaintext_len": pt,
+            "segments": n_pieces,
+            "wait_ms": round(_ms(rep["wait"]), 3),
+            "flight_break": bool(rep["flight"]),
+            "max_gap_ms": round(_ms(gaps.max()), 3) if gaps.shape[0] else 0.0,
+            "retransmitted": bool(rep["lossy"]),
+            "bytes_into_burst": int(into[k]),
+            "unpaid_records": [
+                {
+                    "record_offset": int(rec_off[x["k"]]),
+                    "wait_ms": round(_ms(x["wait"]), 3),
+                    "first_frame": int(rd.frames[int(x["pieces"][0])]),
+                }
+                for x in unpaid[:20]
+            ],
+        },
+    )
 
 
 # --- T3a: a write boundary inside a record --------------------------------------------------

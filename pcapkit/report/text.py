@@ -117,9 +117,36 @@ def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
     ) or [indent]
 
 
+def time_lost_ms(findings: Any) -> float:
+    """What the findings cost together, in ms: each finding's cost is the wait ending at its
+    ``t_end_ns``; waits of one flow direction that overlap in time (a record held behind a
+    hole that a tcp_hol_blocking finding also prices, a Nagle hold and the records it
+    coalesced) are counted once, waits of different connections add up."""
+    spans: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
+    for f in findings.itertuples(index=False):
+        if _na(f.cost_ms) or float(f.cost_ms) <= 0:
+            continue
+        end = int(f.t_end_ns)
+        spans.setdefault((f.flow, f.dir), []).append((end - round(float(f.cost_ms) * 1e6), end))
+    total = 0
+    for iv in spans.values():
+        iv.sort()
+        lo, hi = iv[0]
+        for a, b in iv[1:]:
+            if a > hi:
+                total += hi - lo
+                lo, hi = a, b
+            else:
+                hi = max(hi, b)
+        total += hi - lo
+    return total / 1e6
+
+
 def verdict(findings: Any, cov: dict[str, Any] | None = None) -> str:
-    """One line for the whole capture; it says what could not be read (``cov``:
-    :func:`pcapkit.report.coverage.coverage`) instead of a clean bill for it."""
+    """One line for the whole capture: the findings that cost time by kind, and the time
+    they cost together (:func:`time_lost_ms`: overlapping waits counted once); it says what
+    could not be read (``cov``: :func:`pcapkit.report.coverage.coverage`) instead of a
+    clean bill for it."""
     n_unread = 0 if cov is None else unread(cov)
     blind = (
         f"{n_unread} TLS/QUIC connection(s) could not be decrypted, so delays inside them "
@@ -137,16 +164,19 @@ def verdict(findings: Any, cov: dict[str, Any] | None = None) -> str:
         return f"verdict: {len(findings)} informational finding(s), nothing that cost time" + (
             f"; {blind}" if blind else ""
         )
-    by_kind = costly.groupby("kind", sort=False).agg(n=("kind", "size"), cost=("cost_ms", "sum"))
-    by_kind = by_kind.sort_values("cost", ascending=False)
-    parts = [f"{k} ({int(r.n)}×, {_ms(r.cost)})" for k, r in by_kind.iterrows()]
-    worst = costly.iloc[0]
-    return (
-        f"verdict: {len(costly)} finding(s) cost time — "
-        + ", ".join(parts)
-        + f"; worst: {worst.kind} on flow {worst.flow}, {_ms(worst.cost_ms)}"
-        + (f"; {blind}" if blind else "")
+    kinds = list(dict.fromkeys(costly.kind))
+    by_kind = sorted(
+        ((k, int((costly.kind == k).sum()), time_lost_ms(costly[costly.kind == k])) for k in kinds),
+        key=lambda x: -x[2],
     )
+    parts = [f"{k} ({n}×, {_ms(c)})" for k, n, c in by_kind]
+    worst = costly.iloc[0]
+    line = f"verdict: {len(costly)} finding(s) cost time — " + ", ".join(parts)
+    total = time_lost_ms(costly)
+    if len(costly) > 1:
+        line += f"; {_ms(total)} in all (overlapping waits on a connection counted once)"
+    line += f"; worst: {worst.kind} on flow {worst.flow}, {_ms(worst.cost_ms)}"
+    return line + (f"; {blind}" if blind else "")
 
 
 def flow_lines(r: Any, t0: int, tls: Any = None) -> list[str]:

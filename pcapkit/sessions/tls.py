@@ -663,6 +663,13 @@ TLS13 = 0x0304
 TLS10 = 0x0301
 
 
+def suite_name(suite_id: int) -> str | None:
+    """The IANA name of a cipher suite this layer knows (``tls.cipher`` uses the same
+    names), None for the others."""
+    s = cipher_suite(suite_id)
+    return None if s is None else s.name
+
+
 def record_overhead(version: int | None, suite_id: int | None) -> int | None:
     """The fewest bytes a protected record adds to its plaintext (DETECTION.md §1.7).
 

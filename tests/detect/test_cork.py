@@ -162,13 +162,74 @@ def test_synthetic_answer_after_rto_is_not_cork_when_answers_are_slow_anyway(tmp
 
 
 def test_synthetic_setup_anchor(tmp_path):
-    """SYNTHETIC: the server's first bytes (a banner) leave ≈ RTO after the handshake."""
+    """SYNTHETIC: the server's first bytes (a banner) leave ≈ RTO after the handshake, and
+    its next message, 600 ms later with nothing inbound, is held like it (a corked socket)."""
     s = Sim.at("server")
     s.handshake()
-    b = s.server(s.d_s + s.d_c + 222_000, 60)
+    t = s.d_s + s.d_c + 222_000
+    b = s.server(t, 60)
+    s.client(t + s.d_c + 30, 0)
+    s.server(t + 600_000, 60)
     f = of_kind(s.trace(tmp_path), {"tcp_cork"})
-    assert f.kind.tolist() == ["tcp_cork"] and role(f.iloc[0], "held_segment") == b
+    assert f.kind.tolist() == ["tcp_cork"] * 2 and role(f.iloc[0], "held_segment") == b
     assert f.details.iloc[0]["trigger"] == "setup"
+
+
+@pytest.mark.parametrize("anchor", ["setup", "request"])
+def test_synthetic_lone_late_answer_is_not_cork(tmp_path, anchor):
+    """SYNTHETIC: one greeting or one answer ≈ RTO late and nothing else: a proxy fetching
+    from upstream or a slow handshake step takes 200–300 ms as often as a forgotten cork
+    holds a write — the wire cannot tell a lone one (§3.2 a: "consistently").  nDPI's
+    http-proxy.pcapng (an Apache forward proxy answering 236 ms after a GET with an
+    absolute URI) and teams.pcap (one server Finished 282 ms after the client's, where
+    seven other connections to the same server got theirs within one RTT) were reported
+    as tcp_cork (issue 13 review)."""
+    s = Sim.at("server")
+    s.handshake()
+    if anchor == "setup":
+        s.server(s.d_s + s.d_c + 222_000, 60)
+    else:
+        s.client(100_000, 294)
+        s.server(100_000 + s.d_s + 236_000, 716)
+    assert of_kind(s.trace(tmp_path), {"tcp_cork"}).empty
+
+
+def test_synthetic_answer_to_a_request_completed_late_is_not_cork(tmp_path):
+    """SYNTHETIC (client vantage): the request's last segments reach the server late — its
+    ACKs stay below the request's end (SACK recovery of a delayed segment) for 250 ms — and
+    the answer leaves 13 ms after the ACK that finally covers it.  Timed from the client's
+    last request packet the answer looks ≈ RTO late; timed from when the server had the
+    request it was prompt.  nDPI's netflix.pcap frame 1441 (issue 13 review)."""
+    s = Sim.at("client", rtt_us=50_000.0)
+    s.handshake()
+    t = 100_000.0
+    s.client(t, 1000)
+    s.client(t + 10, 1000)
+    s.server(t + 80_000, 0, ack=1000)  # the second segment has not arrived
+    s.server(t + 200_000, 0, ack=1000)
+    done = t + 290_000
+    s.server(done, 0, ack=2000)  # now the server has the whole request
+    s.server(done + 13_000, 300)  # … and answers it at once
+    s.client(done + 13_000 + s.d_c + 30, 0)
+    s.server(done + 700_000, 300)
+    assert of_kind(s.trace(tmp_path), {"tcp_cork"}).empty
+
+
+def test_synthetic_trickling_write_has_no_tail_anchor(tmp_path):
+    """SYNTHETIC (client vantage): a server writes its handshake flight piece by piece —
+    two full segments 64 ms apart with no ACK between them, the tail 330 ms later.  The
+    full segments did not leave at once, so the tail's lateness may be the application's
+    pace as well as a cork (nDPI's netflix.pcap frames 1348, 1356, 1380)."""
+    s = Sim.at("client", rtt_us=53_000.0)
+    s.handshake()
+    s.client(100_000, 229)
+    s.server(100_000 + s.d_s, 0)
+    s.server(200_000, 1448, flags="A")
+    s.server(264_000, 1448, flags="A")
+    ack = 264_000 + s.d_c + 3_000
+    s.client(ack, 0)
+    s.server(ack + 329_000, 163)
+    assert of_kind(s.trace(tmp_path), {"tcp_cork"}).empty
 
 
 def test_synthetic_late_first_request_of_a_client_is_not_cork(tmp_path):
@@ -272,3 +333,21 @@ def test_synthetic_write_coalescing_is_informational(tmp_path):
     assert row.details["records_coalesced"] == 3
     assert [e["role"] for e in row.evidence] == ["previous_segment", "coalesced_segment"]
     assert of_kind(s.trace(tmp_path, "again.pcap"), {"tcp_cork", "nagle"}).empty
+
+
+def test_synthetic_tail_after_a_retransmission_is_not_cork(tmp_path):
+    """SYNTHETIC (client vantage): the server re-sends a segment the capture point saw
+    acknowledged (its copy of the ACK was lost: an RTO, a spurious retransmission), then
+    its tail ≈ RTO after that ACK.  The server's view of what was in flight lagged the
+    capture point's — the tail may have waited for the window after loss recovery (§3.3).
+    nDPI's netflix.pcap frames 1722, 1726, 1739 (issue 13 review)."""
+    s = Sim.at("client", rtt_us=17_000.0)
+    s.handshake()
+    s.client(100_000, 245)
+    s.server(100_000 + s.d_s + 1_000, 1448, flags="A")
+    ack = s.client(100_000 + s.d_s + 1_000 + s.d_c + 30, 0)
+    s.server(100_000 + s.d_s + 40_000, 1448, flags="A", offset=0)  # spurious resend
+    s.server(100_000 + s.d_s + 1_000 + s.d_c + 30 + 230_000, 667)
+    f = of_kind(s.trace(tmp_path), {"tcp_cork"})
+    assert f.empty, f.frames.tolist()
+    assert ack  # (the ACK the retransmission ignored)

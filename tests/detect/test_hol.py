@@ -175,18 +175,24 @@ def test_synthetic_loss_at_receiver_is_hol(tmp_path):
 
 
 def test_synthetic_reordering_without_loss_is_not_hol(tmp_path):
-    """SYNTHETIC: the original of segment 1 arrives 250 µs late, no retransmission."""
+    """SYNTHETIC: the original of segment 1 arrives 250 µs late, no retransmission: a swap
+    nobody feels (< 1 ms, REORDER_FELT_NS) — neither a loss nor a blocking worth a finding."""
     t = _trace(tmp_path, _receiver_side(30_450))
     assert t.segments.kind.astype(str).tolist().count("prev_not_captured") == 1
     assert hol_findings(t) == []
 
 
-def test_synthetic_late_original_by_timestamps_is_not_hol(tmp_path):
+def test_synthetic_late_original_by_timestamps_is_reordering_hol(tmp_path):
     """SYNTHETIC: the hole lasts 15 ms (> ½ RTT) but TSval says the fill is the original
-    (sent before the segments behind it): reordering, not loss."""
+    (sent before the segments behind it): reordering, not loss — and the three writes that
+    arrived behind it waited for it all the same: tcp_hol_blocking, cause reordering, no
+    retransmission claimed (issue 13 class 2: a late original is the episode's cause)."""
     t = _trace(tmp_path, _receiver_side(45_200, ts_fill=101))
-    assert hol_findings(t) == []
-    # the same timing with a newer TSval on the fill is a retransmission: HoL
+    (f,) = hol_findings(t)
+    assert f.details["cause"] == "reordering" and "retransmission" not in roles(f)
+    assert f.cost_ms == pytest.approx(15.0, abs=0.01)
+    assert "out of order" in f.explanation and "not a loss" in f.explanation
+    # the same timing with a newer TSval on the fill is a retransmission: HoL by loss
     t2 = _trace(tmp_path, _receiver_side(45_200, ts_fill=150))
     (f,) = hol_findings(t2)
     assert f.cost_ms == pytest.approx(15.0, abs=0.01)

@@ -541,3 +541,60 @@ def test_synthetic_pacing_is_not_coupled(tmp_path):
         s.server(t + 83_100, 100)
         t += 90_000
     assert of_kind(s.trace(tmp_path), NAGLE_KINDS | {"delayed_ack"}).empty
+
+
+def test_synthetic_super_segment_of_a_sender_with_unknown_segment_size(tmp_path):
+    """SYNTHETIC: a 2800-byte GSO burst from a server whose SYN/ACK carried no MSS option
+    (its segment size is unknown: a 1400-byte MSS makes it two full segments) is not known
+    to be small, so the 38 bytes behind it are not a Nagle hold — what nDPI's
+    cloudflare-warp.pcap showed (frames 51–53: a local userspace stack's 2800-byte burst,
+    its tail 0.3 ms after the client's ACK) was reported as nagle_delayed_ack."""
+    for announced, holds in ((True, 1), (False, 0)):
+        s = Sim.at("client", rtt_us=900.0)
+        c = s.conn
+        opts = [("MSS", 1460), ("SAckOK", b""), ("NOP", None), ("WScale", 7)]
+        c.raw(0, True, "S", c.cisn, 0, options=opts)
+        c.raw(s.d_s, False, "SA", c.sisn, c.cisn + 1, options=opts if announced else [])
+        c.raw(s.d_s + s.d_c, True, "A", c.cisn + 1, c.sisn + 1)
+        s.client(10_000, 186)
+        s.server(11_000, 0)
+        s.server(100_000, 2800)
+        s.client(150_000, 0)  # delayed ACK of the burst
+        s.server(150_000 + s.d_s + 300, 38)
+        s.client(200_000, 93)
+        tr = s.trace(tmp_path, f"gso_{announced}.pcap")
+        assert len(of_kind(tr, NAGLE_KINDS)) == holds, announced
+
+
+def test_synthetic_relay_near_the_capture_point_is_not_judged(tmp_path):
+    """SYNTHETIC: the server-side TCP is a relay near the capture point (a VPN capture
+    app's userspace stack that connects upstream before answering the SYN: SYN/ACK after
+    61 ms, the client's data acknowledged in 60 µs — split TCP).  Its segments follow the
+    client's delayed ACKs, but whether by Nagle, a one-segment window or a timer of the
+    relay cannot be told, and TCP_NODELAY on "the server" would address nobody: silent.
+    The same exchanges from a genuine server 20 ms away are Nagle × delayed ACK (control).
+    What nDPI's whatsapp_voice_and_message.pcap showed (7 nagle_delayed_ack, issue 13)."""
+    for relay in (True, False):
+        s = Sim.at("client", rtt_us=20_000.0)
+        c = s.conn
+        opts = [("MSS", 1460), ("SAckOK", b""), ("NOP", None), ("WScale", 7)]
+        syn_ack = 61_000.0 if relay else s.d_s
+        c.raw(0, True, "S", c.cisn, 0, options=opts)
+        c.raw(syn_ack, False, "SA", c.sisn, c.cisn + 1, options=opts)
+        c.raw(syn_ack + s.d_c, True, "A", c.cisn + 1, c.sisn + 1)
+        if relay:
+            s.d_s = 60.0  # the relay's reactions: µs
+        t = 100_000.0
+        for _ in range(3):
+            s.client(t, 170)  # request
+            s.server(t + s.d_s + 20, 0)  # ACKed
+            t1 = t + 120_000.0  # the answer after 120 ms of service (not ≈ RTO)
+            s.server(t1, 78)  # S1
+            a = t1 + s.d_c + 50_000  # the client's 50 ms delayed ACK
+            s.client(a, 0)
+            s.server(a + s.d_s + 100, 505)  # S2 released by it
+            s.client(a + 50_000, 0)
+            t = a + 1_000_000.0
+        tr = s.trace(tmp_path, f"relay_{relay}.pcap")
+        f = of_kind(tr, NAGLE_KINDS | {"delayed_ack", "tcp_cork"})
+        assert (len(f) == 0) if relay else (f.kind.tolist() == ["nagle_delayed_ack"] * 3), f
