@@ -14,6 +14,12 @@ them:
 * **deterministic drop** of the N-th *payload* packet of a direction (TCP with payload
   length > 0, or any UDP datagram; 1-based, counted at ingress, retransmissions count too);
 * **reordering**: the N-th payload packet is held an extra time so later packets overtake it;
+* **lost handshakes**: the N-th SYN (client → server) or SYN/ACK (server → client) is dropped;
+* **a black hole**: after the N-th payload packet of a direction, everything else in that
+  direction is dropped (a NAT that lost its state, a dead link);
+* **a delivery stall**: after the N-th payload packet, every packet of the direction arriving
+  in the next T ms is held and released, in order, when the window ends (a radio outage or a
+  middlebox that buffers: nothing is lost, everything is late);
 * **TTL / hop-limit decrement** (one router hop) so captures look like a routed path and a
   TTL-based vantage guess (DETECTION.md §1.1 (b)) works.
 
@@ -112,10 +118,25 @@ class DirectionConfig:
     reorder: tuple[int, ...] = ()  # 1-based indices of payload packets to hold back
     reorder_extra_ns: int = DEFAULT_REORDER_EXTRA_NS
     queue_limit_bytes: int = DEFAULT_QUEUE_LIMIT_BYTES
+    # 1-based indices of TCP SYN packets of this direction to drop (c2s: the client's SYN
+    # and its retransmissions; s2c: the server's SYN/ACKs) — a lost handshake
+    drop_syn: tuple[int, ...] = ()
+    # a black hole: after the N-th payload packet of this direction has passed, every later
+    # packet of the direction (data, ACKs, FIN, RST) is dropped
+    blackhole_after: int | None = None
+    # a delivery stall: after the N-th payload packet, every packet of this direction that
+    # arrives in the next stall_ns is held and released at the window's end, in order
+    stall_after: int | None = None
+    stall_ns: int = 0
 
     def __post_init__(self) -> None:
-        if self.delay_ns < 0 or self.reorder_extra_ns < 0:
+        if self.delay_ns < 0 or self.reorder_extra_ns < 0 or self.stall_ns < 0:
             raise ValueError("delays must be >= 0")
+        if any(n < 1 for n in self.drop_syn):
+            raise ValueError("SYN indices are 1-based")
+        for n in (self.blackhole_after, self.stall_after):
+            if n is not None and n < 0:
+                raise ValueError("packet counts must be >= 0")
         if self.rate_bps is not None and self.rate_bps <= 0:
             raise ValueError("rate_bps must be > 0 or None")
         if any(n < 1 for n in (*self.drop, *self.reorder)):
@@ -132,6 +153,10 @@ class DirectionConfig:
             reorder=tuple(int(n) for n in d.get("reorder", ())),
             reorder_extra_ns=int(d.get("reorder_extra_ns", DEFAULT_REORDER_EXTRA_NS)),
             queue_limit_bytes=int(d.get("queue_limit_bytes", DEFAULT_QUEUE_LIMIT_BYTES)),
+            drop_syn=tuple(int(n) for n in d.get("drop_syn", ())),
+            blackhole_after=None if d.get("blackhole_after") is None else int(d["blackhole_after"]),
+            stall_after=None if d.get("stall_after") is None else int(d["stall_after"]),
+            stall_ns=int(d.get("stall_ns", 0)),
         )
 
 
@@ -327,8 +352,10 @@ _T_ACTION = 12
 @dataclass(slots=True)
 class _DirState:
     payload_index: int = 0
+    syn_index: int = 0  # TCP SYN packets seen (SYN or SYN/ACK), for drop_syn
     link_free_ns: int = 0  # monotonic time at which the rate-limited link is idle again
     queued_bytes: int = 0
+    stall_end_ns: int | None = None  # monotonic end of the delivery stall, once it started
 
 
 class Impairment:
@@ -364,6 +391,8 @@ class Impairment:
             "queue_dropped": 0,
             "ttl_expired": 0,
             "middle_tapped": 0,
+            "blackholed": 0,
+            "stalled": 0,
         }
 
     # -- helpers
@@ -443,6 +472,22 @@ class Impairment:
             if entry is not None:
                 entry[_T_ACTION] = "drop"
             return
+        if info.proto == IPPROTO_TCP and info.flags & TCP_SYN:
+            st.syn_index += 1
+            if st.syn_index in cfg.drop_syn:
+                self.stats["dropped"] += 1
+                self._event("drop_syn", direction, info, rel, 0, wall_ns, syn_index=st.syn_index)
+                if entry is not None:
+                    entry[_T_ACTION] = "drop"
+                return
+        passed = st.payload_index - (1 if idx else 0)  # payload packets before this one
+        if cfg.blackhole_after is not None and passed >= cfg.blackhole_after:
+            self.stats["blackholed"] += 1
+            if self.stats["blackholed"] == 1:
+                self._event("blackhole", direction, info, rel, idx, wall_ns)
+            if entry is not None:
+                entry[_T_ACTION] = "blackhole"
+            return
         out = pkt
         if self.config.decrement_ttl:
             buf = bytearray(pkt)
@@ -467,6 +512,15 @@ class Impairment:
             start = max(now_ns, st.link_free_ns)
             st.link_free_ns = start + -(-len(pkt) * 8 * 1_000_000_000 // cfg.rate_bps)
             release = st.link_free_ns
+        if cfg.stall_after is not None and passed >= cfg.stall_after and cfg.stall_ns:
+            if st.stall_end_ns is None:
+                st.stall_end_ns = now_ns + cfg.stall_ns
+                self._event("stall", direction, info, rel, idx, wall_ns, stall_ns=cfg.stall_ns)
+            if now_ns < st.stall_end_ns:
+                release = max(release, st.stall_end_ns)
+                self.stats["stalled"] += 1
+                if entry is not None:
+                    entry[_T_ACTION] = "stalled"
         before_tap, _ = self._split[direction]
         release += before_tap  # the whole delay when there is no middle tap
         if idx and idx in self._reorders[direction]:

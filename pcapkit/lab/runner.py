@@ -28,11 +28,14 @@ the captures' clock, ``*_ms`` are float milliseconds)::
     controls [what a control controls for; [] for a positive],
     incidental [present in both variants by construction, e.g. the TCP HoL of any drop:
                 a detector may report it or not],
+    unseen {pathology: [vantages]} (a positive's pathology the wire cannot show there: a SYN
+            lost before the server's capture point; the detector must stay silent there),
     created_ns, duration_s,
     host {kernel, python, openssl},
     topology {kind, topology ("tun"|"loopback"|"veth"), client {netns, iface, ip},
               server {...}, mtu},
-    path {c2s {delay_ms, rate_mbit, drop [idx], reorder [idx], reorder_extra_ms}, s2c {...},
+    path {c2s {delay_ms, rate_mbit, drop [idx], reorder [idx], reorder_extra_ms, drop_syn [idx],
+               blackhole_after, stall_after, stall_ms}, s2c {...},
           rtt_ms, ttl_decrement,
           middle null | {c2s {before_ms, after_ms}, s2c {...}}  (the delay's split at the tap)},
     params {every resolved parameter}, overrides {what the caller changed},
@@ -122,6 +125,12 @@ def forwarder_config(params: dict[str, Any]) -> ForwarderConfig:
             drop=tuple(int(n) for n in params.get(f"drop_{d}") or ()),
             reorder=tuple(int(n) for n in params.get(f"reorder_{d}") or ()),
             reorder_extra_ns=_ns(params.get("reorder_extra_ms", 5.0)),
+            drop_syn=tuple(int(n) for n in params.get(f"drop_syn_{d}") or ()),
+            blackhole_after=params.get(f"blackhole_{d}_after"),
+            stall_after=params.get(f"stall_{d}_after"),
+            stall_ns=_ns(params.get("stall_ms") or 0.0)
+            if params.get(f"stall_{d}_after") is not None
+            else 0,
         )
     return ForwarderConfig(c2s=dirs["c2s"], s2c=dirs["s2c"])
 
@@ -134,6 +143,10 @@ def _path_summary(cfg: ForwarderConfig) -> dict[str, Any]:
             "drop": list(d.drop),
             "reorder": list(d.reorder),
             "reorder_extra_ms": d.reorder_extra_ns / 1e6,
+            "drop_syn": list(d.drop_syn),
+            "blackhole_after": d.blackhole_after,
+            "stall_after": d.stall_after,
+            "stall_ms": d.stall_ns / 1e6,
         }
 
     middle = None
@@ -239,7 +252,29 @@ def _check_direct_path(sc: Scenario, params: dict[str, Any], middle: bool) -> No
         for k in ("delay_ms", "delay_c2s_ms", "delay_s2c_ms", "rate_mbit")
         if params.get(k) not in (None, 0, 0.0)
     ]
-    bad += [k for k in ("drop_c2s", "drop_s2c", "reorder_c2s", "reorder_s2c") if params.get(k)]
+    bad += [
+        k
+        for k in (
+            "drop_c2s",
+            "drop_s2c",
+            "reorder_c2s",
+            "reorder_s2c",
+            "drop_syn_c2s",
+            "drop_syn_s2c",
+            "stall_ms",
+        )
+        if params.get(k)
+    ]
+    bad += [
+        k
+        for k in (
+            "blackhole_c2s_after",
+            "blackhole_s2c_after",
+            "stall_c2s_after",
+            "stall_s2c_after",
+        )
+        if params.get(k) is not None
+    ]
     if middle:
         bad.append("middle")
     if bad:
@@ -390,6 +425,7 @@ def run(
         "expected_codes": [registry.PATHOLOGIES[p][0] for p in sc.expected],
         "controls": list(sc.controls),
         "incidental": list(sc.incidental),
+        "unseen": {k: list(v) for k, v in sc.unseen.items()},
         "created_ns": created_ns,
         "duration_s": round(time.monotonic() - t0, 3),
         "host": {

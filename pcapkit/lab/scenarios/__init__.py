@@ -59,6 +59,11 @@ PATHOLOGIES: dict[str, tuple[str, str]] = {
     "connection_not_reused": ("R3", "DETECTION.md §7.3"),
     "tls_resumption_missing": ("R4", "DETECTION.md §7.4"),
     "sse_batching": ("S1", "issue 6: events arrive in bursts"),
+    "syn_retransmission": ("L1", "issue 22; RFC 6298 §2.1, §5.7"),
+    "rto_stall": ("L2", "issue 22; RFC 6298 §5, RFC 8985 §7"),
+    "connection_dead": ("L3", "issue 22; RFC 6298 §5.5, RFC 1122 §4.2.3.5"),
+    "delivery_stall": ("L4", "issue 22: a path that delivers nothing for many round trips"),
+    "loss_recovery": ("L5", "issue 22; RFC 5681 §3.2, RFC 8985"),
 }
 
 # Parameters every scenario understands (the path and the run); scenarios add their own.
@@ -72,6 +77,13 @@ COMMON_PARAMS: dict[str, Any] = {
     "reorder_c2s": [],  # payload packets held back reorder_extra_ms so later ones overtake
     "reorder_s2c": [],
     "reorder_extra_ms": 5.0,
+    "drop_syn_c2s": [],  # 1-based indices of the client's SYNs to drop (a lost handshake)
+    "drop_syn_s2c": [],  # … of the server's SYN/ACKs
+    "blackhole_c2s_after": None,  # after N payload packets, drop everything client → server
+    "blackhole_s2c_after": None,
+    "stall_c2s_after": None,  # after N payload packets, hold the direction for stall_ms
+    "stall_s2c_after": None,
+    "stall_ms": 0.0,
     "cc": "cubic",  # TCP_CONGESTION on both sockets (the host default here is bbr, which
     #                 paces and has its own idle handling: not what the recipes assume)
     "port": 9000,
@@ -123,6 +135,10 @@ class Scenario:
     # `pcapkit lab fixtures` also writes middle.pcapng (forwarder topology only); False
     # where the fixture budget (fixtures.FOLDER_BUDGET_BYTES) has no room for a third capture
     fixture_middle: bool = True
+    # a positive's pathologies the wire cannot show at some vantages (pathology → vantages):
+    # a SYN lost before the server's capture point never reaches it.  There the detector
+    # must stay silent, and the vantages need not agree on it.
+    unseen: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def variant(self) -> str:
@@ -158,6 +174,7 @@ _BUILTIN_MODULES = (
     "pcapkit.lab.scenarios.h3",
     "pcapkit.lab.scenarios.reuse",
     "pcapkit.lab.scenarios.bulk",
+    "pcapkit.lab.scenarios.stalls",
 )
 TOPOLOGIES = ("tun", "loopback", "veth")
 
@@ -174,6 +191,9 @@ def register(scenario: Scenario) -> Scenario:
         raise ValueError(f"{scenario.name}: a control must say what it controls for")
     if scenario.expected and scenario.pair is None:
         raise ValueError(f"{scenario.name}: a positive needs its control (pair)")
+    for p, where in scenario.unseen.items():
+        if p not in scenario.expected or not set(where) <= {"client", "server", "middle"}:
+            raise ValueError(f"{scenario.name}: unseen names {p!r} at {where!r}")
     if scenario.topology not in TOPOLOGIES:
         raise ValueError(f"{scenario.name}: unknown topology {scenario.topology!r}")
     REGISTRY[scenario.name] = scenario
