@@ -722,8 +722,19 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("path_ms", "float64", "round trip capture point ↔ server (first event only)"),
         ("cadence_ms", "float64", "the stream's median gap (later events only)"),
         ("network_ms", "float64", "time inside overlapping TCP/TLS findings"),
-        ("server_ms", "float64", "the rest: no network cause, the server sent late"),
-        ("cause", "str", "largest share: a finding kind, server, path or cadence"),
+        (
+            "server_ms",
+            "float64",
+            "the rest, where the wire shows the server sent late (capture at the server, or "
+            "its TCP timestamps advanced with the wait)",
+        ),
+        (
+            "unexplained_ms",
+            "float64",
+            "the rest above 20 ms that no finding explains and the wire cannot show to be the "
+            "server's (the path held it, or no timestamps to tell) — never counted as server",
+        ),
+        ("cause", "str", "largest share: a finding kind, server, path, cadence or unexplained"),
         ("findings", "object", "kinds of the overlapping findings, costliest first"),
         ("frames", "object", "evidence frames of the costliest overlapping finding"),
     ],

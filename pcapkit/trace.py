@@ -466,6 +466,7 @@ class Trace:
             self.flows,
             self.finding_objects,
             server_legs={f: v for f, v in legs.items() if v is not None},
+            packets=self.packets,
         )
 
     # -- streams -----------------------------------------------------------------

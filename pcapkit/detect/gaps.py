@@ -21,7 +21,17 @@ measure a different part of the same wait (e.g. tcp_hol_blocking prices the wait
 the bytes *behind* a hole, while the lost event itself waited from its first
 transmission).
 
-``cause`` names the largest share: a finding kind, ``server`` or ``path``.
+Server time must be shown, not assumed (issue 22): a residual wait above
+:data:`UNEXPLAINED_MIN_MS` counts as ``server_ms`` only where the wire shows the server
+sent late — the capture point is at the server (what it sees leave is what the server
+sent), or the server's TCP timestamps (RFC 7323: TSval is its clock when it sent the
+segment) advanced with the wait.  Whatever part of it the path held instead (the
+segment's arrival gap exceeds its sending gap) and no finding explains, and all of it
+where neither proof exists (no timestamps, a QUIC or keyless middle vantage), is
+``unexplained_ms`` — never silently the server's.
+
+``cause`` names the largest share: a finding kind, ``server``, ``path``, ``cadence`` or
+``unexplained``.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import pandas as pd
 
 from .. import schema
 from .http import overlapping
+from .waits import tsval_rate
 
 # A gap is "long" when it exceeds twice the stream's median gap and the median by
 # 20 ms (one perceptible frame at 50 Hz, as base.MEDIUM_COST_MS): a steady token
@@ -42,6 +53,54 @@ MIN_EXTRA_MS = 20.0
 # An event that arrives within 1 ms after a finding's interval ends was released by it
 # (the releasing frame and the event's frame can be consecutive captures).
 RELEASE_SLACK_NS = 1_000_000
+# A residual wait above this must be shown to be the server's (module doc); below it, a
+# wait is within the jitter of one perceptible frame (as MIN_EXTRA_MS).
+UNEXPLAINED_MIN_MS = 20.0
+
+
+class _ServerClock:
+    """The server's TSvals per flow (s2c packets), to tell what it sent late from what the
+    path held: ``held_ms(flow, frame, t0)`` is how much longer the server's packet in
+    ``frame`` took to arrive after the server's last packet seen by ``t0`` than the server
+    took to send it (its TSval gap), None when the timestamps cannot say."""
+
+    def __init__(self, packets: pd.DataFrame | None) -> None:
+        self.packets = packets
+        self._flows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float | None]] = {}
+
+    def _of(self, flow: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float | None] | None:
+        if self.packets is None or self.packets.empty:
+            return None
+        if flow not in self._flows:
+            p = self.packets
+            m = (p["flow"] == flow) & (p["dir"] == "s2c") & p["tsval"].notna()
+            sub = p[m]
+            fr = sub["frame"].to_numpy(np.int64)
+            ts = sub["ts_ns"].to_numpy(np.int64)
+            tv = sub["tsval"].to_numpy(np.int64)
+            o = np.argsort(fr, kind="stable")
+            fr, ts, tv = fr[o], ts[o], tv[o]
+            self._flows[flow] = (fr, ts, tv, tsval_rate(ts, tv) if fr.shape[0] else None)
+        return self._flows[flow]
+
+    def held_ms(self, flow: int, frame: int, t0: int) -> float | None:
+        got = self._of(flow)
+        if got is None:
+            return None
+        fr, ts, tv, rate = got
+        if rate is None:
+            return None
+        i = int(np.searchsorted(fr, frame))
+        if i >= fr.shape[0] or fr[i] != frame:
+            return None
+        j = int(np.searchsorted(ts, t0, side="right")) - 1
+        if j < 0 or j >= i:
+            return None
+        dv = (int(tv[i]) - int(tv[j])) & 0xFFFFFFFF
+        if dv >= 0x80000000:
+            return None
+        sent = dv / rate
+        return max(0.0, (int(ts[i]) - int(ts[j])) / 1e6 - sent - 1.0 / rate)
 
 
 def _union_ms(intervals: list[tuple[int, int]]) -> float:
@@ -66,9 +125,12 @@ def attribute(
     gap_factor: float = GAP_FACTOR,
     min_extra_ms: float = MIN_EXTRA_MS,
     server_legs: dict[int, float] | None = None,
+    packets: pd.DataFrame | None = None,
+    unexplained_min_ms: float = UNEXPLAINED_MIN_MS,
 ) -> pd.DataFrame:
     """``server_legs`` supplies the capture ↔ server round trip (ms) of flows the flows
-    table has none for (QUIC: from ACK timing, :func:`pcapkit.sessions.quic.server_leg_ms`)."""
+    table has none for (QUIC: from ACK timing, :func:`pcapkit.sessions.quic.server_leg_ms`);
+    ``packets`` (the TCP timestamps) lets a residual wait be shown to be the server's."""
     rows: dict[str, list[Any]] = {c: [] for c in schema.columns("gaps")}
     if messages.empty or requests.empty:
         return _frame(rows)
@@ -80,6 +142,8 @@ def attribute(
     for f, ms in (server_legs or {}).items():
         if legs.get(f) is None:
             legs[f] = ms
+    at_server = {int(r.flow) for r in flows.itertuples(index=False) if r.vantage == "server"}
+    clock = _ServerClock(packets)
     for req_id, grp in ev.groupby("request"):
         q = requests.iloc[int(req_id)]
         ts = grp["ts_ns"].to_numpy(np.int64, na_value=-1)
@@ -108,7 +172,19 @@ def attribute(
             net = min(net, max(gap - cadence, 0.0))
             path = min(path, max(gap - net - cadence, 0.0))
             server = max(gap - net - path - cadence, 0.0)
-            shares = {"server": server, "path": path, "cadence": cadence}
+            unexplained = 0.0
+            if server > unexplained_min_ms and flow not in at_server:
+                # shown to be the server's only by its own clock: what the path held beyond
+                # the findings, or all of it without timestamps, is unexplained
+                held = None if fr[k] < 0 else clock.held_ms(flow, int(fr[k]), t0)
+                unexplained = server if held is None else min(server, max(0.0, held - net))
+                server -= unexplained
+            shares = {
+                "server": server,
+                "path": path,
+                "cadence": cadence,
+                "unexplained": unexplained,
+            }
             if hits:
                 shares[hits[0].kind] = net
             cause = max(shares, key=lambda s: shares[s])
@@ -124,6 +200,7 @@ def attribute(
             rows["cadence_ms"].append(round(cadence, 3))
             rows["network_ms"].append(round(net, 3))
             rows["server_ms"].append(round(server, 3))
+            rows["unexplained_ms"].append(round(unexplained, 3))
             rows["cause"].append(cause)
             rows["findings"].append([f.kind for f in hits])
             rows["frames"].append(hits[0].frames if hits else [])

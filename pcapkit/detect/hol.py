@@ -68,7 +68,12 @@ from .spec import DetectorSpec, Kind, Threshold
 from .tcp_model import DirView
 
 SPEC = DetectorSpec(
-    kinds=(Kind("tcp_hol_blocking", "H1", "DETECTION.md §4.1", holds=True),),
+    kinds=(
+        Kind("tcp_hol_blocking", "H1", "DETECTION.md §4.1", holds=True),
+        Kind("loss_recovery", "L5", "issue 22; RFC 5681 §3.2, RFC 8985", holds=True),
+    ),
+    # a single response's loss repaired by the retransmission timer is rto_stall's
+    reads=("rto_stall",),
     thresholds=(
         Threshold(
             "loss_min_rtt_fraction",
@@ -188,20 +193,111 @@ def detect(
     if not cands:
         return out
     extras = _PacketExtras(ctx.packets)
+    rto = [f for f in ctx.prior if f.kind == "rto_stall"]
     for f, d in cands:
-        out.extend(
-            _flow_dir(
-                ctx,
-                extras,
-                f,
-                d,
-                loss_min_rtt_fraction=loss_min_rtt_fraction,
-                reorder_window_no_rtt_ms=reorder_window_no_rtt_ms,
-                min_dupacks=min_dupacks,
-                min_episode_ms=min_episode_ms,
-            )
+        found = _flow_dir(
+            ctx,
+            extras,
+            f,
+            d,
+            loss_min_rtt_fraction=loss_min_rtt_fraction,
+            reorder_window_no_rtt_ms=reorder_window_no_rtt_ms,
+            min_dupacks=min_dupacks,
+            min_episode_ms=min_episode_ms,
         )
+        for fnd in found:
+            named = _name_by_what_waited(ctx, fnd, rto)
+            if named is not None:
+                out.append(named)
     return out
+
+
+def _in_flight(ctx: DetectContext, f: int, t0: int, t1: int) -> list[Any] | None:
+    """The HTTP exchanges of flow ``f`` in progress during [t0, t1] (request started, its
+    response not complete before t0); None when the flow's HTTP was not read (no keys, not
+    HTTP) — then the wire cannot say what else waited."""
+    r = ctx.requests
+    if r is None or r.empty:
+        return None
+    rows = r[r["flow"] == f]
+    if rows.empty:
+        return None
+    out = []
+    for q in rows.itertuples(index=False):
+        start = q.request_start_ts_ns
+        end = q.last_byte_ts_ns
+        if pd.isna(start) or int(start) > t1:
+            continue
+        if not pd.isna(end) and int(end) < t0:
+            continue
+        out.append(q)
+    return out
+
+
+def _name_by_what_waited(ctx: DetectContext, fnd: Finding, rto: list[Any]) -> Finding | None:
+    """Head-of-line blocking is other work waiting behind a hole (issue 22): other streams
+    or requests, or other messages of one stream.  A hole in the only response in flight
+    whose later bytes are just more of that response is loss recovery: named so
+    (``loss_recovery``), or left to ``rto_stall`` when the retransmission timer repaired it
+    (one episode, one finding)."""
+    assert fnd.flow is not None
+    # from the first evidence (the lost original at a sender-side capture: the bytes were in
+    # flight from then on, though the response was all sent before the first dupACK)
+    t0 = min([e.ts_ns for e in fnd.evidence if e.ts_ns is not None] + [fnd.t_start_ns])
+    live = _in_flight(ctx, fnd.flow, t0, fnd.t_end_ns)
+    if live is None or len(live) != 1:
+        if live:
+            fnd.checks.append(
+                f"{len(live)} HTTP exchanges were in progress on this connection during the "
+                "episode: they all waited behind the hole"
+            )
+        return fnd
+    q = live[0]
+    events = 0 if pd.isna(q.events) else int(q.events)
+    what = f"{q.method} {q.path}".strip() if not pd.isna(q.method) else "one request"
+    if events > 1:
+        fnd.explanation += (
+            f" Only {what} was in progress, but its response is a stream of {events} "
+            "messages: the complete messages behind the hole could not be delivered — "
+            "head-of-line blocking among the messages of one stream (HTTP/3 would not help "
+            "a single stream either)."
+        )
+        fnd.checks.append("one exchange in flight, its messages blocked behind the hole")
+        return fnd
+    hole = fnd.details.get("hole_offset")
+    for r in rto:
+        if (
+            r.flow == fnd.flow
+            and r.dir == fnd.dir
+            and r.t_start_ns <= fnd.t_end_ns
+            and r.t_end_ns >= fnd.t_start_ns
+            and (hole is None or r.details.get("offset") == hole)
+        ):
+            return None  # the timer repaired it: rto_stall names the episode
+    fnd.kind = "loss_recovery"
+    fnd.severity = None
+    fnd.__post_init__()
+    fnd.explanation = (
+        f"Loss recovery inside the only response in flight ({what}): "
+        + fnd.explanation.replace(
+            " Every message queued behind the hole waited, whichever "
+            "request or stream it belonged to.",
+            "",
+        )
+        + " No other request or stream was on this connection, so nothing else was "
+        "head-of-line blocked: the response's later bytes waited for its own lost ones."
+    )
+    fnd.checks.append(
+        "one HTTP exchange in flight and no message boundaries in its response: loss "
+        "recovery, not head-of-line blocking of other work"
+    )
+    fnd.remedy = (
+        "The loss is on the path (find the link, queue or shaper that dropped it). The repair "
+        "took about a round trip, as designed: keep SACK and RACK-TLP on (Linux defaults) so "
+        "it stays that way; on lossy paths a smaller backlog (tcp_notsent_lowat) and earlier "
+        "loss detection shorten it."
+    )
+    return fnd
 
 
 # --------------------------------------------------------------------------- per direction

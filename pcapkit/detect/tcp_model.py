@@ -87,12 +87,26 @@ def _refined_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
     legs = list(ctx.legs_ns(f))
     if legs[0] is None and legs[1] is None:
         return None, None
+    samples = sampled_legs_ns(ctx, f)
+    for leg in (0, 1):
+        cur, sample = legs[leg], samples[leg]
+        if cur is not None and sample is not None:
+            legs[leg] = max(0, min(cur, sample))
+    return legs[0], legs[1]
+
+
+def sampled_legs_ns(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
+    """(d_C, d_S) from data → first-covering-ACK samples alone (§1.2: the minimum over the
+    flow's new data segments), None for a leg without a sample — what repeated handshake
+    packets (a lost SYN or SYN/ACK) cannot corrupt."""
+    return ctx.memo(("tcp_model.sampled_legs", f), lambda: _sampled_legs(ctx, f))  # type: ignore[no-any-return]
+
+
+def _sampled_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
+    legs: list[int | None] = [None, None]
     p = ctx.packets_of(f)
     for d in (0, 1):
         leg = 1 if d == 0 else 0  # c2s data is acknowledged across the server leg
-        cur = legs[leg]
-        if cur is None:
-            continue
         seg = ctx.seg_arrays(f, d)
         new = seg["kind"] == "new"
         y = np.nonzero(p.dir == 1 - d)[0]
@@ -103,8 +117,7 @@ def _refined_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
         k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
         ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
         if ok.any():
-            sample = int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min())
-            legs[leg] = max(0, min(cur, sample))
+            legs[leg] = max(0, int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min()))
     return legs[0], legs[1]
 
 

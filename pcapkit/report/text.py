@@ -289,6 +289,10 @@ def gap_line(g: Any) -> str:
     if g.cadence_ms > 0:
         parts.append(f"normal spacing {_ms(g.cadence_ms)}")
     parts.append(f"server {_ms(g.server_ms)}")
+    if g.unexplained_ms > 0:
+        parts.append(
+            f"unexplained {_ms(g.unexplained_ms)} (no finding, not shown to be the server)"
+        )
     return f"      {what} waited {_ms(g.gap_ms)} (frame {g.frame}): " + ", ".join(parts)
 
 

@@ -94,9 +94,15 @@ def test_class2_stall_then_out_of_order_arrival_is_one_hol_episode(tmp_path):
     assert "retransmission" not in {e["role"] for e in hol.evidence}
     assert 7 < hol.cost_ms < 9  # the originals needed 77 × 0.1 ms to fill the hole
     assert "delivery stall" in hol.explanation and "not a loss" in hol.explanation
+    # issue 22: the stall is priced once, with the reordering that followed it: the
+    # delivery_stall episode (silence + refill) contains the HoL finding's interval, and
     # the verdict counts the episode once
+    (ds,) = f[f.kind == "delivery_stall"].itertuples()
+    assert ds.details["method"] == "reordering"
+    assert ds.cost_ms == pytest.approx(hol.details["stall_before_ms"] + hol.cost_ms, abs=0.5)
+    assert ds.t_end_ns == hol.t_end_ns and ds.t_start_ns <= hol.t_start_ns
     costly = f[f.severity != "info"]
-    assert time_lost_ms(costly) == pytest.approx(hol.cost_ms)
+    assert time_lost_ms(costly) == pytest.approx(ds.cost_ms)
 
 
 def test_class10_records_inside_a_download_cost_nobody(tmp_path):

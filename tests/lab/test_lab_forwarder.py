@@ -294,3 +294,52 @@ def test_real_clock_loop_never_releases_early() -> None:
     assert min(lags) >= 10 * MS  # never early
     for s in (a_out, a_in, b_out, b_in):
         s.close()
+
+
+# --------------------------------------------------------------------------- issue 22 stalls
+
+
+def test_drop_syn_drops_the_nth_syn_only() -> None:
+    """drop_syn counts SYN-flagged packets of the direction: the first SYN is lost, its
+    retransmission (same ISN) passes; data and ACKs are not counted."""
+    fwd, clock, cport, sport = make(DirectionConfig(delay_ns=1 * MS, drop_syn=(1,)))
+    isn = 7000
+    cport.inject(0, tcp(isn, flags=0x02))  # SYN #1 -> dropped
+    cport.inject(1000 * MS, tcp(isn, flags=0x02))  # SYN #2 (retransmission)
+    cport.inject(1031 * MS, tcp(isn + 1, b"GET", flags=0x18))
+    drain(fwd, cport, sport)
+    assert seqs(sport.sent) == [isn, isn + 1]
+    (ev,) = fwd.impairment.events
+    assert ev["event"] == "drop_syn" and ev["syn_index"] == 1 and ev["dir"] == "c2s"
+
+
+def test_blackhole_drops_everything_after_n_payload_packets() -> None:
+    fwd, clock, cport, sport = make(DirectionConfig(blackhole_after=1))
+    cport.inject(0, tcp(1, flags=0x02))
+    cport.inject(1 * MS, tcp(2, b"request"))  # payload #1 passes
+    cport.inject(2 * MS, tcp(9, flags=0x10))  # a pure ACK after it: dropped
+    cport.inject(3 * MS, tcp(9, b"more"))  # dropped
+    cport.inject(4 * MS, tcp(13, flags=0x11))  # FIN: dropped
+    drain(fwd, cport, sport)
+    assert seqs(sport.sent) == [1, 2]
+    assert fwd.impairment.stats["blackholed"] == 3
+    assert [e["event"] for e in fwd.impairment.events] == ["blackhole"]
+
+
+def test_stall_holds_a_window_and_releases_in_order() -> None:
+    """After the 2nd payload packet, packets arriving in the next 100 ms are held and leave,
+    in order, when the window ends; later packets are not delayed."""
+    fwd, clock, cport, sport = make(
+        DirectionConfig(delay_ns=5 * MS, stall_after=2, stall_ns=100 * MS)
+    )
+    for i, t in enumerate((0, 10, 20, 30, 40, 150)):
+        cport.inject(t * MS, tcp(100 + i, b"x"))
+    drain(fwd, cport, sport)
+    assert seqs(sport.sent) == [100, 101, 102, 103, 104, 105]
+    out = [t // MS for t, _ in sport.sent]
+    assert out[:2] == [5, 15]
+    assert out[2:5] == [125, 125, 125]  # held from 20 ms (the window's start) to 120, + 5 ms
+    assert out[5] == 155
+    assert fwd.impairment.stats["stalled"] == 3
+    (ev,) = fwd.impairment.events
+    assert ev["event"] == "stall" and ev["stall_ns"] == 100 * MS

@@ -1,0 +1,285 @@
+"""Delivery stalls: ``delivery_stall`` (issue 22).
+
+Mechanism: the path stops delivering a direction for many round trips while the sender
+keeps (or has) data in flight — a radio outage, a handover, a middlebox or a queue that
+holds packets — and then delivers the backlog at once, often out of order.  Nothing is
+lost, so no retransmission repairs anything and no loss detector fires; the receiving
+application simply gets nothing, then everything.  The cause is not on the wire; the
+wait is.
+
+Signature at a capture point downstream of the stall (the receiver, a middle box past it):
+
+* **TCP timestamps** (RFC 7323 §3: TSval is the sender's clock when it sent the segment):
+  the first segment after a silence of the direction was *sent* much earlier than it
+  arrived — its TSval advanced by far less than the arrival gap.  Lateness = arrival gap −
+  TSval gap (the sender's clock in ms, its rate estimated from the flow, rounded to the
+  usual 1 kHz / 250 Hz / 100 Hz / 10 Hz clocks).  A sender that wrote late (server think
+  time) advances its TSval with the gap: no lateness.  A retransmission carries a fresh
+  TSval: a loss repaired late is not a stall (rto_stall's).
+* **reordering after a silence** (no timestamps): the hole that tcp_hol_blocking reports
+  as filled by the late *originals* (``cause = reordering``) right after a silence of the
+  whole direction (its ``stall_before_ms``): the data was in flight during the silence.
+
+Episode and cost (one finding per episode, the reordering that followed it included):
+from the last arrival before the silence to the end of the catch-up (the hole's fill);
+cost = the lateness (timestamps) or the silence (reordering), plus the refill.  The
+tcp_hol_blocking or tls_record_spanning findings inside the episode lie inside its
+interval, so the verdict's ``time_lost_ms`` counts the episode once.
+
+Counter-checks: the receiver's window was open (a zero window is ``zero_window``'s); the
+segment after the silence is new data, not a retransmission; the silence is at least
+``min_rtts`` round trips and ``min_stall_ms``.  What each vantage sees: upstream of the
+stall (the sender's side) the segments leave on time and only the ACKs stop — a stall
+shorter than a delayed-ACK timer and a round trip cannot be told from a slow ACK there,
+and a longer one makes the sender's RTO fire (a spurious retransmission): not reported
+at the sender.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .base import Evidence, Finding
+from .constants import MS
+from .context import DIRS, DetectContext
+from .spec import DetectorSpec, Kind, Threshold
+from .tcp_model import DirView, refined_legs_ns
+from .waits import request_waiting, request_words, tcp_options, tsval_rate
+
+SPEC = DetectorSpec(
+    kinds=(
+        Kind(
+            "delivery_stall",
+            "L4",
+            "issue 22: a path that delivers nothing for many round trips",
+            holds=True,
+        ),
+    ),
+    thresholds=(
+        Threshold(
+            "min_rtts",
+            "rtt",
+            "issue 22 'many RTTs': 4 round trips — more than a delayed ACK, a reordering "
+            "window or one lost round of ACK clocking explains (judgement)",
+        ),
+        Threshold(
+            "min_stall_ms",
+            "ms",
+            "a stall a user feels (base.HIGH_COST_MS = 100 ms); also the floor on paths with "
+            "a sub-ms RTT, where 4 round trips are scheduling noise",
+        ),
+    ),
+    reads=("tcp_hol_blocking",),
+)
+KINDS = SPEC.kind_names
+
+MIN_RTTS = 4.0
+MIN_STALL_MS = 100.0
+
+
+def detect(
+    ctx: DetectContext, *, min_rtts: float = MIN_RTTS, min_stall_ms: float = MIN_STALL_MS
+) -> list[Finding]:
+    out: list[Finding] = []
+    opts = tcp_options(ctx)
+    hol = [
+        f
+        for f in ctx.prior
+        if f.kind == "tcp_hol_blocking" and (f.details or {}).get("stall_before_ms") is not None
+    ]
+    for f in ctx.tcp_flows():
+        dc, ds = refined_legs_ns(ctx, f)
+        rtt = (dc or 0) + (ds or 0)
+        floor = max(int(min_rtts * rtt), int(min_stall_ms * MS))
+        for d in (0, 1):
+            seg = ctx.seg_arrays(f, d)
+            if seg["frame"].shape[0] < 3:
+                continue
+            found = _timestamped(ctx, opts, f, d, floor, hol)
+            if found is None:
+                found = _reordered(ctx, f, d, floor, hol)
+            out.extend(found or [])
+    return out
+
+
+def _window_open(v: DirView, t_ns: int) -> bool:
+    """Y's last advertised window before ``t_ns`` was not zero."""
+    k = int(np.searchsorted(v.y_ts, t_ns, side="right")) - 1
+    if k < 0:
+        return True
+    return int(v.p.win_raw[v.y_idx[k]]) > 0
+
+
+def _timestamped(
+    ctx: DetectContext, opts: Any, f: int, d: int, floor: int, hol: list[Any]
+) -> list[Finding] | None:
+    v = DirView.build(ctx, f, d)
+    new = np.isin(v.s_kind, ("new", "prev_not_captured"))
+    idx = np.nonzero(new)[0]
+    if idx.shape[0] < 3:
+        return None
+    tsval = opts.ts(v.s_frame[idx])
+    if (tsval < 0).all():
+        return None  # no timestamps: the reordering signature decides
+    rate = tsval_rate(v.s_ts[idx], tsval)
+    if rate is None:
+        return []
+    ts = v.s_ts[idx].astype(np.int64)
+    gap = np.diff(ts)
+    dts = ((tsval[1:] - tsval[:-1]) & 0xFFFFFFFF).astype(np.int64)
+    dts = np.where(dts >= 0x80000000, 0, dts)  # an older TSval (reordering): sent no later
+    sent_gap = (dts / rate * MS).astype(np.int64)
+    late = gap - sent_gap - int(MS / rate)  # minus one tick of the sender's clock
+    out: list[Finding] = []
+    for k in np.nonzero((gap >= floor) & (late >= floor))[0].tolist():
+        a, b = int(idx[k]), int(idx[k + 1])
+        if tsval[k] < 0 or tsval[k + 1] < 0:
+            continue
+        t_a, t_b = int(v.s_ts[a]), int(v.s_ts[b])
+        if not _window_open(v, t_a):
+            continue
+        out.append(
+            _finding(
+                ctx,
+                v,
+                a,
+                b,
+                t_a,
+                t_b,
+                int(late[k]),
+                hol,
+                method="timestamps",
+                note=(
+                    f"frame {int(v.s_frame[b])} was sent {int(sent_gap[k]) / MS:.0f} ms after "
+                    f"frame {int(v.s_frame[a])} by the sender's clock (TSval "
+                    f"{int(tsval[k])} → {int(tsval[k + 1])}, {rate:g} tick/ms) but arrived "
+                    f"{int(gap[k]) / MS:.0f} ms after it"
+                ),
+            )
+        )
+    return out
+
+
+def _reordered(
+    ctx: DetectContext, f: int, d: int, floor: int, hol: list[Any]
+) -> list[Finding] | None:
+    v = DirView.build(ctx, f, d)
+    out: list[Finding] = []
+    for h in hol:
+        if h.flow != f or h.dir != DIRS[d]:
+            continue
+        stall_ns = int(round(h.details["stall_before_ms"] * MS))
+        if stall_ns < floor:
+            continue
+        t_b = int(h.t_start_ns)
+        b = int(np.searchsorted(v.s_ts, t_b))
+        if b <= 0 or b >= v.s_ts.shape[0]:
+            continue
+        a = b - 1
+        t_a = int(v.s_ts[a])
+        if not _window_open(v, t_a):
+            continue
+        out.append(
+            _finding(
+                ctx,
+                v,
+                a,
+                b,
+                t_a,
+                t_b,
+                stall_ns,
+                hol,
+                method="reordering",
+                note=(
+                    f"after {stall_ns / MS:.0f} ms with nothing of this direction, frame "
+                    f"{int(v.s_frame[b])} landed ahead of a hole that the original segments "
+                    "then filled, no retransmission (the data was in flight all along)"
+                ),
+            )
+        )
+    return out
+
+
+def _finding(
+    ctx: DetectContext,
+    v: DirView,
+    a: int,
+    b: int,
+    t_a: int,
+    t_b: int,
+    late: int,
+    hol: list[Any],
+    *,
+    method: str,
+    note: str,
+) -> Finding:
+    # the catch-up that followed: a reordering hole opened at the stall's end and its fill
+    t_end = t_b
+    refill = None
+    for h in hol:
+        if h.flow == v.f and h.dir == DIRS[v.d] and t_b - MS <= h.t_start_ns <= t_b + late:
+            refill = h
+            t_end = max(t_end, int(h.t_end_ns))
+    cost = late + (t_end - t_b)
+    sender = ctx.endpoint(v.f, v.d)
+    ev = [
+        Evidence(int(v.s_frame[a]), "last arrival before the stall", t_a),
+        Evidence(int(v.s_frame[b]), "first arrival after the stall", t_b),
+    ]
+    if refill is not None:
+        ev += [e for e in refill.evidence if e.role in ("hole", "fill")][:4]
+    req = request_waiting(ctx, v.f, t_b)
+    who = request_words(req)
+    checks = [
+        "the receiver's window was open (not a zero-window stall)",
+        f"new data after the silence, no retransmission: nothing was lost ({note})",
+        f"at least {late / MS:.0f} ms ≥ the stall threshold (many round trips)",
+    ]
+    explanation = (
+        f"For {(t_b - t_a) / MS:.0f} ms nothing from the {sender} arrived here although it had "
+        f"sent data: {note}. The path held the data {late / MS:.0f} ms"
+        + (
+            f", and it arrived out of order — the catch-up took {(t_end - t_b) / MS:.1f} ms more"
+            if refill is not None
+            else ""
+        )
+        + ". No loss, no retransmission and no closed window explain it: a delivery stall on "
+        "the path (radio outage or handover, a middlebox or a queue holding packets); the "
+        "findings inside this episode are this stall's, not causes of their own"
+        + (f". {who} waited." if who else ".")
+    )
+    r = ctx.flow(v.f)
+    return Finding(
+        kind="delivery_stall",
+        flow=v.f,
+        dir=DIRS[v.d],
+        t_start_ns=t_end - cost,
+        t_end_ns=t_end,
+        cost_ms=cost / MS,
+        cost_method="measured_interval" if method == "timestamps" else "upper_bound",
+        evidence=ev,
+        vantage=ctx.vantage(v.f),
+        confidence=0.8 if method == "timestamps" else 0.6,
+        checks=checks,
+        explanation=explanation,
+        remedy=(
+            "The path stopped delivering for a while (find the hop: a radio link, a handover, "
+            "a middlebox or a shaper's queue). The endpoints cannot prevent it; they can make "
+            "it cheaper: QUIC's connection migration and per-stream delivery, smaller "
+            "send-side backlogs (tcp_notsent_lowat) so less queues up behind the stall, and "
+            "application-level heartbeats to tell a stall from a slow server."
+        ),
+        display_filter=(
+            f"tcp.stream == {int(r.stream)} && frame.number >= {int(v.s_frame[a])} && "
+            f"frame.number <= {int(v.s_frame[b]) + 20}"
+        ),
+        details={
+            "method": method,
+            "silence_ms": (t_b - t_a) / MS,
+            "late_ms": late / MS,
+            "refill_ms": (t_end - t_b) / MS,
+            "request": req,
+        },
+    )

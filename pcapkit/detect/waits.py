@@ -1,0 +1,110 @@
+"""Helpers shared by the stall detectors (issue 22): :mod:`.syn`, :mod:`.rto`,
+:mod:`.delivery` — what they all need to say about a wait, not a detector (no ``SPEC``).
+
+* :func:`request_waiting` — the HTTP request that a connection-level wait delayed (the
+  first request whose header block was not complete before the wait ended);
+* :class:`TcpOptions` — TSval/TSecr and SACK counts of any frame (the per-flow packet
+  arrays do not carry them);
+* :func:`tsval_rate` — the sender's timestamp clock in ticks per ms (RFC 7323 §5.4: 1 ms
+  to 1 s per tick), estimated from the flow itself (also used by :mod:`.gaps`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..schema import is_missing as _na
+from .context import DetectContext
+
+
+class TcpOptions:
+    """TSval, TSecr and the SACK block count of any frame (−1 / 0 when absent)."""
+
+    def __init__(self, packets: pd.DataFrame) -> None:
+        frame = packets["frame"].to_numpy(np.int64)
+        order = np.argsort(frame, kind="stable")
+        self.frame = frame[order]
+        self.tsval = packets["tsval"].to_numpy(np.int64, na_value=-1)[order]
+        self.tsecr = packets["tsecr"].to_numpy(np.int64, na_value=-1)[order]
+        self.sack_n = packets["sack_n"].to_numpy(np.int64, na_value=0)[order]
+
+    def _idx(self, frames: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.frame, np.asarray(frames, np.int64))
+
+    def ts(self, frames: np.ndarray) -> np.ndarray:
+        return self.tsval[self._idx(frames)]
+
+    def ecr(self, frames: np.ndarray) -> np.ndarray:
+        return self.tsecr[self._idx(frames)]
+
+    def sack(self, frames: np.ndarray) -> np.ndarray:
+        return self.sack_n[self._idx(frames)]
+
+
+def tcp_options(ctx: DetectContext) -> TcpOptions:
+    return ctx.memo(("waits.TcpOptions",), lambda: TcpOptions(ctx.packets))  # type: ignore[no-any-return]
+
+
+# TSval clocks seen in the wild, ticks per ms (RFC 7323 §5.4 allows 1 ms … 1 s per tick):
+# Linux ≥ 4.13, Windows, macOS, FreeBSD 1 kHz; older Linux HZ 250/100; old Windows 10 Hz.
+TS_CLOCKS = (0.01, 0.1, 0.25, 1.0)
+TS_RATE_TOLERANCE = 0.3
+TS_MIN_SPAN_NS = 250_000_000  # a slope over less is timer granularity and jitter
+
+
+def tsval_rate(ts_ns: np.ndarray, tsval: np.ndarray) -> float | None:
+    """Ticks per ms of a sender's TCP timestamp clock from its first and last packets with a
+    TSval (capture time, TSval), rounded to the usual clocks (:data:`TS_CLOCKS`); None with
+    fewer than two, a span under 250 ms, or a slope no usual clock explains."""
+    ok = np.nonzero(tsval >= 0)[0]
+    if ok.shape[0] < 2:
+        return None
+    a, b = int(ok[0]), int(ok[-1])
+    span = int(ts_ns[b]) - int(ts_ns[a])
+    if span < TS_MIN_SPAN_NS:
+        return None
+    dv = (int(tsval[b]) - int(tsval[a])) & 0xFFFFFFFF
+    if dv == 0 or dv >= 0x80000000:
+        return None
+    rate = dv / (span / 1e6)
+    for c in TS_CLOCKS:
+        if abs(rate - c) <= TS_RATE_TOLERANCE * c:
+            return c
+    return None
+
+
+def request_waiting(ctx: DetectContext, f: int, t_end_ns: int) -> dict[str, Any] | None:
+    """The first HTTP request of flow ``f`` whose header block was not complete at the
+    capture point before ``t_end_ns`` (the request a wait ending then delayed), or the
+    first request of the flow when all of them came later; None without requests."""
+    r = ctx.requests
+    if r is None or r.empty:
+        return None
+    rows = r[r["flow"] == f]
+    if rows.empty:
+        return None
+    pick = None
+    for q in rows.itertuples(index=False):
+        ts = getattr(q, "request_start_ts_ns", None)
+        if _na(ts) or int(ts) >= t_end_ns - 1 or pick is None:
+            pick = q
+            if not _na(ts) and int(ts) >= t_end_ns - 1:
+                break
+    if pick is None:
+        return None
+    frame = None if _na(pick.request_frame) else int(pick.request_frame)
+    method = "" if _na(pick.method) else str(pick.method)
+    path = "" if _na(pick.path) else str(pick.path)
+    authority = "" if _na(pick.authority) else str(pick.authority)
+    return {"method": method, "path": path, "authority": authority, "frame": frame}
+
+
+def request_words(req: dict[str, Any] | None) -> str:
+    if not req:
+        return ""
+    what = f"{req['method']} {req['path']}".strip() or "the request"
+    where = f" (frame {req['frame']})" if req["frame"] is not None else ""
+    return f"{what}{where}"
