@@ -15,8 +15,11 @@ Signature at a capture point downstream of the stall (the receiver, a middle box
   TSval gap (the sender's clock in ms, its rate estimated from the flow, rounded to the
   usual 1 kHz / 250 Hz / 100 Hz / 10 Hz clocks).  A sender that wrote late (server think
   time) advances its TSval with the gap: no lateness.  A retransmission carries a fresh
-  TSval: a loss repaired late is not a stall (rto_stall's).
-* **reordering after a silence** (no timestamps): the hole that tcp_hol_blocking reports
+  TSval: a loss repaired late is not a stall (rto_stall's).  The segment after the silence
+  must continue what the capture point had seen, and the receiver must have acknowledged
+  nothing the capture missed meanwhile: a capture that drops packets shows the first and
+  a late segment of one burst paced by a bottleneck (same TSval), which is no stall.
+* **reordering after a silence** (with or without timestamps): the hole that tcp_hol_blocking reports
   as filled by the late *originals* (``cause = reordering``) right after a silence of the
   whole direction (its ``stall_before_ms``): the data was in flight during the silence.
 
@@ -26,7 +29,10 @@ cost = the lateness (timestamps) or the silence (reordering), plus the refill.  
 tcp_hol_blocking or tls_record_spanning findings inside the episode lie inside its
 interval, so the verdict's ``time_lost_ms`` counts the episode once.
 
-Counter-checks: the receiver's window was open (a zero window is ``zero_window``'s); the
+Counter-checks: the receiver got no data of other connections during the silence (a
+bottleneck shared with parallel connections delivered theirs while this one's queued:
+queueing, not an outage — nDPI's netflix.pcap, 12 parallel connections); the receiver's
+window was open (a zero window is ``zero_window``'s); the
 segment after the silence is new data, not a retransmission; the silence is at least
 ``min_rtts`` round trips and ``min_stall_ms``.  What each vantage sees: upstream of the
 stall (the sender's side) the segments leave on time and only the ACKs stop — a stall
@@ -84,6 +90,7 @@ def detect(
 ) -> list[Finding]:
     out: list[Finding] = []
     opts = tcp_options(ctx)
+    busy = ctx.memo(("delivery._Busy",), lambda: _Busy(ctx))
     hol = [
         f
         for f in ctx.prior
@@ -97,11 +104,47 @@ def detect(
             seg = ctx.seg_arrays(f, d)
             if seg["frame"].shape[0] < 3:
                 continue
-            found = _timestamped(ctx, opts, f, d, floor, hol)
-            if found is None:
-                found = _reordered(ctx, f, d, floor, hol)
-            out.extend(found or [])
+            found = _timestamped(ctx, opts, f, d, floor, hol) or []
+            # a silence the late originals ended out of order: the reordering signature
+            # (with or without timestamps), unless the timestamps already priced it
+            for g in _reordered(ctx, f, d, floor, hol) or []:
+                if not any(g.t_start_ns < x.t_end_ns and x.t_start_ns < g.t_end_ns for x in found):
+                    found.append(g)
+            # the receiver got data of other connections during the silence: the path
+            # delivered, this connection's data queued behind theirs (a shared bottleneck
+            # busy with parallel connections) — no outage the wire cannot explain
+            dst = _receiver_ip(ctx, f, d)
+            for g in found:
+                t_a = int(g.evidence[0].ts_ns or g.t_start_ns)
+                t_b = int(g.evidence[1].ts_ns or g.t_end_ns)
+                if busy.others(f, dst, t_a, t_b) == 0:
+                    out.append(g)
     return out
+
+
+class _Busy:
+    """Payload packets of every flow, to ask whether a receiver got data from other
+    connections during a silence (a shared bottleneck busy with them is queueing, not an
+    outage of the path)."""
+
+    def __init__(self, ctx: DetectContext) -> None:
+        p = ctx.packets
+        m = (p["payload_len"].fillna(0).to_numpy() > 0) & p["flow"].notna().to_numpy()
+        self.ts = p["ts_ns"].to_numpy(np.int64)[m]
+        self.dst = p["dst"].astype(str).to_numpy()[m]
+        self.flow = p["flow"].to_numpy(np.int64, na_value=-1)[m]
+        o = np.argsort(self.ts, kind="stable")
+        self.ts, self.dst, self.flow = self.ts[o], self.dst[o], self.flow[o]
+
+    def others(self, f: int, dst: str, t0: int, t1: int) -> int:
+        a = int(np.searchsorted(self.ts, t0, side="right"))
+        b = int(np.searchsorted(self.ts, t1, side="left"))
+        return int(((self.dst[a:b] == dst) & (self.flow[a:b] != f)).sum())
+
+
+def _receiver_ip(ctx: DetectContext, f: int, d: int) -> str:
+    r = ctx.flow(f)
+    return str(r.server_ip if d == 0 else r.client_ip)
 
 
 def _window_open(v: DirView, t_ns: int) -> bool:
@@ -139,6 +182,15 @@ def _timestamped(
             continue
         t_a, t_b = int(v.s_ts[a]), int(v.s_ts[b])
         if not _window_open(v, t_a):
+            continue
+        # the silence is the path's, not the capture's: b continues what P had seen (no
+        # segment missing at P between them — a capture that drops packets shows the
+        # first and a late one of a burst paced by a bottleneck), and the receiver
+        # acknowledged nothing beyond a meanwhile (it got nothing P missed)
+        if int(v.s_gap[b]) != 0 or int(v.s_off[b]) > int(v.s_end[:b].max()):
+            continue
+        ky = (v.y_ts > t_a) & (v.y_ts < t_b)
+        if ky.any() and int(v.y_ack[ky].max()) > int(v.s_end[:b].max()):
             continue
         out.append(
             _finding(

@@ -51,14 +51,14 @@ def tcp_options(ctx: DetectContext) -> TcpOptions:
 # TSval clocks seen in the wild, ticks per ms (RFC 7323 §5.4 allows 1 ms … 1 s per tick):
 # Linux ≥ 4.13, Windows, macOS, FreeBSD 1 kHz; older Linux HZ 250/100; old Windows 10 Hz.
 TS_CLOCKS = (0.01, 0.1, 0.25, 1.0)
-TS_RATE_TOLERANCE = 0.3
 TS_MIN_SPAN_NS = 250_000_000  # a slope over less is timer granularity and jitter
 
 
 def tsval_rate(ts_ns: np.ndarray, tsval: np.ndarray) -> float | None:
     """Ticks per ms of a sender's TCP timestamp clock from its first and last packets with a
-    TSval (capture time, TSval), rounded to the usual clocks (:data:`TS_CLOCKS`); None with
-    fewer than two, a span under 250 ms, or a slope no usual clock explains."""
+    TSval (capture time, TSval): the measured slope over a span of ≥ 1 s (a 200 Hz clock is
+    neither 1 kHz nor 250 Hz); over 250 ms … 1 s only a usual clock (:data:`TS_CLOCKS`)
+    within 10 %; None with fewer than two, a shorter span, or no fit."""
     ok = np.nonzero(tsval >= 0)[0]
     if ok.shape[0] < 2:
         return None
@@ -70,8 +70,10 @@ def tsval_rate(ts_ns: np.ndarray, tsval: np.ndarray) -> float | None:
     if dv == 0 or dv >= 0x80000000:
         return None
     rate = dv / (span / 1e6)
+    if span >= 1_000_000_000 and 0.005 <= rate <= 1100.0:
+        return rate
     for c in TS_CLOCKS:
-        if abs(rate - c) <= TS_RATE_TOLERANCE * c:
+        if abs(rate - c) <= 0.1 * c:
             return c
     return None
 
