@@ -104,10 +104,14 @@ def detect(
             seg = ctx.seg_arrays(f, d)
             if seg["frame"].shape[0] < 3:
                 continue
-            found = _timestamped(ctx, opts, f, d, floor, hol) or []
+            here = [h for h in hol if h.flow == f and h.dir == DIRS[d]]
+            silent = bool(np.diff(seg["ts_ns"].astype(np.int64)).max() >= floor)
+            if not silent and not here:
+                continue  # no silence of this direction at all: nothing to price
+            found = (_timestamped(ctx, opts, f, d, floor, hol) or []) if silent else []
             # a silence the late originals ended out of order: the reordering signature
             # (with or without timestamps), unless the timestamps already priced it
-            for g in _reordered(ctx, f, d, floor, hol) or []:
+            for g in (_reordered(ctx, f, d, floor, here) or []) if here else []:
                 if not any(g.t_start_ns < x.t_end_ns and x.t_start_ns < g.t_end_ns for x in found):
                     found.append(g)
             # the receiver got data of other connections during the silence: the path

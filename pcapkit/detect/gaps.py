@@ -67,19 +67,34 @@ class _ServerClock:
     def __init__(self, packets: pd.DataFrame | None) -> None:
         self.packets = packets
         self._flows: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, float | None]] = {}
+        self._index: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def _of(self, flow: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float | None] | None:
         if self.packets is None or self.packets.empty:
             return None
-        if flow not in self._flows:
+        if self._index is None:
+            # the server's packets with a TSval, sorted by (flow, frame): one pass, then a
+            # binary search per flow
             p = self.packets
-            m = (p["flow"] == flow) & (p["dir"] == "s2c") & p["tsval"].notna()
-            sub = p[m]
-            fr = sub["frame"].to_numpy(np.int64)
-            ts = sub["ts_ns"].to_numpy(np.int64)
-            tv = sub["tsval"].to_numpy(np.int64)
-            o = np.argsort(fr, kind="stable")
-            fr, ts, tv = fr[o], ts[o], tv[o]
+            m = (
+                (p["dir"] == "s2c").to_numpy(bool)
+                & p["tsval"].notna().to_numpy(bool)
+                & p["flow"].notna().to_numpy(bool)
+            )
+            fl = p["flow"].to_numpy(np.int64, na_value=-1)[m]
+            fr = p["frame"].to_numpy(np.int64)[m]
+            o = np.lexsort((fr, fl))
+            self._index = (
+                fl[o],
+                fr[o],
+                p["ts_ns"].to_numpy(np.int64)[m][o],
+                p["tsval"].to_numpy(np.int64, na_value=-1)[m][o],
+            )
+        if flow not in self._flows:
+            fl, fr, ts, tv = self._index
+            a = int(np.searchsorted(fl, flow, side="left"))
+            b = int(np.searchsorted(fl, flow, side="right"))
+            fr, ts, tv = fr[a:b], ts[a:b], tv[a:b]
             self._flows[flow] = (fr, ts, tv, tsval_rate(ts, tv) if fr.shape[0] else None)
         return self._flows[flow]
 

@@ -212,18 +212,29 @@ def detect(
     return out
 
 
+def _requests_by_flow(ctx: DetectContext) -> dict[int, list[Any]]:
+    """The requests table's rows per flow (built once per trace)."""
+
+    def make() -> dict[int, list[Any]]:
+        out: dict[int, list[Any]] = {}
+        r = ctx.requests
+        if r is not None and not r.empty:
+            for q in r.itertuples(index=False):
+                out.setdefault(int(q.flow), []).append(q)
+        return out
+
+    return ctx.memo(("hol.requests_by_flow",), make)  # type: ignore[no-any-return]
+
+
 def _in_flight(ctx: DetectContext, f: int, t0: int, t1: int) -> list[Any] | None:
     """The HTTP exchanges of flow ``f`` in progress during [t0, t1] (request started, its
     response not complete before t0); None when the flow's HTTP was not read (no keys, not
     HTTP) — then the wire cannot say what else waited."""
-    r = ctx.requests
-    if r is None or r.empty:
-        return None
-    rows = r[r["flow"] == f]
-    if rows.empty:
+    rows = _requests_by_flow(ctx).get(f)
+    if not rows:
         return None
     out = []
-    for q in rows.itertuples(index=False):
+    for q in rows:
         start = q.request_start_ts_ns
         end = q.last_byte_ts_ns
         if pd.isna(start) or int(start) > t1:

@@ -157,7 +157,11 @@ def detect(
 
 
 def _episodes(v: DirView) -> list[Episode]:
-    rx = np.nonzero(np.isin(v.s_kind, _RETX) & (v.s_len > 0))[0]
+    k = v.s_kind
+    rx = np.nonzero(
+        ((k == "retransmission") | (k == "out_of_order") | (k == "spurious_retransmission"))
+        & (v.s_len > 0)
+    )[0]
     by_h: dict[int, list[int]] = {}
     for j in rx.tolist():
         by_h.setdefault(int(v.s_off[j]), []).append(j)
