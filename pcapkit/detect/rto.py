@@ -483,14 +483,24 @@ def _rto_finding(ctx: DetectContext, v: DirView, ep: Episode, rest: list[int]) -
         if lost
         else ""
     )
+    # Y's duplicate ACKs at h before the repair: the hole was reported; a fast repair, if
+    # one was sent, never arrived (at this vantage perhaps never seen)
+    dup = (v.y_ack == ep.h) & ~v.y_data & (v.y_ts > t0) & (v.y_ts < int(v.s_ts[rep]))
+    ndup = int(dup.sum())
+    if ndup and not lost:
+        told = (
+            f"The {receiver} reported the hole ({ndup} duplicate ACK"
+            f"{'s' if ndup > 1 else ''}), but no repair it triggered arrived (a fast "
+            "retransmission lost on the way, unseen here), and then nothing more came back"
+        )
+    elif lost:
+        told = f"Nothing more came back from the {receiver} to report the lost copy"
+    else:
+        told = f"Nothing came back from the {receiver} to report the loss"
     explanation = (
         f"Bytes from the {sender} at stream offset {ep.h} (Wireshark seq {ep.h + 1}) were "
         f"lost{again}. "
-        + (
-            f"Nothing more came back from the {receiver} to report the lost copy"
-            if lost
-            else f"Nothing came back from the {receiver} to report the loss"
-        )
+        + told
         + f" (no new duplicate ACKs or SACK blocks), so only the {sender}'s retransmission "
         "timer could repair it: "
         f"{sil / MS:.0f} ms with nothing from the {receiver}, then the copy in frame "
@@ -531,6 +541,7 @@ def _rto_finding(ctx: DetectContext, v: DirView, ep: Episode, rest: list[int]) -
             "offset": ep.h,
             "first_seen": "original" if ep.first_j is not None else "hole",
             "copies_lost": lost,
+            "dupacks_before_repair": ndup,
             "recovery_copies": len(rest),
             "silence_ms": round(sil / MS, 3),
             "tail_loss": bool(tail),
