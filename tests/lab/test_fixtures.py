@@ -56,9 +56,23 @@ def doc(name: str) -> Doc:
     return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
-@functools.cache
+_TRACES: dict[tuple[str, str], pcapkit.Trace] = {}
+
+
 def trace(name: str, role: str) -> pcapkit.Trace:
-    return pcapkit.open(FIXTURES / name / f"{role}.pcapng")
+    if (name, role) not in _TRACES:
+        _TRACES[name, role] = pcapkit.open(FIXTURES / name / f"{role}.pcapng")
+    return _TRACES[name, role]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_traces() -> Iterator[None]:
+    """Close the cached captures when the module is done: the lab's end-to-end tests wait
+    with select(), which cannot take file descriptors above 1024."""
+    yield
+    for t in _TRACES.values():
+        t.close()
+    _TRACES.clear()
 
 
 def segs(name: str, role: str, direction: str) -> pd.DataFrame:
