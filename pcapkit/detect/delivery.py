@@ -90,7 +90,6 @@ def detect(
 ) -> list[Finding]:
     out: list[Finding] = []
     opts = tcp_options(ctx)
-    busy = ctx.memo(("delivery._Busy",), lambda: _Busy(ctx))
     hol = [
         f
         for f in ctx.prior
@@ -117,6 +116,9 @@ def detect(
             # the receiver got data of other connections during the silence: the path
             # delivered, this connection's data queued behind theirs (a shared bottleneck
             # busy with parallel connections) — no outage the wire cannot explain
+            if not found:
+                continue
+            busy = ctx.memo(("delivery._Busy",), lambda: _Busy(ctx))
             dst = _receiver_ip(ctx, f, d)
             for g in found:
                 t_a = int(g.evidence[0].ts_ns or g.t_start_ns)

@@ -165,20 +165,22 @@ def _episodes(v: DirView) -> list[Episode]:
     by_h: dict[int, list[int]] = {}
     for j in rx.tolist():
         by_h.setdefault(int(v.s_off[j]), []).append(j)
+    # first sightings: X's new segments in frame order carry increasing offsets, so the
+    # segment that first carried byte h (or the first one beyond a hole at h) is a binary
+    # search away
+    first = np.nonzero((k == "new") | (k == "prev_not_captured"))[0]
+    f_off, f_end = v.s_off[first], v.s_end[first]
+    f_endmax = np.maximum.accumulate(f_end) if first.shape[0] else f_end
     eps = []
     for h, js in sorted(by_h.items(), key=lambda kv: kv[1][0]):
         j1 = js[0]
-        before = np.arange(j1)
-        orig = before[(v.s_off[:j1] <= h) & (v.s_end[:j1] > h)]
-        if orig.shape[0]:
-            j0 = int(orig[0])
-            eps.append(Episode(h, js, int(v.s_ts[j0]), j0, "original"))
-            continue
-        # never seen at P: a hole (later data arrived first) — timed from its opening
-        beyond = before[v.s_off[:j1] > h]
-        if beyond.shape[0]:
-            j0 = int(beyond[0])
-            eps.append(Episode(h, js, int(v.s_ts[j0]), None, "hole", open_j=j0))
+        q = int(np.searchsorted(f_endmax, h, side="right"))  # first new segment ending past h
+        if q < first.shape[0] and int(first[q]) < j1:
+            j0 = int(first[q])
+            if int(f_off[q]) <= h:
+                eps.append(Episode(h, js, int(v.s_ts[j0]), j0, "original"))
+            else:  # never seen at P: a hole (later data arrived first), timed from its opening
+                eps.append(Episode(h, js, int(v.s_ts[j0]), None, "hole", open_j=j0))
     return eps
 
 
@@ -203,10 +205,14 @@ def _classify(ctx: DetectContext, v: DirView, ep: Episode, floor: int, frac: flo
     # Y's first cumulative ACK past h (after the first sight of the bytes)
     first_frame = int(v.s_frame[ep.copies[0]]) if ep.first_j is None else int(v.s_frame[ep.first_j])
     pos0 = int(np.searchsorted(v.y_idx, np.searchsorted(p.frame, first_frame), side="right"))
-    past = np.nonzero(v.y_ack[pos0:] > ep.h)[0]
-    if not past.shape[0]:
+    k = max(int(np.searchsorted(v.y_ackmax, ep.h, side="right")), pos0)
+    if k >= v.y_ack.shape[0]:
         return
-    k = pos0 + int(past[0])
+    if int(v.y_ack[k]) <= ep.h:  # an older ACK reordered behind: look on from there
+        past = np.nonzero(v.y_ack[k:] > ep.h)[0]
+        if not past.shape[0]:
+            return
+        k += int(past[0])
     ep.ack_k = k
     t_ack = int(v.y_ts[k])
     i_ack = int(v.y_idx[k])
@@ -276,6 +282,20 @@ def _direction(
         dc, ds = refined_legs_ns(ctx, f)
         if dc is None and ds is None:
             return []  # no legs at all: when Y's packets reached X is unknown (§1.1)
+    # a quick look first: without one copy that left after ≥ floor of silence from Y, no
+    # episode here can be a timeout's (every fast repair on a busy bulk flow ends here)
+    k = v.s_kind
+    rx = np.nonzero(
+        ((k == "retransmission") | (k == "out_of_order") | (k == "spurious_retransmission"))
+        & (v.s_len > 0)
+    )[0]
+    if not rx.shape[0] or not v.y_ts.shape[0]:
+        return []
+    t_rx = v.s_ts[rx].astype(np.int64)
+    ky = v.last_y_reaching_all(t_rx, v.tolerance())
+    silence = np.where(ky >= 0, t_rx - v.y_ts[np.maximum(ky, 0)] - v.d_x, floor)
+    if not (silence >= floor).any():
+        return []
     out: list[Finding] = []
     used: set[int] = set()
     eps = _episodes(v)
