@@ -18,8 +18,9 @@ Signature (one flow direction X → Y, any vantage):
   from the first unacknowledged byte, so every copy of a backing-off series starts at h);
 * a copy is **timer-driven** when nothing from Y reached X for at least ``TCP_RTO_MIN``
   before it left (the last Y packet seen at P more than d_X + that floor earlier, §1.1:
-  what reaches X shows at P d_X before X's reaction) and it resends the first byte Y had
-  not acknowledged — a dupACK-triggered repair leaves X d_X after the dupACK, a tail-loss
+  what reaches X shows at P d_X before X's reaction), at least that floor after the
+  original where P saw it (the timer is armed no earlier), and it resends the first byte Y
+  had not acknowledged — a dupACK-triggered repair leaves X d_X after the dupACK, a tail-loss
   probe with several segments in flight resends the *last* segment;
 * the episode was **repaired** by the last copy before Y's cumulative ACK passed h, if
   that ACK came at least ½ d_Y after it at P (the copy could have caused it); an ACK past
@@ -201,7 +202,11 @@ def _classify(ctx: DetectContext, v: DirView, ep: Episode, floor: int, frac: flo
         # as X knew it); a copy beyond it is a probe of the tail or a SACK repair
         una = int(v.y_ackmax[k]) if k is not None else 0
         ep.silence.append(silence)
-        ep.timer.append(silence >= floor and int(v.s_off[j]) <= max(una, 0))
+        # and no timer expires sooner than the floor after the bytes were first sent (it is
+        # armed, or restarted, no earlier): where P saw the original, a copy sooner than
+        # that is a probe or a fast repair, whatever the silence before it
+        soon = ep.first_j is not None and t - ep.t_first < floor
+        ep.timer.append(silence >= floor and not soon and int(v.s_off[j]) <= max(una, 0))
     # Y's first cumulative ACK past h (after the first sight of the bytes)
     first_frame = int(v.s_frame[ep.copies[0]]) if ep.first_j is None else int(v.s_frame[ep.first_j])
     pos0 = int(np.searchsorted(v.y_idx, np.searchsorted(p.frame, first_frame), side="right"))

@@ -247,3 +247,23 @@ def test_synthetic_wait_without_timestamps_is_unexplained_not_server(tmp_path):
     row = long.iloc[0]
     assert row.cause == "unexplained"
     assert row.unexplained_ms == pytest.approx(400.0, abs=1.0) and row.server_ms == 0
+
+
+def test_synthetic_probe_after_an_idle_stream_is_not_a_timeout(tmp_path):
+    """SYNTHETIC (server vantage): an event stream idle for 0.5 s, then one event lost
+    after the capture point and resent 40 ms (two round trips: a tail-loss probe) after it.
+    Nothing came from the client for half a second before the copy, but no timer can
+    expire sooner than TCP_RTO_MIN after the bytes were sent: no rto_stall (the benchmark
+    capture's stream 0 had one, 48 ms, before this counter-check)."""
+    c = Conn()
+    c.handshake(rtt_us=20_000, client_leg_us=20_000)
+    c.c2s(40_000, b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.ack_s(40_050)
+    c.s2c(41_000, b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+    c.ack_c(61_000)
+    ev = b"data: late\n\n"
+    off = c.s_next
+    c.s2c(541_000, ev)
+    c.s2c(581_000, ev, offset=off)
+    c.ack_c(601_000)
+    assert _kinds(_trace(tmp_path, c, "probe.pcap"), "rto_stall").empty
