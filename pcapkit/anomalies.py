@@ -43,6 +43,8 @@ _ALL = [
             "stops or resynchronises there",
             "bad_block": "a pcapng block with a bad length, magic or layout; the rest of the "
             "block (or file) is skipped",
+            "gzip_truncated": "the gzip stream ends early or is corrupt part-way; the capture "
+            "is read up to the last byte that inflated",
         },
     ),
     *_declare(

@@ -69,10 +69,12 @@ class _Progress:
 def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by every command that opens a capture."""
 
-    @click.argument("path", type=click.Path(dir_okay=False, exists=True))
+    # no click existence checks: a missing, unreadable or wrong file is an input error
+    # (exit 1, one line; open_trace), not a usage error
+    @click.argument("path", type=click.Path(allow_dash=True), metavar="CAPTURE")
     @click.option(
         "--keylog",
-        type=click.Path(dir_okay=False, exists=True),
+        type=click.Path(),
         default=None,
         help="NSS key log (SSLKEYLOGFILE format) for TLS/QUIC; keys embedded in "
         "pcapng Decryption Secrets Blocks are used too.",
@@ -118,7 +120,17 @@ def open_trace(
     settings: dict[str, Any] | None = None,
 ) -> tuple[Trace, _Progress | None]:
     prog = None
-    if sys.stderr.isatty() and os.path.getsize(path) >= PROGRESS_MIN_BYTES:
+    if keylog is not None:
+        try:
+            with open(keylog, "rb"):
+                pass
+        except OSError as exc:
+            fail(f"--keylog {keylog}: {exc.strerror or exc}")
+    try:
+        big = path != "-" and os.path.getsize(path) >= PROGRESS_MIN_BYTES
+    except OSError:
+        big = False  # the open below says what is wrong with it
+    if sys.stderr.isatty() and big:
         prog = _Progress()
     try:
         return Trace(path, keylog, progress=prog, redact=redact, thresholds=settings), prog
@@ -292,6 +304,15 @@ def print_table(
 
     trace, prog = open_trace(path, keylog, redact=redact, settings=settings)
     with trace:
+        if flow is not None and not 0 <= flow < len(trace.flows):
+            if prog:
+                prog.done()
+            click.echo(
+                f"pcapkit: error: --flow {flow}: no such flow "
+                f"(the capture has {len(trace.flows)}: 0–{len(trace.flows) - 1})",
+                err=True,
+            )
+            sys.exit(Exit.USAGE)
         r = getattr(trace, table)
         if flow is not None:
             r = r[r.flow == flow]

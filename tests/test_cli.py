@@ -81,9 +81,83 @@ def test_unsupported_linktype_exit_1(tmp_path):
     assert "link type 147 is not supported" in r.output
 
 
-def test_missing_file_is_usage_error(tmp_path):
-    r = run("analyze", str(tmp_path / "nope.pcap"))
-    assert r.exit_code == Exit.USAGE
+def _one_line_error(r, *parts: str) -> None:
+    assert r.exit_code == Exit.ERROR, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pcapkit: error:"), r.output
+    for p in parts:
+        assert p in lines[0], (p, lines[0])
+
+
+def test_each_bad_input_is_exit_1_and_one_line(tmp_path, monkeypatch):
+    """README: 'exit 1, the input could not be analysed — one line on stderr', for every
+    kind of bad input (issue 14), on every command that reads a capture."""
+    good = Path(__file__).resolve().parent.parent / "fixtures" / "tls_sse_nagle" / "client.pcapng"
+    missing = tmp_path / "nope.pcap"
+    _one_line_error(run("analyze", str(missing)), "nope.pcap", "No such file")
+    _one_line_error(run("records", str(missing)), "No such file")
+    _one_line_error(run("requests", str(missing)), "No such file")
+    _one_line_error(run("analyze", str(tmp_path)), "Is a directory")
+    empty = tmp_path / "empty.pcap"
+    empty.write_bytes(b"")
+    _one_line_error(run("analyze", str(empty)), "empty file")
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(bytes.fromhex("d4c3b2a1020004"))  # a pcap header cut at 7 of 24 bytes
+    _one_line_error(run("analyze", str(cut)), "header is cut short")
+    _one_line_error(run("analyze", str(good), "--keylog", str(missing)), "--keylog", "No such")
+    # unreadable (root reads any file: the open is made to fail the way it would)
+    import pcapkit.io.reader as reader
+
+    real_open = open
+
+    def deny(path, *a, **k):
+        if str(path).endswith("locked.pcap"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(reader, "open", deny, raising=False)
+    _one_line_error(run("analyze", str(tmp_path / "locked.pcap")), "Permission denied")
+
+
+def test_capture_from_stdin_and_from_a_pipe(tmp_path):
+    """`tcpdump -w - | pcapkit analyze -` and /dev/stdin-like streams: spooled, then read."""
+    import subprocess
+    import sys
+
+    good = Path(__file__).resolve().parent.parent / "fixtures" / "tls_sse_nagle" / "client.pcapng"
+    data = good.read_bytes()
+    r = CliRunner().invoke(cli, ["analyze", "-", "--format", "json"], input=data)
+    assert r.exit_code == Exit.OK, r.output
+    doc = json.loads(r.output)
+    assert doc["capture"]["frames"] == 56 and doc["capture"]["path"] == "-"
+    assert [f["kind"] for f in doc["findings"]][:1] == ["nagle_delayed_ack"]
+    # a real pipe through a subprocess (not seekable, not mappable)
+    out = subprocess.run(
+        [sys.executable, "-m", "pcapkit.cli", "records", "/dev/stdin", "--format", "csv"],
+        input=data,
+        capture_output=True,
+        check=True,
+    )
+    from_file = run("records", str(good), "--format", "csv").output.encode()
+    assert out.stdout == from_file and out.stdout.count(b"\n") > 30  # every TLS record
+
+
+def test_truncated_gzip_keeps_the_frames_before_the_cut(tmp_path):
+    import gzip
+
+    good = Path(__file__).resolve().parent.parent / "fixtures" / "tls_sse_nagle" / "client.pcapng"
+    z = gzip.compress(good.read_bytes())
+    cut = tmp_path / "cut.pcapng.gz"
+    cut.write_bytes(z[: len(z) * 2 // 3])
+    r = run("analyze", str(cut), "--format", "json")
+    assert r.exit_code == Exit.OK, r.output
+    doc = json.loads(r.output)
+    names = [a["name"] for a in doc["anomalies"]]
+    assert "gzip_truncated" in names and "truncated_record" in names  # the cut record too
+    assert 0 < doc["capture"]["frames"] < 56
+    bad = tmp_path / "garbage.gz"
+    bad.write_bytes(b"\x1f\x8b" + b"\xff" * 40)
+    _one_line_error(run("analyze", str(bad)), "gzip stream is corrupt")
 
 
 def test_truncated_capture_reports_anomaly_and_succeeds(capture):
@@ -150,3 +224,13 @@ def test_json_findings_carry_the_stable_keys():
         f
     )
     assert f["kind"] == "zero_window" and isinstance(f["frames"], list) and f["cost_ms"] > 1000
+
+
+def test_flow_that_does_not_exist_is_a_usage_error():
+    good = Path(__file__).resolve().parent.parent / "fixtures" / "tls_sse_nagle" / "client.pcapng"
+    for cmd in ("requests", "records"):
+        r = run(cmd, str(good), "--flow", "99")
+        assert r.exit_code == Exit.USAGE
+        assert (
+            r.output.strip() == "pcapkit: error: --flow 99: no such flow (the capture has 1: 0–0)"
+        )
