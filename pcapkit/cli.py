@@ -20,6 +20,7 @@ import click
 
 from . import __version__
 from .errors import PcapkitError
+from .report.json import JSON_KEYS
 from .trace import Trace
 
 # Below this size a capture is analysed faster than a progress bar can be read.
@@ -141,8 +142,21 @@ def open_trace(
     raise AssertionError("unreachable")
 
 
+def emit(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Print ``text`` with every terminal control character escaped (captured strings are
+    attacker-controlled: an X-Request-Id could retitle or clear the terminal)."""
+    from .report.escape import printable
+
+    click.echo(printable(text), err=err, nl=nl)
+
+
+def emit_json(doc: Any) -> None:
+    """JSON on stdout: json escapes C0 and non-ASCII; DEL is escaped too."""
+    click.echo(json.dumps(doc, indent=2).replace("\x7f", "\\u007f"))
+
+
 def fail(message: str) -> None:
-    click.echo(f"pcapkit: error: {message}", err=True)
+    emit(f"pcapkit: error: {message}", err=True)
     sys.exit(Exit.ERROR)
 
 
@@ -169,7 +183,9 @@ def cli() -> None:
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="text for people, json for programs (stable keys: capture, flows, tls, findings, anomalies).",
+    help="text for people, json for programs (top-level keys: "
+    + ", ".join(JSON_KEYS)
+    + "; see the README).",
 )
 @click.option(
     "--all", "show_all", is_flag=True, help="List every flow in text output (default: first 50)."
@@ -189,6 +205,48 @@ def cli() -> None:
     show_default=True,
     help="Hide findings that cost less than this (they do not count for --fail-on either).",
 )
+@click.option(
+    "--flow",
+    "flows",
+    type=int,
+    multiple=True,
+    metavar="N",
+    help="Only this flow (repeatable): its connection and findings.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND[,KIND…]",
+    help="Only findings of these kinds (repeatable).",
+)
+@click.option(
+    "--min-severity",
+    type=click.Choice(["info", "low", "medium", "high"]),
+    default=None,
+    help="Only findings of at least this severity.",
+)
+@click.option(
+    "--since",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only findings that end after this many seconds into the capture.",
+)
+@click.option(
+    "--until",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only findings that start before this many seconds into the capture.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Only the N worst findings.",
+)
 @threshold_option
 def analyze(
     path: str,
@@ -197,6 +255,12 @@ def analyze(
     show_all: bool,
     fail_on: str | None,
     min_cost_ms: float,
+    flows: tuple[int, ...],
+    kinds: tuple[str, ...],
+    min_severity: str | None,
+    since: float | None,
+    until: float | None,
+    top: int | None,
     settings: dict[str, Any],
 ) -> None:
     """Summarise every connection of a capture: bytes, handshake, RTT legs, vantage,
@@ -209,27 +273,57 @@ def analyze(
       pcapkit analyze trace.pcap.gz --format json | jq '.findings[0]'
       pcapkit analyze trace.pcapng --fail-on nagle_delayed_ack,zero_window --min-cost-ms 5
       pcapkit analyze trace.pcapng --set nagle.late_slack_ms=3 --set hol.min_episode_ms=10
+      pcapkit analyze trace.pcapng --flow 3 --min-severity medium --top 5
     """
+    from .detect import KINDS
     from .report import analysis_json, analysis_text
+    from .report.narrow import capture_time_ns, narrow, parse_kinds
 
     gate = parse_fail_on(fail_on)
+    try:
+        kind_set = parse_kinds(kinds, KINDS) if kinds else None
+    except ValueError as exc:
+        emit(f"pcapkit: error: --kind: {exc}; kinds: {', '.join(KINDS)}", err=True)
+        sys.exit(Exit.USAGE)
     trace, prog = open_trace(path, keylog, settings=settings)
     try:
         with trace:
-            findings = trace.findings
-            if min_cost_ms > 0:
-                keep = findings.cost_ms.isna() | (findings.cost_ms >= min_cost_ms)
-                findings = findings[keep.to_numpy(bool)]
+            n_flows = len(trace.flows)
+            bad = [f for f in flows if not 0 <= f < n_flows]
+            if bad:
+                emit(
+                    f"pcapkit: error: --flow {bad[0]}: no such flow (the capture has "
+                    f"{n_flows}: 0–{n_flows - 1})",
+                    err=True,
+                )
+                sys.exit(Exit.USAGE)
+            t0 = trace.capture_summary()["first_ts_ns"]
+            findings = narrow(
+                trace.findings,
+                flows=set(flows) if flows else None,
+                kinds=kind_set,
+                min_severity=min_severity,
+                min_cost_ms=min_cost_ms,
+                since_ns=None if since is None else capture_time_ns(since, t0),
+                until_ns=None if until is None else capture_time_ns(until, t0),
+                top=top,
+            )
+            only = set(flows) if flows else None
             if fmt == "json":
-                doc = analysis_json(trace, findings=findings)
+                doc = analysis_json(trace, findings=findings, only_flows=only)
                 if prog:
                     prog.done()
-                click.echo(json.dumps(doc, indent=2))
+                emit_json(doc)
             else:
-                text = analysis_text(trace, max_flows=None if show_all else 50, findings=findings)
+                text = analysis_text(
+                    trace,
+                    max_flows=None if show_all or flows else 50,
+                    findings=findings,
+                    only_flows=only,
+                )
                 if prog:
                     prog.done()
-                click.echo(text, nl=False)
+                emit(text, nl=False)
     except PcapkitError as exc:
         fail(str(exc))
     if gate is not None and gate(findings):
@@ -319,11 +413,11 @@ def print_table(
         if prog:
             prog.done()
         if fmt == "json":
-            click.echo(json.dumps(df_records(r), indent=2))
+            emit_json(df_records(r))
         elif fmt == "csv":
-            click.echo(r.to_csv(index=False), nl=False)
+            emit(r.to_csv(index=False), nl=False)
         else:
-            click.echo(text(trace, flow), nl=False)
+            emit(text(trace, flow), nl=False)
 
 
 @cli.command(epilog=EXIT_HELP)
@@ -453,9 +547,9 @@ def export(path: str, keylog: str | None, qlog_dir: str) -> None:
         if prog:
             prog.done()
     if not written:
-        click.echo(f"{path}: no QUIC connections", err=True)
+        emit(f"{path}: no QUIC connections", err=True)
     for w in written:
-        click.echo(str(w))
+        emit(str(w))
 
 
 @cli.command(

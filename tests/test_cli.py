@@ -234,3 +234,88 @@ def test_flow_that_does_not_exist_is_a_usage_error():
         assert (
             r.output.strip() == "pcapkit: error: --flow 99: no such flow (the capture has 1: 0–0)"
         )
+
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "realworld" / "ndpi" / "pcap"
+
+
+def test_narrowing_the_report():
+    """--flow, --kind, --min-severity, --since/--until and --top narrow the findings (text
+    and JSON alike); --fail-on judges what is shown."""
+    nagle = Path(__file__).resolve().parent.parent / "fixtures" / "nagle_wwr" / "client.pcapng"
+
+    def found(*extra: str) -> list[dict]:
+        r = run("analyze", str(nagle), "--format", "json", *extra)
+        assert r.exit_code == Exit.OK, r.output
+        return json.loads(r.output)["findings"]
+
+    def kinds(*extra: str) -> list[str]:
+        return [f["kind"] for f in found(*extra)]
+
+    everything = kinds()
+    assert everything.count("nagle_delayed_ack") >= 5 and "nagle" in everything
+    assert set(kinds("--kind", "nagle")) == {"nagle"}
+    assert kinds("--top", "2") == everything[:2]
+    sev = ["info", "low", "medium", "high"]
+    high = [f["kind"] for f in found() if sev.index(f["severity"]) >= 3]
+    assert kinds("--min-severity", "high") == high  # none: every hold here costs < 100 ms
+    assert kinds("--min-severity", "medium") == everything
+    assert kinds("--since", "1e6") == [] and kinds("--until", "-1") == []
+    assert kinds("--flow", "0") == everything
+    r = run("analyze", str(nagle), "--kind", "bogus")
+    assert r.exit_code == Exit.USAGE and r.output.startswith("pcapkit: error: --kind: unknown")
+    r = run("analyze", str(nagle), "--flow", "7")
+    assert r.exit_code == Exit.USAGE and "--flow 7: no such flow" in r.output
+    assert (
+        run("analyze", str(nagle), "--kind", "nagle", "--fail-on", "nagle_delayed_ack").exit_code
+        == 0
+    )
+
+
+def test_repeated_findings_are_grouped_with_one_remedy():
+    nagle = Path(__file__).resolve().parent.parent / "fixtures" / "nagle_wwr" / "client.pcapng"
+    text = run("analyze", str(nagle)).output
+    n = json.loads(run("analyze", str(nagle), "--format", "json").output)["findings"]
+    repeated = sum(1 for f in n if f["kind"] == "nagle_delayed_ack")
+    assert text.count("▶ nagle_delayed_ack") == 1
+    assert f"{repeated} times on this connection; the costliest:" in text
+    assert text.count("remedy:") == len({(f["kind"], f["dir"]) for f in n})
+    assert "findings by connection, worst first:" in text
+    assert "flow 0 (tcp.stream 0)" in text
+
+
+def test_flows_are_named_as_wireshark_numbers_them():
+    """On a capture mixing TCP and UDP, flow N is printed with its tcp.stream / udp.stream."""
+    p = REAL / "teams.pcap"
+    if not p.exists():
+        pytest.skip("../shared/realworld is absent")
+    text = run("analyze", str(p), "--all").output
+    assert "flow 0   udp.stream 0 " in text and "flow 1   tcp.stream 0 " in text
+
+
+def test_readme_and_help_match_the_code():
+    """The README's JSON keys are the report's; every command and option the README's
+    command-line section uses exists; --help lists the JSON keys the report has."""
+    import re
+
+    from pcapkit.report.json import JSON_KEYS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("### JSON report", 1)[1].split("## Python API", 1)[0]
+    keys = re.findall(r"^\| `([a-z_]+)` \|", section, re.M)
+    assert tuple(keys) == JSON_KEYS
+    assert ", ".join(JSON_KEYS) in " ".join(run("analyze", "--help").output.split())
+    cmdline = readme.split("## Command line", 1)[1].split("### JSON report", 1)[0]
+    for line in (p for ln in cmdline.splitlines() for p in ln.split(";")):
+        m = re.match(r"\s+(?:.*\| )?(?:sudo )?pcapkit (\w+)(.*?)(#|$)", line)
+        if not m:
+            continue
+        cmd, rest = m.group(1), m.group(2)
+        assert cmd in cli.commands, line
+        command = cli.commands[cmd]
+        sub = rest.split()[0] if rest.split() else ""
+        if hasattr(command, "commands") and sub in command.commands:  # a group: lab run …
+            command = command.commands[sub]
+        params = {o for p in command.params for o in getattr(p, "opts", [])}
+        for opt in re.findall(r"(--[a-z-]+)", rest):
+            assert opt in params, (cmd, opt)
