@@ -521,33 +521,68 @@ def thresholds(fmt: str, detector: str | None) -> None:
 @cli.command(epilog=EXIT_HELP)
 @trace_options
 @click.option(
+    "--tables",
+    "tables_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Directory for every table as DIR/<table>.<format> (packets, flows, segments, "
+    "records, tls, quic…, requests, gaps, findings, anomalies).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "csv", "jsonl"]),
+    default="parquet",
+    show_default=True,
+    help="Table format: parquet (needs pyarrow: the [export] extra), csv or jsonl.",
+)
+@click.option(
     "--qlog",
     "qlog_dir",
-    required=True,
+    default=None,
     type=click.Path(file_okay=False),
     help="Directory for one <capture>-flow<N>.sqlog (qlog 0.3, JSON-SEQ) per QUIC connection.",
 )
-def export(path: str, keylog: str | None, qlog_dir: str) -> None:
-    """Export the QUIC connections of a capture as qlog files for qvis.
+def export(
+    path: str, keylog: str | None, tables_dir: str | None, fmt: str, qlog_dir: str | None
+) -> None:
+    """Export a capture's tables for pandas, DuckDB or Polars, and its QUIC connections
+    as qlog files for qvis.
 
-    One JSON-SEQ qlog per connection (network vantage, named from the client's side:
-    its packets are packet_sent, the server's packet_received), with every packet's
-    header and decrypted frames; packets without keys keep their header and say why.
+    --tables writes every table; each *_ts_ns column gets a UTC *_ts timestamp beside
+    it; nested columns (frames, evidence, headers, details) are lists, structs and maps
+    in Parquet, JSON text in CSV, JSON in JSON Lines.  --qlog writes one JSON-SEQ qlog
+    per connection (network vantage, named from the client's side: its packets are
+    packet_sent, the server's packet_received), with every packet's header and decrypted
+    frames; packets without keys keep their header and say why.
 
     \b
     Examples:
+      pcapkit export trace.pcapng --tables out/ --format parquet
       pcapkit export fixtures/h3_streams_drop/client.pcapng --qlog out/qlog
-      pcapkit export trace.pcapng --keylog keys.log --qlog /tmp/q
+      pcapkit export trace.pcapng --keylog keys.log --qlog /tmp/q --tables /tmp/t --format csv
     """
     from .export.qlog import export_qlog
+    from .export.tables import export_tables
 
+    if tables_dir is None and qlog_dir is None:
+        emit("pcapkit: error: export needs --tables DIR or --qlog DIR (or both)", err=True)
+        sys.exit(Exit.USAGE)
     trace, prog = open_trace(path, keylog)
+    written = []
     with trace:
-        written = export_qlog(trace, qlog_dir)
+        if tables_dir is not None:
+            try:
+                written += export_tables(trace, tables_dir, fmt)
+            except RuntimeError as exc:  # no pyarrow for Parquet
+                fail(str(exc))
+        if qlog_dir is not None:
+            quic = export_qlog(trace, qlog_dir)
+            if not quic:
+                emit(f"{path}: no QUIC connections", err=True)
+            written += quic
         if prog:
             prog.done()
-    if not written:
-        emit(f"{path}: no QUIC connections", err=True)
     for w in written:
         emit(str(w))
 
