@@ -89,6 +89,8 @@ _ALL = [
             "tls_roles_swapped": "the TLS client is the TCP server",
             "tls_keylog_secret_length": "a key-log secret whose length does not fit the "
             "cipher suite's hash",
+            "tls_keylog_unmatched": "a key log was given but none of its client randoms is a "
+            "ClientHello's in the capture (a key log of another capture?)",
             "tls_keylog_line_malformed": "key-log lines (file, SSLKEYLOGFILE or pcapng "
             "Decryption Secrets Block) that do not parse; their secrets are not used",
             "tls_keylog_unknown_label": "key-log lines with a label this tool does not use "

@@ -149,6 +149,7 @@ class Trace:
             + list(self._app.anomalies)
             + list(self.quic_anomalies)
             + list(self._keys.anomalies)
+            + self._keylog_match()
             + linktype_anomalies(self.raw)
         )
         return anomalies_table(rows, self._net.flows.pkt_flow)
@@ -165,6 +166,15 @@ class Trace:
         from .sessions.tls import load_keys
 
         return load_keys(self.keylog, self.secrets)
+
+    def _keylog_match(self) -> list[dict[str, Any]]:
+        """A row when the key log matches no ClientHello of the capture."""
+        from .sessions.tls import keylog_match
+
+        if not len(self._keys.keylog):
+            return []
+        quic = [qf.conn.client_random for qf in self._quic]
+        return keylog_match(self._keys, self._tls, quic)
 
     @property
     def key_sources(self) -> list[str]:
