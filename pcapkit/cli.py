@@ -587,6 +587,54 @@ def export(
         emit(str(w))
 
 
+@cli.command("slice", epilog="Exit codes: 0 ok; 1 the input could not be read; 2 usage error.")
+@trace_options
+@click.option(
+    "--flow",
+    "flows",
+    type=int,
+    multiple=True,
+    required=True,
+    metavar="N",
+    help="A flow to keep (repeatable).",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The pcapng to write.",
+)
+def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str) -> None:
+    """Write some connections of a capture to a new pcapng, with the key-log lines of
+    their TLS/QUIC sessions (and only theirs) embedded as a Decryption Secrets Block:
+    what to share instead of a whole capture (editcap / tshark -w, keys included).
+
+    \b
+    Examples:
+      pcapkit slice trace.pcapng --flow 3 -o flow3.pcapng
+      pcapkit slice trace.pcap --keylog keys.log --flow 3 --flow 7 -o two.pcapng
+    """
+    trace, prog = open_trace(path, keylog)
+    with trace:
+        n_flows = len(trace.flows)
+        bad = [f for f in flows if not 0 <= f < n_flows]
+        if bad:
+            emit(
+                f"pcapkit: error: --flow {bad[0]}: no such flow (the capture has {n_flows}: "
+                f"0–{n_flows - 1})",
+                err=True,
+            )
+            sys.exit(Exit.USAGE)
+        try:
+            n = trace.slice(list(flows), output)
+        except OSError as exc:
+            fail(f"{output}: {exc.strerror or exc}")
+        if prog:
+            prog.done()
+    emit(f"{output}: {n} frames of {len(flows)} flow(s)")
+
+
 @cli.command(
     epilog="Exit codes: 0 the capture was written (the command's own exit status is in the "
     "summary on stderr and in --json); 1 the capture failed (one line on stderr); 2 usage error.",

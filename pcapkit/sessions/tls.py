@@ -716,3 +716,13 @@ def keylog_match(
             f"(keys from: {'; '.join(keys.sources)})",
         }
     ]
+
+
+def keylog_lines(keys: KeySources, client_randoms: list[bytes]) -> bytes:
+    """The NSS key-log lines of these sessions only (what a shared slice of a capture
+    needs to stay decryptable, and no other session's secrets)."""
+    out = []
+    for cr in dict.fromkeys(client_randoms):
+        for label, secret in sorted(keys.keylog.secrets_for(cr).items()):
+            out.append(f"{label} {cr.hex()} {secret.reveal().hex()}\n")
+    return "".join(out).encode("ascii")
