@@ -142,12 +142,22 @@ def open_trace(
     raise AssertionError("unreachable")
 
 
-def emit(text: str, *, err: bool = False, nl: bool = True) -> None:
+def emit(text: str, *, err: bool = False, nl: bool = True, styled: bool = False) -> None:
     """Print ``text`` with every terminal control character escaped (captured strings are
-    attacker-controlled: an X-Request-Id could retitle or clear the terminal)."""
+    attacker-controlled: an X-Request-Id could retitle or clear the terminal).  With
+    ``styled``, severities and the verdict are coloured — only on a terminal (click
+    strips styles in pipes) and never with ``NO_COLOR`` set (https://no-color.org)."""
     from .report.escape import printable
 
-    click.echo(printable(text), err=err, nl=nl)
+    text = printable(text)
+    color = None
+    if styled and not os.environ.get("NO_COLOR"):
+        from .report.text import colorize
+
+        text = colorize(text)
+    elif styled:
+        color = False
+    click.echo(text, err=err, nl=nl, color=color)
 
 
 def emit_json(doc: Any) -> None:
@@ -323,7 +333,7 @@ def analyze(
                 )
                 if prog:
                     prog.done()
-                emit(text, nl=False)
+                emit(text, nl=False, styled=True)
     except PcapkitError as exc:
         fail(str(exc))
     if gate is not None and gate(findings):

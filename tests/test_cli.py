@@ -319,3 +319,22 @@ def test_readme_and_help_match_the_code():
         params = {o for p in command.params for o in getattr(p, "opts", [])}
         for opt in re.findall(r"(--[a-z-]+)", rest):
             assert opt in params, (cmd, opt)
+
+
+def test_colour_only_on_a_terminal_and_never_with_no_color(monkeypatch):
+    import click
+
+    nagle = Path(__file__).resolve().parent.parent / "fixtures" / "nagle_wwr" / "client.pcapng"
+    plain = run("analyze", str(nagle)).output
+    assert "\x1b[" not in plain  # CliRunner is not a terminal: no styles
+    styled = CliRunner().invoke(cli, ["analyze", str(nagle)], color=True).output
+    assert click.style("medium", fg="yellow", bold=True) in styled
+    assert click.unstyle(styled) == plain
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[" not in CliRunner().invoke(cli, ["analyze", str(nagle)], color=True).output
+
+
+def test_record_type_names_are_never_cut():
+    good = Path(__file__).resolve().parent.parent / "fixtures" / "tls_sse_nagle" / "client.pcapng"
+    out = run("records", str(good)).output
+    assert "EncryptedExtensions" in out and "EncryptedExtensio " not in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -458,32 +459,36 @@ def analysis_text(
 
 
 def records_text(trace: Trace, flow: int | None = None) -> str:
-    """The alignment table of ``pcapkit records``: one line per TLS record."""
+    """The alignment table of ``pcapkit records``: one line per TLS record (the type column
+    as wide as its longest name: names are never cut)."""
     r = trace.records
     if flow is not None:
         r = r[r.flow == flow]
     if r.empty:
         return "no TLS records\n"
+    rows = []
+    for x in r.itertuples(index=False):
+        ct = CONTENT_TYPES.get(int(x.content_type), str(x.content_type))
+        rows.append((x, str(x.handshake) if x.handshake else ct))
+    w = max(17, *(len(ct) for _, ct in rows))
     head = (
-        f"{'flow':>4} {'dir':<3} {'frames':>11} {'offset':>9} {'len':>6} {'type':<17} "
+        f"{'flow':>4} {'dir':<3} {'frames':>11} {'offset':>9} {'len':>6} {'type':<{w}} "
         f"{'plain':>6} {'segs':>4} {'psh':>3} {'unit':>5} {'n/u':>3}  status"
     )
     out = [head]
-    for x in r.itertuples(index=False):
+    for x, ct in rows:
         frames = (
             f"{x.first_frame}"
             if x.first_frame == x.last_frame
             else f"{x.first_frame}-{x.last_frame}"
         )
-        ct = CONTENT_TYPES.get(int(x.content_type), str(x.content_type))
-        if x.handshake:
-            ct = str(x.handshake)[:17]
         plain = "" if _na(x.plaintext_len) else str(x.plaintext_len)
-        flags = "R" if x.retransmitted else ""
         out.append(
-            f"{x.flow:>4} {x.dir:<3} {frames:>11} {x.offset:>9} {x.length:>6} {ct:<17} {plain:>6} "
-            f"{x.segments:>4} {'yes' if x.psh_end else 'no':>3} {x.push_unit:>5} {x.records_in_unit:>3}  "
-            f"{x.status}{' (retransmitted)' if flags else ''}{f' ({x.missing_bytes} B missing)' if x.missing_bytes else ''}"
+            f"{x.flow:>4} {x.dir:<3} {frames:>11} {x.offset:>9} {x.length:>6} {ct:<{w}} "
+            f"{plain:>6} {x.segments:>4} {'yes' if x.psh_end else 'no':>3} {x.push_unit:>5} "
+            f"{x.records_in_unit:>3}  {x.status}"
+            + (" (retransmitted)" if x.retransmitted else "")
+            + (f" ({x.missing_bytes} B missing)" if x.missing_bytes else "")
         )
     return "\n".join(out) + "\n"
 
@@ -497,3 +502,34 @@ def thresholds_text(rows: list[Any]) -> str:
         out.append(f"{r.name} = {r.default} {r.unit}  {rng}")
         out.extend(_wrap(r.source, "    "))
     return "\n".join(out) + "\n"
+
+
+_SEVERITY_STYLE = {
+    "high": {"fg": "red", "bold": True},
+    "medium": {"fg": "yellow", "bold": True},
+    "low": {"fg": "cyan"},
+    "info": {"dim": True},
+}
+_HEADLINE = re.compile(r"^(\s*▶ )(\S+)( \[)(info|low|medium|high)(.*)$")
+
+
+def colorize(text: str) -> str:
+    """The report with finding headlines (kind bold, severity by colour) and the verdict
+    styled (ANSI; the caller decides whether the output is a terminal)."""
+    import click
+
+    out = []
+    for line in text.split("\n"):
+        m = _HEADLINE.match(line)
+        if m:
+            line = (
+                m.group(1)
+                + click.style(m.group(2), bold=True)
+                + m.group(3)
+                + click.style(m.group(4), **_SEVERITY_STYLE[m.group(4)])  # type: ignore[arg-type]
+                + m.group(5)
+            )
+        elif line.startswith("verdict:"):
+            line = click.style(line, bold=True)
+        out.append(line)
+    return "\n".join(out)
