@@ -34,10 +34,22 @@ class Exit(enum.IntEnum):
     FINDINGS = 3
 
 
-EXIT_HELP = (
-    "Exit codes: 0 ok; 1 the input could not be analysed (one line on stderr); "
-    "2 usage error; 3 a finding matched --fail-on."
-)
+# The exit codes, one sentence each: every command's epilog is built from the ones it
+# can return (tests/test_cli.py checks them against Exit and the README).
+EXIT_MEANING = {
+    Exit.OK: "0 ok",
+    Exit.ERROR: "1 the input could not be analysed (one line on stderr)",
+    Exit.USAGE: "2 usage error",
+    Exit.FINDINGS: "3 a finding matched --fail-on",
+}
+
+
+def exit_help(*codes: Exit) -> str:
+    return "Exit codes: " + "; ".join(EXIT_MEANING[c] for c in codes) + "."
+
+
+EXIT_HELP = exit_help(Exit.OK, Exit.ERROR, Exit.USAGE, Exit.FINDINGS)  # the group, analyze
+READ_HELP = exit_help(Exit.OK, Exit.ERROR, Exit.USAGE)  # commands without --fail-on
 
 
 class _Progress:
@@ -363,7 +375,7 @@ def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
     return lambda df: bool(df.kind.isin(kinds).any())
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
 @click.option("--flow", type=int, default=None, help="Only this flow id.")
 @click.option(
@@ -430,7 +442,7 @@ def print_table(
             emit(text(trace, flow), nl=False)
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
 @click.option("--flow", type=int, default=None, help="Only this flow id.")
 @click.option(
@@ -528,7 +540,7 @@ def thresholds(fmt: str, detector: str | None) -> None:
     click.echo(thresholds_text(rows), nl=False)
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
 @click.option(
     "--tables",
@@ -597,7 +609,7 @@ def export(
         emit(str(w))
 
 
-@cli.command("slice", epilog="Exit codes: 0 ok; 1 the input could not be read; 2 usage error.")
+@cli.command("slice", epilog=READ_HELP)
 @trace_options
 @click.option(
     "--flow",

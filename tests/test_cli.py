@@ -338,3 +338,12 @@ def test_record_type_names_are_never_cut():
     good = Path(__file__).resolve().parent.parent / "fixtures" / "tls_sse_nagle" / "client.pcapng"
     out = run("records", str(good)).output
     assert "EncryptedExtensions" in out and "EncryptedExtensio " not in out
+
+
+def test_each_command_lists_only_the_exit_codes_it_returns():
+    for cmd in ("records", "requests", "export", "slice"):
+        out = " ".join(run(cmd, "--help").output.split())
+        assert "Exit codes: 0 ok; 1 the input could not be analysed" in out, cmd
+        assert "--fail-on" not in out and "3 a finding" not in out, cmd
+    out = " ".join(run("analyze", "--help").output.split())
+    assert "3 a finding matched --fail-on" in out
