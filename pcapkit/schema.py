@@ -756,7 +756,12 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("cost_method", "str", "measured_interval, lower_bound, upper_bound or estimate"),
         ("t_start_ns", "int64", "start of the affected interval"),
         ("t_end_ns", "int64", "end of the affected interval"),
-        ("stream", "Int64", "HTTP/2 or QUIC stream id, where relevant"),
+        (
+            "stream",
+            "Int64",
+            "HTTP/2 or QUIC stream id: the detector's, else its request's when that was "
+            "the only exchange in flight; missing when several streams were delayed",
+        ),
         (
             "request",
             "Int64",

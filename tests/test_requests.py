@@ -553,3 +553,16 @@ def test_findings_of_other_connections_join_nothing() -> None:
     with pcapkit.open(FIX / "nagle_wwr" / "client.pcapng") as t:
         assert len(t.requests) == 0
         assert len(t.findings) and t.findings.request.isna().all()
+
+
+def test_http2_findings_name_the_stream_they_delayed() -> None:
+    """A connection-level finding (TCP head-of-line blocking) names the HTTP/2 stream
+    when it was the only exchange in flight, and none when eight streams waited."""
+    with pcapkit.open(FIX / "h2_sse_drop" / "client.pcapng") as t:
+        f = t.findings.set_index("kind")
+        assert f.loc["tcp_hol_blocking", "stream"] == 1
+        assert f.loc["sse_batching", "stream"] == 1
+    with pcapkit.open(FIX / "h2_hol_drop" / "client.pcapng") as t:
+        hol = t.findings[t.findings.kind == "tcp_hol_blocking"]
+        assert len(hol) == 1 and hol.stream.isna().all() and hol.request.notna().all()
+        assert len(hol.iloc[0].details["h2_victim_streams"]) == 8
