@@ -20,6 +20,7 @@ import click
 
 from . import __version__
 from .errors import PcapkitError
+from .report.json import JSON_KEYS
 from .trace import Trace
 
 # Below this size a capture is analysed faster than a progress bar can be read.
@@ -33,10 +34,22 @@ class Exit(enum.IntEnum):
     FINDINGS = 3
 
 
-EXIT_HELP = (
-    "Exit codes: 0 ok; 1 the input could not be analysed (one line on stderr); "
-    "2 usage error; 3 a finding matched --fail-on."
-)
+# The exit codes, one sentence each: every command's epilog is built from the ones it
+# can return (tests/test_cli.py checks them against Exit and the README).
+EXIT_MEANING = {
+    Exit.OK: "0 ok",
+    Exit.ERROR: "1 the input could not be analysed (one line on stderr)",
+    Exit.USAGE: "2 usage error",
+    Exit.FINDINGS: "3 a finding matched --fail-on, or a --max-* gate failed",
+}
+
+
+def exit_help(*codes: Exit) -> str:
+    return "Exit codes: " + "; ".join(EXIT_MEANING[c] for c in codes) + "."
+
+
+EXIT_HELP = exit_help(Exit.OK, Exit.ERROR, Exit.USAGE, Exit.FINDINGS)  # the group, analyze
+READ_HELP = exit_help(Exit.OK, Exit.ERROR, Exit.USAGE)  # commands without --fail-on
 
 
 class _Progress:
@@ -69,10 +82,12 @@ class _Progress:
 def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by every command that opens a capture."""
 
-    @click.argument("path", type=click.Path(dir_okay=False, exists=True))
+    # no click existence checks: a missing, unreadable or wrong file is an input error
+    # (exit 1, one line; open_trace), not a usage error
+    @click.argument("path", type=click.Path(allow_dash=True), metavar="CAPTURE")
     @click.option(
         "--keylog",
-        type=click.Path(dir_okay=False, exists=True),
+        type=click.Path(),
         default=None,
         help="NSS key log (SSLKEYLOGFILE format) for TLS/QUIC; keys embedded in "
         "pcapng Decryption Secrets Blocks are used too.",
@@ -118,7 +133,17 @@ def open_trace(
     settings: dict[str, Any] | None = None,
 ) -> tuple[Trace, _Progress | None]:
     prog = None
-    if sys.stderr.isatty() and os.path.getsize(path) >= PROGRESS_MIN_BYTES:
+    if keylog is not None:
+        try:
+            with open(keylog, "rb"):
+                pass
+        except OSError as exc:
+            fail(f"--keylog {keylog}: {exc.strerror or exc}")
+    try:
+        big = path != "-" and os.path.getsize(path) >= PROGRESS_MIN_BYTES
+    except OSError:
+        big = False  # the open below says what is wrong with it
+    if sys.stderr.isatty() and big:
         prog = _Progress()
     try:
         return Trace(path, keylog, progress=prog, redact=redact, thresholds=settings), prog
@@ -129,8 +154,31 @@ def open_trace(
     raise AssertionError("unreachable")
 
 
+def emit(text: str, *, err: bool = False, nl: bool = True, styled: bool = False) -> None:
+    """Print ``text`` with every terminal control character escaped (captured strings are
+    attacker-controlled: an X-Request-Id could retitle or clear the terminal).  With
+    ``styled``, severities and the verdict are coloured — only on a terminal (click
+    strips styles in pipes) and never with ``NO_COLOR`` set (https://no-color.org)."""
+    from .report.escape import printable
+
+    text = printable(text)
+    color = None
+    if styled and not os.environ.get("NO_COLOR"):
+        from .report.text import colorize
+
+        text = colorize(text)
+    elif styled:
+        color = False
+    click.echo(text, err=err, nl=nl, color=color)
+
+
+def emit_json(doc: Any) -> None:
+    """JSON on stdout: json escapes C0 and non-ASCII; DEL is escaped too."""
+    click.echo(json.dumps(doc, indent=2).replace("\x7f", "\\u007f"))
+
+
 def fail(message: str) -> None:
-    click.echo(f"pcapkit: error: {message}", err=True)
+    emit(f"pcapkit: error: {message}", err=True)
     sys.exit(Exit.ERROR)
 
 
@@ -157,7 +205,9 @@ def cli() -> None:
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="text for people, json for programs (stable keys: capture, flows, tls, findings, anomalies).",
+    help="text for people, json for programs (top-level keys: "
+    + ", ".join(JSON_KEYS)
+    + "; see the README).",
 )
 @click.option(
     "--all", "show_all", is_flag=True, help="List every flow in text output (default: first 50)."
@@ -177,6 +227,87 @@ def cli() -> None:
     show_default=True,
     help="Hide findings that cost less than this (they do not count for --fail-on either).",
 )
+@click.option(
+    "--flow",
+    "flows",
+    type=int,
+    multiple=True,
+    metavar="N",
+    help="Only this flow (repeatable): its connection and findings.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND[,KIND…]",
+    help="Only findings of these kinds (repeatable).",
+)
+@click.option(
+    "--min-severity",
+    type=click.Choice(["info", "low", "medium", "high"]),
+    default=None,
+    help="Only findings of at least this severity.",
+)
+@click.option(
+    "--since",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only findings that end after this many seconds into the capture.",
+)
+@click.option(
+    "--until",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only findings that start before this many seconds into the capture.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Only the N worst findings.",
+)
+@click.option(
+    "--max-ttfb-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an HTTP exchange's time to first byte is over MS (or none was "
+    "measured), naming it.",
+)
+@click.option(
+    "--max-ttft-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an exchange's time to first token (SSE event, gRPC message, else "
+    "body byte) is over MS (or none was measured).",
+)
+@click.option(
+    "--max-gap-p95-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an exchange's p95 gap between events is over MS (or none was measured).",
+)
+@click.option(
+    "--max-handshake-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when a TLS or QUIC handshake took longer than MS (or none was measured).",
+)
+@click.option(
+    "--junit",
+    "junit",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=False),
+    default=None,
+    metavar="FILE",
+    help="Also write JUnit XML for CI: a test case per exchange, handshake, finding and "
+    "gate, failing where the exit code says 3.",
+)
 @threshold_option
 def analyze(
     path: str,
@@ -185,6 +316,17 @@ def analyze(
     show_all: bool,
     fail_on: str | None,
     min_cost_ms: float,
+    flows: tuple[int, ...],
+    kinds: tuple[str, ...],
+    min_severity: str | None,
+    since: float | None,
+    until: float | None,
+    top: int | None,
+    max_ttfb_ms: float | None,
+    max_ttft_ms: float | None,
+    max_gap_p95_ms: float | None,
+    max_handshake_ms: float | None,
+    junit: str | None,
     settings: dict[str, Any],
 ) -> None:
     """Summarise every connection of a capture: bytes, handshake, RTT legs, vantage,
@@ -197,35 +339,219 @@ def analyze(
       pcapkit analyze trace.pcap.gz --format json | jq '.findings[0]'
       pcapkit analyze trace.pcapng --fail-on nagle_delayed_ack,zero_window --min-cost-ms 5
       pcapkit analyze trace.pcapng --set nagle.late_slack_ms=3 --set hol.min_episode_ms=10
+      pcapkit analyze trace.pcapng --flow 3 --min-severity medium --top 5
+      pcapkit analyze trace.pcapng --max-ttft-ms 300 --max-gap-p95-ms 80 --junit out.xml
     """
+    from .detect import KINDS
     from .report import analysis_json, analysis_text
+    from .report.narrow import capture_time_ns, narrow, parse_kinds
 
     gate = parse_fail_on(fail_on)
+    limits = {
+        o: v
+        for o, v in (
+            ("--max-ttfb-ms", max_ttfb_ms),
+            ("--max-ttft-ms", max_ttft_ms),
+            ("--max-gap-p95-ms", max_gap_p95_ms),
+            ("--max-handshake-ms", max_handshake_ms),
+        )
+        if v is not None
+    }
+    try:
+        kind_set = parse_kinds(kinds, KINDS) if kinds else None
+    except ValueError as exc:
+        emit(f"pcapkit: error: --kind: {exc}; kinds: {', '.join(KINDS)}", err=True)
+        sys.exit(Exit.USAGE)
     trace, prog = open_trace(path, keylog, settings=settings)
+    failing = None
+    violations: list[Any] = []
     try:
         with trace:
-            findings = trace.findings
-            if min_cost_ms > 0:
-                keep = findings.cost_ms.isna() | (findings.cost_ms >= min_cost_ms)
-                findings = findings[keep.to_numpy(bool)]
+            n_flows = len(trace.flows)
+            bad = [f for f in flows if not 0 <= f < n_flows]
+            if bad:
+                emit(
+                    f"pcapkit: error: --flow {bad[0]}: no such flow (the capture has "
+                    f"{n_flows}: 0–{n_flows - 1})",
+                    err=True,
+                )
+                sys.exit(Exit.USAGE)
+            t0 = trace.capture_summary()["first_ts_ns"]
+            findings = narrow(
+                trace.findings,
+                flows=set(flows) if flows else None,
+                kinds=kind_set,
+                min_severity=min_severity,
+                min_cost_ms=min_cost_ms,
+                since_ns=None if since is None else capture_time_ns(since, t0),
+                until_ns=None if until is None else capture_time_ns(until, t0),
+                top=top,
+            )
+            only = set(flows) if flows else None
             if fmt == "json":
-                doc = analysis_json(trace, findings=findings)
+                doc = analysis_json(trace, findings=findings, only_flows=only)
                 if prog:
                     prog.done()
-                click.echo(json.dumps(doc, indent=2))
+                emit_json(doc)
             else:
-                text = analysis_text(trace, max_flows=None if show_all else 50, findings=findings)
+                text = analysis_text(
+                    trace,
+                    max_flows=None if show_all or flows else 50,
+                    findings=findings,
+                    only_flows=only,
+                )
                 if prog:
                     prog.done()
-                click.echo(text, nl=False)
+                emit(text, nl=False, styled=True)
+            failing = gate(findings) if gate is not None else None
+            if limits or junit:
+                from .report import gates
+
+                subs = gates.subjects(trace.requests, trace.tls, trace.quic, only)
+                violations = gates.check(limits, subs)
+                for v in violations:
+                    emit(f"pcapkit: {v.line()}", err=True)
+                if junit:
+                    xml = gates.junit_xml(path, subs, findings, limits, violations, failing)
+                    try:
+                        with open(junit, "wb") as fh:
+                            fh.write(xml)
+                    except OSError as exc:
+                        fail(f"--junit {junit}: {exc.strerror or exc}")
     except PcapkitError as exc:
         fail(str(exc))
-    if gate is not None and gate(findings):
+    if violations or (failing is not None and bool(failing.any())):
         sys.exit(Exit.FINDINGS)
 
 
-def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
-    """``--fail-on``: a severity name (that or worse) or a comma-separated list of kinds."""
+DIFF_METRICS = (
+    "ttfb_ms",
+    "ttft_ms",
+    "response_ms",
+    "gap_p50_ms",
+    "gap_p95_ms",
+    "gap_max_ms",
+    "events_per_s",
+    "bytes_per_s",
+    "exchange_ms",
+    "handshake_ms",
+    "findings_cost_ms",
+    "connections",
+    "handshakes",
+    "resumed_handshakes",
+    "requests_per_connection",
+)
+
+
+@cli.command(
+    "diff",
+    epilog=READ_HELP[:-1] + "; 3 a metric got worse by more than --fail-on-regression.",
+)
+@click.argument("before", type=click.Path(allow_dash=False), metavar="BEFORE")
+@click.argument("after", type=click.Path(allow_dash=False), metavar="AFTER")
+@click.option(
+    "--keylog",
+    type=click.Path(),
+    default=None,
+    help="NSS key log for both captures (embedded pcapng keys are used too).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: verdict, metrics, requests (<metric>_before/_after), "
+    "unmatched, findings (appeared, gone), noise, notes.",
+)
+@click.option(
+    "--noise-pct",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="A metric changed only when it moved by more than this share of its before value…",
+)
+@click.option(
+    "--noise-ms",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="…and, for times, by more than this many ms.",
+)
+@click.option(
+    "--fail-on-regression",
+    "fail_pct",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="PCT",
+    help="Exit 3 when a --metric (default: every judged metric) got worse by more than "
+    "PCT percent.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    type=click.Choice(DIFF_METRICS),
+    multiple=True,
+    help="The metric(s) --fail-on-regression watches (repeatable).",
+)
+def diff(
+    before: str,
+    after: str,
+    keylog: str | None,
+    fmt: str,
+    noise_pct: float,
+    noise_ms: float,
+    fail_pct: float | None,
+    metrics: tuple[str, ...],
+) -> None:
+    """Compare two captures of the same workload — before and after a change: requests
+    matched by x-request-id, traceparent, else method, authority and path in order;
+    TTFB, TTFT, whole response, gaps, events/s and bytes/s per request; turn times of
+    connections without HTTP; handshakes, connections, resumptions; findings that
+    appeared or are gone; a verdict (improved, regressed, unchanged) outside a noise band.
+
+    \b
+    Examples:
+      pcapkit diff before.pcapng after.pcapng
+      pcapkit diff before.pcapng after.pcapng --format json | jq .verdict
+      pcapkit diff a.pcapng b.pcapng --fail-on-regression 10 --metric ttft_ms
+    """
+    from .report.diff import diff as compare
+    from .report.diff import diff_json, diff_text
+
+    traces = []
+    for p in (before, after):
+        t, prog = open_trace(p, keylog)
+        traces.append(t)
+    try:
+        d = compare(traces[0], traces[1], noise_pct=noise_pct, noise_ms=noise_ms)
+    except PcapkitError as exc:
+        fail(str(exc))
+    finally:
+        for t in traces:
+            t.close()
+    if fmt == "json":
+        emit_json(diff_json(d))
+    else:
+        emit(diff_text(d), nl=False, styled=True)
+    if fail_pct is not None:
+        worse = d.regressions(fail_pct, list(metrics) or None)
+        for r in worse.itertuples(index=False):
+            by = "from 0" if r.before == 0 else f"{r.change_pct:+.1f}%"
+            emit(
+                f"pcapkit: regression: {r.metric} {r.before:.6g} → {r.after:.6g} "
+                f"({by}, more than {fail_pct:g}%)",
+                err=True,
+            )
+        if len(worse):
+            sys.exit(Exit.FINDINGS)
+
+
+def parse_fail_on(spec: str | None) -> Callable[[Any], Any] | None:
+    """``--fail-on``: a severity name (that or worse) or a comma-separated list of kinds;
+    the rule as a function of the findings table giving the mask of those it selects."""
+    import pandas as pd
+
     from .detect import KINDS, SEVERITIES
 
     if not spec:
@@ -234,7 +560,7 @@ def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
     if spec in SEVERITIES:
         rank = SEVERITIES.index(spec)
         return lambda df: (
-            bool(df.severity.map(SEVERITIES.index).ge(rank).any()) if len(df) else False
+            df.severity.map(SEVERITIES.index).ge(rank) if len(df) else pd.Series([], dtype=bool)
         )
     kinds = {k.strip() for k in spec.split(",") if k.strip()}
     unknown = kinds - set(KINDS)
@@ -244,10 +570,10 @@ def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
             f"or a severity: {', '.join(SEVERITIES)}",
             param_hint="--fail-on",
         )
-    return lambda df: bool(df.kind.isin(kinds).any())
+    return lambda df: df.kind.isin(kinds)
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
 @click.option("--flow", type=int, default=None, help="Only this flow id.")
 @click.option(
@@ -292,20 +618,29 @@ def print_table(
 
     trace, prog = open_trace(path, keylog, redact=redact, settings=settings)
     with trace:
+        if flow is not None and not 0 <= flow < len(trace.flows):
+            if prog:
+                prog.done()
+            click.echo(
+                f"pcapkit: error: --flow {flow}: no such flow "
+                f"(the capture has {len(trace.flows)}: 0–{len(trace.flows) - 1})",
+                err=True,
+            )
+            sys.exit(Exit.USAGE)
         r = getattr(trace, table)
         if flow is not None:
             r = r[r.flow == flow]
         if prog:
             prog.done()
         if fmt == "json":
-            click.echo(json.dumps(df_records(r), indent=2))
+            emit_json(df_records(r))
         elif fmt == "csv":
-            click.echo(r.to_csv(index=False), nl=False)
+            emit(r.to_csv(index=False), nl=False)
         else:
-            click.echo(text(trace, flow), nl=False)
+            emit(text(trace, flow), nl=False)
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
 @click.option("--flow", type=int, default=None, help="Only this flow id.")
 @click.option(
@@ -403,38 +738,121 @@ def thresholds(fmt: str, detector: str | None) -> None:
     click.echo(thresholds_text(rows), nl=False)
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
+@click.option(
+    "--tables",
+    "tables_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Directory for every table as DIR/<table>.<format> (packets, flows, segments, "
+    "records, tls, quic…, requests, gaps, findings, anomalies).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "csv", "jsonl"]),
+    default="parquet",
+    show_default=True,
+    help="Table format: parquet (needs pyarrow: the [export] extra), csv or jsonl.",
+)
 @click.option(
     "--qlog",
     "qlog_dir",
-    required=True,
+    default=None,
     type=click.Path(file_okay=False),
     help="Directory for one <capture>-flow<N>.sqlog (qlog 0.3, JSON-SEQ) per QUIC connection.",
 )
-def export(path: str, keylog: str | None, qlog_dir: str) -> None:
-    """Export the QUIC connections of a capture as qlog files for qvis.
+def export(
+    path: str, keylog: str | None, tables_dir: str | None, fmt: str, qlog_dir: str | None
+) -> None:
+    """Export a capture's tables for pandas, DuckDB or Polars, and its QUIC connections
+    as qlog files for qvis.
 
-    One JSON-SEQ qlog per connection (network vantage, named from the client's side:
-    its packets are packet_sent, the server's packet_received), with every packet's
-    header and decrypted frames; packets without keys keep their header and say why.
+    --tables writes every table; each *_ts_ns column gets a UTC *_ts timestamp beside
+    it; nested columns (frames, evidence, headers, details) are lists, structs and maps
+    in Parquet, JSON text in CSV, JSON in JSON Lines.  --qlog writes one JSON-SEQ qlog
+    per connection (network vantage, named from the client's side: its packets are
+    packet_sent, the server's packet_received), with every packet's header and decrypted
+    frames; packets without keys keep their header and say why.
 
     \b
     Examples:
+      pcapkit export trace.pcapng --tables out/ --format parquet
       pcapkit export fixtures/h3_streams_drop/client.pcapng --qlog out/qlog
-      pcapkit export trace.pcapng --keylog keys.log --qlog /tmp/q
+      pcapkit export trace.pcapng --keylog keys.log --qlog /tmp/q --tables /tmp/t --format csv
     """
     from .export.qlog import export_qlog
+    from .export.tables import export_tables
 
+    if tables_dir is None and qlog_dir is None:
+        emit("pcapkit: error: export needs --tables DIR or --qlog DIR (or both)", err=True)
+        sys.exit(Exit.USAGE)
     trace, prog = open_trace(path, keylog)
+    written = []
     with trace:
-        written = export_qlog(trace, qlog_dir)
+        if tables_dir is not None:
+            try:
+                written += export_tables(trace, tables_dir, fmt)
+            except RuntimeError as exc:  # no pyarrow for Parquet
+                fail(str(exc))
+        if qlog_dir is not None:
+            quic = export_qlog(trace, qlog_dir)
+            if not quic:
+                emit(f"{path}: no QUIC connections", err=True)
+            written += quic
         if prog:
             prog.done()
-    if not written:
-        click.echo(f"{path}: no QUIC connections", err=True)
     for w in written:
-        click.echo(str(w))
+        emit(str(w))
+
+
+@cli.command("slice", epilog=READ_HELP)
+@trace_options
+@click.option(
+    "--flow",
+    "flows",
+    type=int,
+    multiple=True,
+    required=True,
+    metavar="N",
+    help="A flow to keep (repeatable).",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The pcapng to write.",
+)
+def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str) -> None:
+    """Write some connections of a capture to a new pcapng, with the key-log lines of
+    their TLS/QUIC sessions (and only theirs) embedded as a Decryption Secrets Block:
+    what to share instead of a whole capture (editcap / tshark -w, keys included).
+
+    \b
+    Examples:
+      pcapkit slice trace.pcapng --flow 3 -o flow3.pcapng
+      pcapkit slice trace.pcap --keylog keys.log --flow 3 --flow 7 -o two.pcapng
+    """
+    trace, prog = open_trace(path, keylog)
+    with trace:
+        n_flows = len(trace.flows)
+        bad = [f for f in flows if not 0 <= f < n_flows]
+        if bad:
+            emit(
+                f"pcapkit: error: --flow {bad[0]}: no such flow (the capture has {n_flows}: "
+                f"0–{n_flows - 1})",
+                err=True,
+            )
+            sys.exit(Exit.USAGE)
+        try:
+            n = trace.slice(list(flows), output)
+        except OSError as exc:
+            fail(f"{output}: {exc.strerror or exc}")
+        if prog:
+            prog.done()
+    emit(f"{output}: {n} frames of {len(flows)} flow(s)")
 
 
 @cli.command(

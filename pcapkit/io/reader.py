@@ -25,15 +25,16 @@ the walk with an anomaly row; the frames before them are kept.
 
 from __future__ import annotations
 
-import gzip
 import mmap
 import os
 import shutil
 import signal
+import stat
 import struct
 import sys
 import tempfile
 import threading
+import zlib
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -225,39 +226,96 @@ def _anomaly(
 # opening
 
 
-def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any]]:
-    """Return (buffer, compressed, objects to keep alive/close).
+# stdin, pipes and other streams are copied to an unlinked temporary file in chunks of
+# this size, then mapped like a file: bounded memory however large the input
+SPOOL_CHUNK = 1 << 20
+STDIN = "-"
 
-    Plain files are mmapped read-only; gzip files are inflated into an unlinked
-    temporary file that is then mmapped, so memory stays bounded for large input.
+
+def _spool(src: BinaryIO, prefix: str) -> BinaryIO:
+    """``src`` read to its end into an unlinked temporary file (rewound)."""
+    tmp = tempfile.TemporaryFile(prefix=prefix)
+    shutil.copyfileobj(src, tmp, SPOOL_CHUNK)
+    tmp.flush()
+    tmp.seek(0)
+    return tmp
+
+
+def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any], list[dict[str, Any]]]:
+    """Return (buffer, compressed, objects to keep alive/close, anomalies).
+
+    Plain files are mmapped read-only.  ``-`` (stdin), pipes, FIFOs and character
+    devices (``/dev/stdin``) cannot be mapped: they are spooled to an unlinked
+    temporary file first.  gzip input is inflated into an unlinked temporary file
+    that is then mmapped, so memory stays bounded for large input; a gzip stream cut
+    short (or corrupt part-way) keeps what inflated before the cut and says where, as
+    tshark reads the frames before it.
     """
-    f: BinaryIO = open(path, "rb")  # noqa: SIM115 - kept open with the mmap
+    anomalies: list[dict[str, Any]] = []
+    if os.fspath(path) == STDIN:
+        f: BinaryIO = _spool(sys.stdin.buffer, "pcapkit-stdin-")
+    else:
+        f = open(path, "rb")  # noqa: SIM115 - kept open with the mmap
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            piped = f
+            f = _spool(piped, "pcapkit-stream-")
+            piped.close()
     head = f.read(4)
     f.seek(0)
     if head[:2] == GZIP_MAGIC:
         tmp = tempfile.TemporaryFile(prefix="pcapkit-gunzip-")
-        try:
-            with gzip.GzipFile(fileobj=f) as gz:
-                shutil.copyfileobj(gz, tmp, 1 << 20)
-        except (OSError, EOFError) as exc:  # corrupt or cut-short gzip stream
-            tmp.flush()
-            if tmp.tell() == 0:
-                f.close()
-                tmp.close()
-                raise NotACapture(f"{path}: gzip stream is corrupt ({exc})") from exc
+        inflated, problem = _gunzip(f, tmp)
         f.close()
         tmp.flush()
-        if tmp.tell() == 0:
+        if inflated == 0:
             tmp.close()
-            raise NotACapture(f"{path}: empty gzip stream")
+            why = f"gzip stream is corrupt ({problem})" if problem else "empty gzip stream"
+            raise NotACapture(f"{path}: {why}")
+        if problem:
+            anomalies.append(
+                _anomaly(
+                    "gzip_truncated",
+                    f"the gzip stream ends early or is corrupt after {inflated} inflated "
+                    f"bytes ({problem}); the capture is read up to there",
+                    offset=inflated,
+                )
+            )
         mm = mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ)
-        return mm, True, [mm, tmp]
+        return mm, True, [mm, tmp], anomalies
     size = os.fstat(f.fileno()).st_size
     if size == 0:
         f.close()
         raise NotACapture(f"{path}: empty file")
     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    return mm, False, [mm, f]
+    return mm, False, [mm, f], anomalies
+
+
+def _gunzip(src: BinaryIO, dst: BinaryIO) -> tuple[int, str | None]:
+    """Inflate every gzip member of ``src`` into ``dst`` chunk by chunk; (bytes written,
+    what stopped it early or None).  What inflated before a cut or a corrupt block is
+    kept (``gzip.GzipFile`` would lose the last chunk read)."""
+    written = 0
+    d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    while True:
+        chunk = src.read(SPOOL_CHUNK)
+        if not chunk:
+            if not d.eof:
+                return written, "the stream ends before its end-of-stream marker"
+            return written, None
+        while chunk:
+            try:
+                out = d.decompress(chunk)
+            except zlib.error as exc:
+                return written, str(exc)
+            dst.write(out)
+            written += len(out)
+            if d.eof:  # a gzip member ended: another may follow (RFC 1952 §2.2)
+                chunk = d.unused_data
+                if chunk[:2] != GZIP_MAGIC:
+                    return written, None  # trailing garbage after the last member
+                d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            else:
+                chunk = b""
 
 
 ProgressFn = Callable[[float], None]
@@ -272,7 +330,7 @@ def read_capture(path: str | os.PathLike[str], progress: ProgressFn | None = Non
     everything after a valid file header that cannot be read becomes an anomaly.
     ``progress`` (optional) is called with the fraction of the file walked.
     """
-    mm, compressed, keep = _open_bytes(path)
+    mm, compressed, keep, opened = _open_bytes(path)
     try:
         magic = bytes(mm[:4])
         if magic in PCAP_MAGICS:
@@ -287,6 +345,7 @@ def read_capture(path: str | os.PathLike[str], progress: ProgressFn | None = Non
         _close_all(keep)
         raise
     cap.compressed = compressed
+    cap.anomalies[:0] = opened
     cap._keepalive = keep
     cap.release()  # the walk touched every page; later passes fault in only what they read
     return cap

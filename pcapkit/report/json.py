@@ -57,16 +57,46 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def analysis_json(trace: Trace, findings: pd.DataFrame | None = None) -> dict[str, Any]:
-    return {
+# The report's top-level keys, in order (the README's JSON section and ``--help`` are
+# checked against this list by tests/test_cli.py).
+JSON_KEYS = (
+    "schema_version",
+    "capture",
+    "coverage",
+    "flows",
+    "tls",
+    "quic",
+    "requests",
+    "gaps",
+    "findings",
+    "anomalies",
+)
+
+
+def analysis_json(
+    trace: Trace,
+    findings: pd.DataFrame | None = None,
+    only_flows: set[int] | None = None,
+) -> dict[str, Any]:
+    """The JSON report (:data:`JSON_KEYS`); ``findings`` as narrowed by the caller, the
+    per-flow tables limited to ``only_flows`` when given."""
+    from .narrow import flow_rows
+
+    requests = trace.requests
+    gaps = trace.gaps
+    if only_flows is not None:
+        gaps = gaps[gaps.request.isin(list(flow_rows(requests, only_flows).index))]
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "capture": to_jsonable({**trace.capture_summary(), "key_sources": trace.key_sources}),
         "coverage": to_jsonable(coverage(trace)),
-        "flows": records(trace.flows),
-        "tls": records(trace.tls),
-        "quic": records(trace.quic),
-        "requests": records(trace.requests),
-        "gaps": records(trace.gaps),
+        "flows": records(flow_rows(trace.flows, only_flows)),
+        "tls": records(flow_rows(trace.tls, only_flows)),
+        "quic": records(flow_rows(trace.quic, only_flows)),
+        "requests": records(flow_rows(requests, only_flows)),
+        "gaps": records(gaps),
         "findings": records(trace.findings if findings is None else findings),
         "anomalies": records(trace.anomalies),
     }
+    assert tuple(doc) == JSON_KEYS
+    return doc
