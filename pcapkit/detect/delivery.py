@@ -311,6 +311,7 @@ def _finding(
     r = ctx.flow(v.f)
     return Finding(
         kind="delivery_stall",
+        request=None if req is None else req["id"],
         flow=v.f,
         dir=DIRS[v.d],
         t_start_ns=t_end - cost,

@@ -286,6 +286,8 @@ def _name_by_what_waited(ctx: DetectContext, fnd: Finding, rto: list[Any]) -> Fi
         ):
             return None  # the timer repaired it: rto_stall names the episode
     fnd.kind = "loss_recovery"
+    rid = getattr(q, "request", None)
+    fnd.request = None if pd.isna(rid) else int(rid)  # the one exchange it delayed
     fnd.severity = None
     fnd.__post_init__()
     fnd.explanation = (

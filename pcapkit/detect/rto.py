@@ -388,6 +388,7 @@ def _dead(
     )
     return Finding(
         kind="connection_dead",
+        request=None if req is None else req["id"],
         flow=v.f,
         dir=DIRS[v.d],
         t_start_ns=t0,
@@ -542,6 +543,7 @@ def _rto_finding(ctx: DetectContext, v: DirView, ep: Episode, rest: list[int]) -
     ]
     return Finding(
         kind="rto_stall",
+        request=None if req is None else req["id"],
         flow=v.f,
         dir=DIRS[v.d],
         t_start_ns=t0,

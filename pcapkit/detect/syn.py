@@ -199,6 +199,7 @@ def _flow(ctx: DetectContext, f: int, min_cost_ms: float) -> Finding | None:
     )
     return Finding(
         kind="syn_retransmission",
+        request=None if req is None else req["id"],
         flow=f,
         dir=DIRS[0],
         t_start_ns=t0,

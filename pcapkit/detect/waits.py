@@ -101,7 +101,14 @@ def request_waiting(ctx: DetectContext, f: int, t_end_ns: int) -> dict[str, Any]
     method = "" if _na(pick.method) else str(pick.method)
     path = "" if _na(pick.path) else str(pick.path)
     authority = "" if _na(pick.authority) else str(pick.authority)
-    return {"method": method, "path": path, "authority": authority, "frame": frame}
+    rid = getattr(pick, "request", None)  # requests.request: the join key of findings.request
+    return {
+        "id": None if _na(rid) else int(rid),
+        "method": method,
+        "path": path,
+        "authority": authority,
+        "frame": frame,
+    }
 
 
 def request_words(req: dict[str, Any] | None) -> str:
