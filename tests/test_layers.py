@@ -34,6 +34,7 @@ RANKS = {
     "report": 7,
     "export": 7,
     "cli": 8,
+    "pytest_plugin": 8,  # the pytest11 entry point: a front end, like the cli
     "api": 8,  # pcapkit/__init__.py: the façade users import
 }
 # names with a leading underscore that are public API of the standard library
