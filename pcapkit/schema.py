@@ -732,6 +732,47 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("cause", "str", "largest share: a finding kind, server, path or cadence"),
         ("findings", "object", "kinds of the overlapping findings, costliest first"),
         ("frames", "object", "evidence frames of the costliest overlapping finding"),
+        (
+            "client_ms",
+            "Float64",
+            "two vantages: time the client held the server back (its receive window closed)",
+        ),
+        (
+            "c2s_ms",
+            "Float64",
+            "two vantages: the request on its way client → server (first event only)",
+        ),
+        (
+            "server_side_ms",
+            "Float64",
+            "two vantages: the server had the request (or the last event) and had not sent",
+        ),
+        ("s2c_ms", "Float64", "two vantages: the event on its way server → client"),
+    ],
+    "one_way": [
+        ("flow", "Int64", "flow id in the client capture (missing: a flow it never saw)"),
+        ("server_flow", "Int64", "flow id in the server capture"),
+        ("dir", "category", "c2s or s2c"),
+        ("seq", "Int64", "relative sequence number of the first payload byte (sender's)"),
+        ("length", "int64", "payload bytes"),
+        ("client_frame", "Int64", "frame in the client capture"),
+        ("server_frame", "Int64", "frame in the server capture"),
+        ("sent_ts_ns", "Int64", "seen at the sender's capture point (client clock)"),
+        ("received_ts_ns", "Int64", "seen at the receiver's capture point (client clock)"),
+        ("one_way_ms", "Float64", "received − sent: the path's one-way delay for this segment"),
+        (
+            "status",
+            "str",
+            "delivered; lost (seen leaving, never arriving: lost between the two capture "
+            "points); receiver_only (the sender's capture missed it); resegmented (a "
+            "sender's segment that arrived cut in pieces: the first piece is matched)",
+        ),
+        ("retransmission", "boolean", "the sender had sent these bytes before"),
+        (
+            "spurious",
+            "boolean",
+            "a retransmission whose earlier transmission reached the receiver's capture point",
+        ),
     ],
     "anomalies": [
         ("name", "str", "stable snake_case name (like Zeek's weird.log)"),
@@ -806,6 +847,7 @@ TABLES: dict[str, str] = {
     "h2_windows": "HTTP/2 DATA and WINDOW_UPDATE frames with the send windows after each",
     "qpack_blocked": "HTTP/3 field sections that waited for QPACK encoder instructions",
     "gaps": "why each streamed response waited: path, network findings, server",
+    "one_way": "two vantages: each TCP segment's one-way delay, or where it was lost",
     "anomalies": "what could not be parsed, with a stable name (like Zeek's weird.log)",
     "findings": "pathologies: kind, cost, evidence frames, explanation, remedy",
 }

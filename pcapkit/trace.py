@@ -20,10 +20,10 @@ is a pandas DataFrame with the columns declared in :mod:`pcapkit.schema`
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -52,7 +52,11 @@ class _Net:
 
 
 class Trace:
-    """One capture, analysed on demand.  Use :func:`pcapkit.open`."""
+    """One capture, analysed on demand.  Use :func:`pcapkit.open`.
+
+    ``retime`` maps the capture's timestamps (int64 ns) onto another clock before any
+    table is built (:mod:`pcapkit.vantage` puts a server capture on its client's).
+    """
 
     def __init__(
         self,
@@ -63,6 +67,7 @@ class Trace:
         redact: bool = True,
         embedded_keys: bool = True,
         thresholds: Mapping[str, Any] | None = None,
+        retime: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         if thresholds:  # a bad name or value fails here, not after the read
             from .detect.registry import resolve_thresholds
@@ -76,6 +81,8 @@ class Trace:
         self._report("read", 0.0)
         self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
         self._report("read", 1.0)
+        if retime is not None:  # another clock (pcapkit.vantage): before any table is built
+            self.raw.ts_ns = np.asarray(retime(self.raw.ts_ns), np.int64)
         self.keylog = keylog
         lts = {i.linktype for i in self.raw.interfaces}
         used = set(np.unique(self.raw.linktype).tolist()) if self.raw.frames else set()
@@ -478,6 +485,13 @@ class Trace:
             server_legs={f: v for f, v in legs.items() if v is not None},
         )
 
+    @property
+    def one_way(self) -> pd.DataFrame:
+        """Each TCP segment's one-way delay, or where it was lost: needs both ends'
+        captures (``pcapkit.open([client, server])``); empty for one capture.  See
+        ``schema.describe("one_way")``."""
+        return schema.frame("one_way", n=0)
+
     # -- streams -----------------------------------------------------------------
     def _flow_dir(self, flow: int, direction: str) -> tuple[int, int]:
         if direction not in DIR_CODES:
@@ -583,7 +597,7 @@ class Trace:
 
 
 def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     keylog: str | os.PathLike[str] | bytes | None = None,
     *,
     progress: Progress | None = None,
@@ -603,9 +617,27 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     unknown name or a bad value raises :class:`pcapkit.detect.ThresholdError`, a
     ``ValueError``).  Raises :class:`pcapkit.errors.PcapkitError` subclasses for
     whole-file problems.
+
+    ``path`` may be a list of two captures, ``[client, server]``, of the same traffic
+    from its two ends: the result is a :class:`pcapkit.vantage.TwoVantageTrace`, the
+    client's Trace with the server's (``.server``) on the client's clock (``.clock``:
+    offset, drift and uncertainty), per-segment one-way delays (``.one_way``) and gaps
+    split into client, network and server time.  Raises
+    :class:`pcapkit.vantage.NoCommonTraffic` when the two share no traffic.
     """
+    if isinstance(path, (list, tuple)):
+        from .vantage import open_pair
+
+        return open_pair(
+            path,
+            keylog,
+            progress=progress,
+            redact=redact,
+            embedded_keys=embedded_keys,
+            thresholds=thresholds,
+        )
     return Trace(
-        path,
+        cast("str | os.PathLike[str]", path),
         keylog,
         progress=progress,
         redact=redact,

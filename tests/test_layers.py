@@ -2,7 +2,8 @@
 
     dissectors  (imports nothing from pcapkit)
     base        schema, errors, anomalies, _parallel (any layer may use them)
-    io ← net ← sessions ← align ← detect ← trace ← report / export ← cli, pcapkit/__init__
+    io ← net ← sessions ← align ← detect ← trace, vantage ← report / export ← cli,
+    pcapkit/__init__
 
 A module may import only its own layer, the layers below it and the base modules;
 only ``sessions`` (and ``lab``, which makes fixtures) import ``dissectors``; the lab
@@ -31,6 +32,7 @@ RANKS = {
     "align": 4,
     "detect": 5,
     "trace": 6,
+    "vantage": 6,  # pcapkit/vantage.py: two captures of one traffic (Trace + Trace)
     "report": 7,
     "export": 7,
     "cli": 8,

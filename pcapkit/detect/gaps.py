@@ -42,6 +42,8 @@ MIN_EXTRA_MS = 20.0
 # An event that arrives within 1 ms after a finding's interval ends was released by it
 # (the releasing frame and the event's frame can be consecutive captures).
 RELEASE_SLACK_NS = 1_000_000
+# filled only with two vantages (pcapkit.vantage.split_gaps): missing here
+TWO_VANTAGE_COLUMNS = ("client_ms", "c2s_ms", "server_side_ms", "s2c_ms")
 
 
 def _union_ms(intervals: list[tuple[int, int]]) -> float:
@@ -69,7 +71,9 @@ def attribute(
 ) -> pd.DataFrame:
     """``server_legs`` supplies the capture ↔ server round trip (ms) of flows the flows
     table has none for (QUIC: from ACK timing, :func:`pcapkit.sessions.quic.server_leg_ms`)."""
-    rows: dict[str, list[Any]] = {c: [] for c in schema.columns("gaps")}
+    rows: dict[str, list[Any]] = {
+        c: [] for c in schema.columns("gaps") if c not in TWO_VANTAGE_COLUMNS
+    }
     if messages.empty or requests.empty:
         return _frame(rows)
     ev = messages[messages["type"].isin(["event", "message"]) & messages["request"].notna()]

@@ -1,0 +1,323 @@
+"""Two vantages, one timeline (issue 18): ``pcapkit merge`` and ``pcapkit.open([c, s])``.
+
+The lab's fixtures hold a client and a server capture of one run on one clock.  Each
+test moves the server capture onto a clock of its own — an offset of seconds, a drift
+of tens of ppm and jitter, rewritten in a temporary copy — and checks that the merge
+finds the planted clock within the uncertainty it states, and that everything built
+on the merged timeline (one-way delays, losses, the split of each wait) is what the
+true clock gives.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import pcapkit
+from pcapkit.cli import cli
+from pcapkit.io.reader import read_capture
+from pcapkit.io.writer import write_frames
+from pcapkit.vantage import (
+    ClockFit,
+    NoCommonTraffic,
+    TwoVantageTrace,
+    fit_clock,
+    match,
+    split_gaps,
+    wire_keys,
+)
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+PAIRS = sorted(p.parent.name for p in FIX.glob("*/server.pcapng"))
+
+# the planted server clock: 3.2 s behind, 40 ppm slow, up to 20 µs of timestamp jitter
+OFFSET_NS = 3_217_345_678
+DRIFT_PPM = 40.0
+JITTER_NS = 20_000
+
+
+def shift(src: Path, dst: Path, *, offset_ns: int, ppm: float, jitter_ns: int, seed: int) -> int:
+    """Rewrite ``src``'s timestamps as a clock ``offset_ns`` behind that runs ``ppm``
+    slow, plus uniform jitter in [0, jitter_ns) (kept in file order); returns t0, the
+    true time where the two clocks' rates are compared from."""
+    raw = read_capture(src)
+    try:
+        ts = raw.ts_ns.astype(np.int64)
+        t0 = int(ts.min())
+        jit = np.random.default_rng(seed).integers(0, max(jitter_ns, 1), ts.shape[0])
+        moved = t0 + np.rint((ts - t0) * (1 - ppm * 1e-6)).astype(np.int64) - offset_ns + jit
+        raw.ts_ns = np.maximum.accumulate(moved)
+        secrets = [(s.secrets_type, s.data) for s in raw.secrets]
+        write_frames(raw, range(raw.frames), dst, secrets)
+    finally:
+        raw.close()
+    return t0
+
+
+def true_offset_ms(ref_ns: int, t0: int, *, offset_ns: int, ppm: float) -> float:
+    """What to add to the shifted clock's reading ``ref_ns`` to get the true time."""
+    true = t0 + (ref_ns + offset_ns - t0) / (1 - ppm * 1e-6)
+    return (true - ref_ns) / 1e6
+
+
+def true_drift_ppm(ppm: float) -> float:
+    return ppm / (1 - ppm * 1e-6)
+
+
+@dataclass(frozen=True)
+class Planted:
+    client: Path
+    server: Path  # the shifted copy
+    t0: int
+    base: ClockFit  # the fit of the unshifted pair (one clock: the truth is 0)
+    asym_ms: float  # the middle of the true clock's bounds (the paths' asymmetry)
+    jitter_ms: float
+
+
+def planted(name: str, tmp_path: Path, seed: int = 1) -> Planted:
+    """A fixture pair with its server capture on a planted clock.  Jitter stays below a
+    tenth of the pair's smallest one-way delay (the veth pair's are microseconds)."""
+    client, server = FIX / name / "client.pcapng", FIX / name / "server.pcapng"
+    ra, rb = read_capture(client), read_capture(server)
+    try:
+        ka, kb = wire_keys(ra), wire_keys(rb)
+        base = fit_clock(ka, kb)
+    finally:
+        ra.close()
+        rb.close()
+    # the true clock's own NTP bounds, computed here: on one clock the offset is 0, and
+    # the middle of the bounds is off by the paths' residual asymmetry
+    ia, ib = match(ka, kb)
+    x = ka.ts_ns[ia] - kb.ts_ns[ib]
+    up = ka.dir[ia] == 0
+    asym_ms = (int(x[up].max()) + int(x[~up].min())) / 2 / 1e6
+    jitter = int(min(JITTER_NS, base.uncertainty_ms * 1e6 / 10))
+    moved = tmp_path / f"{name}-server.pcapng"
+    t0 = shift(server, moved, offset_ns=OFFSET_NS, ppm=DRIFT_PPM, jitter_ns=jitter, seed=seed)
+    return Planted(client, moved, t0, base, asym_ms, jitter / 1e6)
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_merge_recovers_a_planted_clock_within_its_stated_uncertainty(
+    name: str, tmp_path: Path
+) -> None:
+    p = planted(name, tmp_path)
+    client, moved, t0, jitter_ms = p.client, p.server, p.t0, p.jitter_ms
+    out = tmp_path / "both.pcapng"
+    r = CliRunner().invoke(
+        cli, ["merge", str(client), str(moved), "-o", str(out), "--format", "json"]
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    assert {"offset_ms", "drift_ppm", "uncertainty_ms"} <= set(doc)
+    want = true_offset_ms(doc["reference_ts_ns"], t0, offset_ns=OFFSET_NS, ppm=DRIFT_PPM)
+    assert abs(doc["offset_ms"] - want) <= doc["uncertainty_ms"]
+    assert abs(doc["drift_ppm"] - true_drift_ppm(DRIFT_PPM)) <= doc["drift_uncertainty_ppm"]
+    # the lab's paths are symmetric (the same delay each way), so the error is what the
+    # true clock's own fit shows (the paths' residual asymmetry), moved at most by the
+    # jitter and by the drift a short capture does not fit (40 ppm over its span)
+    slack = jitter_ms + DRIFT_PPM * 1e-6 * doc["span_ms"] + 0.001
+    assert abs(doc["offset_ms"] - want - p.asym_ms) <= slack
+    # every packet of both captures matched (the lab's captures see the same packets)
+    with pcapkit.open(client) as a, pcapkit.open(moved) as b:
+        assert doc["matched"] == min(len(a.packets), len(b.packets))
+
+
+def test_a_long_capture_pins_the_drift_down() -> None:
+    """A short capture cannot tell 40 ppm from none (tens of µs over a second, below the
+    timing noise): its drift interval says so.  Sixty copies of one fixture pair's
+    packets, ten seconds apart (ten minutes), give the drift to a fraction of a ppm."""
+    ra = read_capture(FIX / "tls_sse_drop" / "client.pcapng")
+    rb = read_capture(FIX / "tls_sse_drop" / "server.pcapng")
+    try:
+        a0, b0 = wire_keys(ra), wire_keys(rb)
+    finally:
+        ra.close()
+        rb.close()
+    short = fit_clock(a0, b0)
+    assert short.drift_uncertainty_ppm > DRIFT_PPM  # says it cannot see tens of ppm
+
+    def copies(k: object, n: int) -> tuple[np.ndarray, np.ndarray]:
+        assert isinstance(k, type(a0))
+        i = np.repeat(np.arange(n, dtype=np.int64), len(k))
+        ts = np.tile(k.ts_ns, n) + i * 10_000_000_000
+        key = np.tile(k.key, n) ^ (i.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+        return ts, key
+
+    n = 60
+    ta, ka = copies(a0, n)
+    tb, kb = copies(b0, n)
+    t0 = int(tb.min())
+    tb = t0 + np.rint((tb - t0) * (1 - DRIFT_PPM * 1e-6)).astype(np.int64) - OFFSET_NS
+
+    def tile(k: object, ts: np.ndarray, key: np.ndarray) -> object:
+        assert isinstance(k, type(a0))
+        return replace(
+            k,
+            ts_ns=ts,
+            key=key,
+            frame=np.tile(k.frame, n),
+            flow=np.tile(k.flow, n),
+            dir=np.tile(k.dir, n),
+            proto=np.tile(k.proto, n),
+        )
+
+    long = fit_clock(tile(a0, ta, ka), tile(b0, tb, kb))  # type: ignore[arg-type]
+    assert long.span_ms > 590_000
+    want = true_drift_ppm(DRIFT_PPM)
+    assert abs(long.drift_ppm - want) <= long.drift_uncertainty_ppm < 1.0
+    off = true_offset_ms(long.reference_ts_ns, t0, offset_ns=OFFSET_NS, ppm=DRIFT_PPM)
+    assert abs(long.offset_ms - off) <= long.uncertainty_ms
+
+
+def test_the_merged_pcapng_has_both_vantages_on_the_client_clock(tmp_path: Path) -> None:
+    p = planted("tls_sse_drop", tmp_path)
+    client, moved = p.client, p.server
+    out = tmp_path / "both.pcapng"
+    r = CliRunner().invoke(cli, ["merge", str(client), str(moved), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "offset_ms" in r.output and "uncertainty_ms" in r.output and "drift_ppm" in r.output
+    truth = FIX / "tls_sse_drop" / "server.pcapng"
+    with (
+        pcapkit.open(out) as m,
+        pcapkit.open(client) as a,
+        pcapkit.open(truth) as s,
+        pcapkit.open([client, moved]) as two,
+    ):
+        assert [i.name for i in m.raw.interfaces] == ["client", "server"]
+        assert m.frames == a.frames + s.frames
+        ts = m.raw.ts_ns
+        assert (np.diff(ts) >= 0).all()  # one timeline, in time order
+        mine = m.raw.iface == 0
+        assert ts[mine].tolist() == a.raw.ts_ns.tolist()
+        # the server's frames: the shifted clock mapped back, within the fit's error
+        err = np.abs(ts[~mine] - s.raw.ts_ns) / 1e6
+        assert err.max() <= two.clock.uncertainty_ms
+        assert m.raw.secrets  # the key logs travel
+
+
+def test_open_two_captures_gives_one_timeline(tmp_path: Path) -> None:
+    p = planted("h2_hol_drop", tmp_path)
+    client, moved = p.client, p.server
+    with pcapkit.open([client, moved]) as t:
+        assert isinstance(t, TwoVantageTrace) and isinstance(t, pcapkit.Trace)
+        assert "TwoVantageTrace" in repr(t)
+        with pcapkit.open(FIX / "h2_hol_drop" / "server.pcapng") as truth:
+            # the server's tables are on the client's clock: its packets where the true
+            # clock has them, to within the fit's uncertainty
+            d = (t.server.packets.ts_ns - truth.packets.ts_ns).abs().max() / 1e6
+            assert d <= t.clock.uncertainty_ms
+            assert t.server.findings.kind.tolist() == truth.findings.kind.tolist()
+        with pcapkit.open(client) as one:
+            assert len(t.findings) and t.requests.equals(one.requests)
+
+
+def test_one_way_delays_and_the_lost_segment(tmp_path: Path) -> None:
+    """h2_hol_drop (fixtures/README.md): the forwarder drops s2c seq 18348 len 1448 =
+    server frame 32, retransmitted in server frame 69, which fills the client's hole in
+    frame 71; both directions have a 15 ms one-way delay."""
+    p = planted("h2_hol_drop", tmp_path)
+    client, moved = p.client, p.server
+    with pcapkit.open([client, moved]) as t:
+        ow = t.one_way
+    lost = ow[ow.status == "lost"]
+    assert len(lost) == 1
+    row = lost.iloc[0]
+    assert (row.dir, row.seq, row.length, row.server_frame) == ("s2c", 18348, 1448, 32)
+    assert pd.isna(row.client_frame) and pd.isna(row.one_way_ms)
+    again = ow[(ow.seq == 18348) & (ow.dir == "s2c") & (ow.status == "delivered")]
+    assert again[["server_frame", "client_frame"]].values.tolist() == [[69, 71]]
+    assert bool(again.retransmission.iloc[0]) and not bool(again.spurious.iloc[0])
+    ok = ow[ow.status == "delivered"]
+    assert set(ok.dir) == {"c2s", "s2c"}
+    # 15 ms each way plus the forwarder's and the stacks' own time: never less
+    assert ok.one_way_ms.min() >= 15.0 - t.clock.uncertainty_ms
+    assert (ok.received_ts_ns > ok.sent_ts_ns).all()
+    assert set(ow.status) == {"delivered", "lost"}
+
+
+def test_one_capture_has_an_empty_one_way_table() -> None:
+    with pcapkit.open(FIX / "h2_hol_drop" / "client.pcapng") as t:
+        assert t.one_way.empty
+        assert list(t.one_way.columns) == pcapkit.schema.columns("one_way")
+        assert t.gaps["s2c_ms"].isna().all()
+
+
+GAP_PAIRS = ["tls_sse_drop", "tls_sse_nagle", "tls_sse_think", "h2_sse_drop", "grpc_stream"]
+
+
+@pytest.mark.parametrize("name", GAP_PAIRS)
+def test_gap_attribution_is_the_true_clocks(name: str, tmp_path: Path) -> None:
+    """Each wait split into client, c2s, server and s2c time adds up to the wait, and is
+    the split the true clock gives, to within the recovered clock's error."""
+    p = planted(name, tmp_path)
+    client, moved = p.client, p.server
+    with (
+        pcapkit.open([client, moved]) as t,
+        pcapkit.open(FIX / name / "server.pcapng") as truth,
+    ):
+        g = t.gaps
+        assert len(g) and g["s2c_ms"].notna().all()
+        parts = g[["client_ms", "c2s_ms", "server_side_ms", "s2c_ms"]].sum(axis=1)
+        assert np.allclose(parts.to_numpy(float), g.gap_ms.to_numpy(float), atol=0.005)
+        zero = [
+            (f.t_start_ns, f.t_end_ns)
+            for f in t.finding_objects + truth.finding_objects
+            if f.kind == "zero_window"
+        ]
+        base = pcapkit.open(client)
+        ref = split_gaps(base.gaps, t.requests, truth.requests, truth.messages, t.flow_map, zero)
+        base.close()
+        # the recovered clock's largest error over the capture (jitter included)
+        clock_err_ms = float(np.abs(t.server.raw.ts_ns - truth.raw.ts_ns).max()) / 1e6
+        assert clock_err_ms <= t.clock.uncertainty_ms
+        cols = ["c2s_ms", "server_side_ms", "s2c_ms", "client_ms"]
+        diff = (g[cols].astype(float) - ref[cols].astype(float)).abs().max().max()
+        assert diff <= clock_err_ms + 0.002  # rounding to µs
+        assert g.cause.tolist() == ref.cause.tolist()
+        assert g[["request", "event", "gap_ms"]].equals(ref[["request", "event", "gap_ms"]])
+
+
+def test_tls_sse_drop_waits_split_where_the_scenario_says(tmp_path: Path) -> None:
+    """tls_sse_drop: the first event waits one path each way (15 ms) and the server's
+    own ~1 ms; event 10's segment is lost: its wait is the server's 50 ms cadence
+    (less the previous event's trip) and a retransmission's worth of s2c time."""
+    p = planted("tls_sse_drop", tmp_path)
+    client, moved = p.client, p.server
+    with pcapkit.open([client, moved]) as t:
+        g = t.gaps.set_index("event")
+    first = g.loc[0]
+    assert 15.0 <= first.c2s_ms <= 16.0 and 15.0 <= first.s2c_ms <= 16.0
+    assert first.server_side_ms < 5.0 and first.cause == "network_c2s"
+    late = g.loc[9]
+    assert late.cause == "tcp_hol_blocking"
+    assert 80.0 <= late.s2c_ms <= 100.0  # 15 ms path + the ~80 ms retransmission wait
+    assert 30.0 <= late.server_side_ms <= 40.0  # 50 ms cadence − the previous 15 ms trip
+
+
+def test_captures_without_common_traffic_are_one_line_and_exit_1(tmp_path: Path) -> None:
+    out = tmp_path / "x.pcapng"
+    a = FIX / "tls_sse_drop" / "client.pcapng"
+    b = FIX / "nagle_wwr" / "server.pcapng"
+    r = CliRunner().invoke(cli, ["merge", str(a), str(b), "-o", str(out)])
+    assert r.exit_code == 1
+    assert r.output.count("\n") == 1 and "share no traffic" in r.output
+    assert str(a) in r.output and str(b) in r.output
+    assert not out.exists()
+    with pytest.raises(NoCommonTraffic, match="share no traffic"):
+        pcapkit.open([a, b])
+    junk = tmp_path / "junk.pcapng"
+    junk.write_bytes(b"not a capture at all")
+    r = CliRunner().invoke(cli, ["merge", str(a), str(junk), "-o", str(out)])
+    assert r.exit_code == 1 and r.output.startswith("pcapkit: error:")
+    assert r.output.count("\n") == 1
+    r = CliRunner().invoke(cli, ["merge", str(a), str(tmp_path / "missing"), "-o", str(out)])
+    assert r.exit_code == 1 and r.output.count("\n") == 1
+    with pytest.raises(ValueError, match="two captures"):
+        pcapkit.open([a])
