@@ -767,11 +767,23 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
             "points); receiver_only (the sender's capture missed it); resegmented (a "
             "sender's segment that arrived cut in pieces: the first piece is matched)",
         ),
-        ("retransmission", "boolean", "the sender had sent these bytes before"),
+        (
+            "retransmission",
+            "boolean",
+            "the sender had sent these bytes before (its capture shows a retransmission, "
+            "or bytes filling a hole in its own stream)",
+        ),
         (
             "spurious",
             "boolean",
             "a retransmission whose earlier transmission reached the receiver's capture point",
+        ),
+        (
+            "original",
+            "str",
+            "a retransmission's earlier transmission: delivered (so this one was spurious), "
+            "lost (between the capture points) or unseen (by either capture: lost before "
+            "the sender's capture point, inside its host)",
         ),
     ],
     "anomalies": [

@@ -646,7 +646,9 @@ def one_way_table(
         np.where(has_s, s_kind[np.maximum(si, 0)] if ns else "", ""),
         np.where(has_c, c_kind[np.maximum(ci, 0)] if nc else "", ""),
     )
-    retrans = np.char.find(kind.astype(str), "retransmission") >= 0
+    # resent at the sender: a retransmission, or bytes that fill a hole in the sender's
+    # own stream (out of order at the sender: its capture missed the first sending)
+    retrans = (np.char.find(kind.astype(str), "retransmission") >= 0) | (kind == "out_of_order")
     c_fr = np.where(has_c, c_frame[np.maximum(ci, 0)] if nc else -1, -1)
     s_fr = np.where(has_s, s_frame[np.maximum(si, 0)] if ns else -1, -1)
     # a sender's segment that arrived cut in pieces (offload): its first piece, unseen at
@@ -667,15 +669,19 @@ def one_way_table(
             c_fr[i_] = np.where(down[i_], c_fr[j_], c_fr[i_])
             s_fr[i_] = np.where(down[i_], s_fr[i_], s_fr[j_])
             keep[j_] = False
-    # spurious: a retransmission whose first transmission (same flow, dir, seq) arrived
-    spurious = np.zeros(n, bool)
+    # where each retransmission's earlier transmission (same flow, dir, seq) went: it
+    # arrived (a spurious retransmission), it was lost between the capture points, or
+    # neither capture saw it (lost before the sender's capture point: inside the host)
+    original = np.full(n, None, object)
     if retrans.any():
-        arrived = (status == "delivered") | (status == "resegmented")
-        first = pd.DataFrame({"flow": flow, "down": down, "seq": seq})[arrived & ~retrans]
-        got = pd.MultiIndex.from_frame(first.drop_duplicates())
+        rank = np.where(status == "lost", 1, 2)  # delivered, resegmented, receiver_only: 2
+        early = pd.DataFrame({"flow": flow, "down": down, "seq": seq, "rank": rank})
+        best = early[~retrans & keep].groupby(["flow", "down", "seq"])["rank"].max()
         r = np.nonzero(retrans)[0]
         probe = pd.MultiIndex.from_arrays([flow[r], down[r], seq[r]])
-        spurious[r] = probe.isin(got)
+        got = best.reindex(probe).to_numpy(np.float64, na_value=0.0)
+        original[r] = np.where(got == 2, "delivered", np.where(got == 1, "lost", "unseen"))
+    spurious = original == "delivered"
     order = np.lexsort((np.where(recv >= 0, recv, np.iinfo(np.int64).max), sent))
     order = order[keep[order]]
     sent_ok, recv_ok = sent >= 0, recv >= 0
@@ -699,6 +705,7 @@ def one_way_table(
         "status": status[o].tolist(),
         "retransmission": pd.array(retrans[o], dtype="boolean"),
         "spurious": pd.array(spurious[o], dtype="boolean"),
+        "original": original[o].tolist(),
     }
     return schema.frame("one_way", data, int(o.shape[0]))
 

@@ -237,12 +237,45 @@ def test_one_way_delays_and_the_lost_segment(tmp_path: Path) -> None:
     again = ow[(ow.seq == 18348) & (ow.dir == "s2c") & (ow.status == "delivered")]
     assert again[["server_frame", "client_frame"]].values.tolist() == [[69, 71]]
     assert bool(again.retransmission.iloc[0]) and not bool(again.spurious.iloc[0])
+    assert again.original.tolist() == ["lost"]  # between the two capture points
     ok = ow[ow.status == "delivered"]
     assert set(ok.dir) == {"c2s", "s2c"}
     # 15 ms each way plus the forwarder's and the stacks' own time: never less
     assert ok.one_way_ms.min() >= 15.0 - t.clock.uncertainty_ms
     assert (ok.received_ts_ns > ok.sent_ts_ns).all()
     assert set(ow.status) == {"delivered", "lost"}
+
+
+def test_a_loss_neither_capture_saw_is_placed_inside_the_sender(tmp_path: Path) -> None:
+    """Remove the dropped segment (server frame 32) from h2_hol_drop's server capture too:
+    now neither capture saw the first transmission — as when the sending host drops it
+    before its capture point — and its retransmission says so."""
+    src = FIX / "h2_hol_drop" / "server.pcapng"
+    cut = tmp_path / "server-cut.pcapng"
+    raw = read_capture(src)
+    try:
+        rows = [i for i in range(raw.frames) if i != 31]
+        write_frames(raw, rows, cut, [(s.secrets_type, s.data) for s in raw.secrets])
+    finally:
+        raw.close()
+    with pcapkit.open([FIX / "h2_hol_drop" / "client.pcapng", cut]) as t:
+        ow = t.one_way
+    assert "lost" not in set(ow.status)
+    rt = ow[ow.retransmission.fillna(False).astype(bool)]
+    assert rt[["seq", "server_frame", "client_frame"]].values.tolist() == [[18348, 68, 71]]
+    assert rt.original.tolist() == ["unseen"] and not rt.spurious.any()
+
+
+def test_a_spurious_retransmission_is_named(tmp_path: Path) -> None:
+    """zero_window: the server resends s2c seq 24677 that had reached the client's
+    capture point (the client's window was closed): the original arrived."""
+    with pcapkit.open(
+        [FIX / "zero_window" / "client.pcapng", FIX / "zero_window" / "server.pcapng"]
+    ) as t:
+        ow = t.one_way
+    rt = ow[ow.retransmission.fillna(False).astype(bool)]
+    assert rt.seq.tolist() == [24677] and rt.original.tolist() == ["delivered"]
+    assert rt.spurious.all()
 
 
 def test_one_capture_has_an_empty_one_way_table() -> None:
