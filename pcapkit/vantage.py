@@ -60,6 +60,7 @@ from .net.flows import build_flows
 from .trace import Progress, Trace
 
 __all__ = [
+    "CapturesSwapped",
     "ClockFit",
     "NoCommonTraffic",
     "TwoVantageTrace",
@@ -93,6 +94,10 @@ _M2 = np.uint64(0x94D049BB133111EB)
 
 class NoCommonTraffic(PcapkitError):
     """The two captures share too few packets to align their clocks."""
+
+
+class CapturesSwapped(PcapkitError):
+    """The server's capture was given first: no clock fits that way round."""
 
 
 @dataclass(frozen=True)
@@ -232,14 +237,15 @@ def _width(x: np.ndarray, t: np.ndarray, up: np.ndarray, k: float) -> tuple[floa
 def _fit_files(a: WireKeys, b: WireKeys, first: str, second: str) -> ClockFit:
     try:
         return fit_clock(a, b)
-    except NoCommonTraffic as exc:
-        raise NoCommonTraffic(f"{first} and {second}: {exc}") from None
+    except (NoCommonTraffic, CapturesSwapped) as exc:
+        raise type(exc)(f"{first} and {second}: {exc}") from None
 
 
 def fit_clock(a: WireKeys, b: WireKeys) -> ClockFit:
     """Offset, drift and uncertainty of ``b``'s clock against ``a``'s (``a`` is the
     client's capture: its c2s packets left from its host).  Raises
-    :class:`NoCommonTraffic` when fewer than one packet per direction match."""
+    :class:`NoCommonTraffic` when fewer than one packet per direction match, and
+    :class:`CapturesSwapped` when the bound is empty this way round and not the other."""
     ia, ib = match(a, b)
     up = a.dir[ia] == 0
     n_up, n_down = int(up.sum()), int((~up).sum())
@@ -280,6 +286,13 @@ def fit_clock(a: WireKeys, b: WireKeys) -> ClockFit:
         # capture cannot tell tens of ppm from none, and says so (the interval)
         k = min(max(0.0, k_lo), k_hi)
     low, high = _width(x, t, up, k)
+    if high < low:
+        flo, fhi = _width(x, t, ~up, k)  # the other way round: the first is the server's?
+        if fhi >= flo:
+            raise CapturesSwapped(
+                "the first capture looks like the server's: the clients' packets reach it "
+                "after the second capture and the servers' before; give the client's first"
+            )
     low, high = low + x0, high + x0
     return ClockFit(
         offset_ms=(low + high) / 2 / 1e6,

@@ -25,6 +25,7 @@ from pcapkit.cli import cli
 from pcapkit.io.reader import read_capture
 from pcapkit.io.writer import write_frames
 from pcapkit.vantage import (
+    CapturesSwapped,
     ClockFit,
     NoCommonTraffic,
     TwoVantageTrace,
@@ -357,3 +358,17 @@ def test_captures_without_common_traffic_are_one_line_and_exit_1(tmp_path: Path)
     assert r.exit_code == 1 and r.output.count("\n") == 1
     with pytest.raises(ValueError, match="two captures"):
         pcapkit.open([a])
+
+
+@pytest.mark.parametrize("name", ["tls_sse_drop", "bulk_veth_gso_tls", "h3_sse_drop"])
+def test_the_server_capture_given_first_is_refused(name: str, tmp_path: Path) -> None:
+    """Given the other way round, no clock fits (every packet would arrive before it
+    left): one line that says to swap them, exit 1, nothing written — on the 30 ms
+    paths, the veth pair's microseconds and QUIC."""
+    out = tmp_path / "x.pcapng"
+    server, client = FIX / name / "server.pcapng", FIX / name / "client.pcapng"
+    r = CliRunner().invoke(cli, ["merge", str(server), str(client), "-o", str(out)])
+    assert r.exit_code == 1 and r.output.count("\n") == 1
+    assert "looks like the server's" in r.output and not out.exists()
+    with pytest.raises(CapturesSwapped):
+        pcapkit.open([server, client])
