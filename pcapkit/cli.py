@@ -665,7 +665,7 @@ def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str
     "--output",
     required=True,
     type=click.Path(dir_okay=False),
-    help="The merged pcapng to write (two interfaces per capture's own: client:…, server:…).",
+    help="The merged pcapng to write (each capture's interfaces, named client and server).",
 )
 @click.option(
     "--format",
@@ -687,7 +687,10 @@ def merge(client: str, server: str, output: str, fmt: str) -> None:
     offset_ms is what to add to the server capture's clock to get the client's (at the
     server's first matched packet); uncertainty_ms is half the smallest round trip
     between the two capture points: the offset is exact if the path is symmetric, and
-    off by at most that much if not.  In Python: pcapkit.open([CLIENT, SERVER]).
+    off by at most that much if not.  drift_ppm is 0 unless the capture is long enough
+    to show one (the JSON's drift_uncertainty_ppm says how well it is known).  CLIENT
+    must be the client's capture: the other way round no clock fits, and merge says so.
+    In Python: pcapkit.open([CLIENT, SERVER]).
 
     \b
     Examples:
