@@ -546,7 +546,9 @@ class TwoVantageTrace(Trace):
     def one_way(self) -> pd.DataFrame:
         """One row per TCP segment with payload seen at either end: its one-way delay,
         or where it was lost; see ``pcapkit.schema.describe("one_way")``."""
-        return one_way_table(self.segments, self.server.segments, self.matched_frames)
+        return one_way_table(
+            self.segments, self.server.segments, self.matched_frames, self.flow_map
+        )
 
     @cached_property
     def flow_map(self) -> dict[int, int]:
@@ -600,10 +602,14 @@ def _flow_map(
 
 
 def one_way_table(
-    client_segments: pd.DataFrame, server_segments: pd.DataFrame, pairs: pd.DataFrame
+    client_segments: pd.DataFrame,
+    server_segments: pd.DataFrame,
+    pairs: pd.DataFrame,
+    flow_map: Mapping[int, int] | None = None,
 ) -> pd.DataFrame:
     """One row per TCP segment with payload seen at either capture point (both tables on
-    one clock); ``pairs`` holds the matched frames (``client_frame``, ``server_frame``)."""
+    one clock); ``pairs`` holds the matched frames (``client_frame``, ``server_frame``),
+    ``flow_map`` each server flow's client flow (default: from the matched segments)."""
     c, sv = client_segments, server_segments
     nc, ns = len(c), len(sv)
     c_frame = c["frame"].to_numpy(np.int64)
@@ -637,7 +643,12 @@ def one_way_table(
     c_dirs = np.where(has_c, c_dir[np.maximum(ci, 0)] if nc else 0, -1)
     s_dirs = np.where(has_s, s_dir[np.maximum(si, 0)] if ns else 0, -1)
     down = np.where(has_c, c_dirs, s_dirs) == 1
-    fmap = _segment_flow_map(col(c, "flow", ci), col(sv, "flow", si))
+    if flow_map is None:
+        fmap = _segment_flow_map(col(c, "flow", ci), col(sv, "flow", si))
+    else:
+        table = np.full(max(flow_map, default=-1) + 1, -1, np.int64)
+        table[list(flow_map)] = list(flow_map.values())
+        fmap = _FlowMap(table)
     c_flow = col(c, "flow", ci)
     s_flow = col(sv, "flow", si)
     flow = np.where(has_c, c_flow, fmap.get_many(s_flow))
@@ -682,6 +693,14 @@ def one_way_table(
             c_fr[i_] = np.where(down[i_], c_fr[j_], c_fr[i_])
             s_fr[i_] = np.where(down[i_], s_fr[i_], s_fr[j_])
             keep[j_] = False
+            # the later pieces of those segments are theirs too
+            seg = pd.DataFrame(
+                {"flow": flow[i_], "down": down[i_], "lo": seq[i_], "hi": seq[i_] + length[i_]}
+            )
+            rest = key_o[keep[key_o["j"].to_numpy()]]
+            inside = rest.merge(seg, on=["flow", "down"])
+            inside = inside[(inside["seq"] > inside["lo"]) & (inside["seq"] < inside["hi"])]
+            keep[inside["j"].to_numpy(np.int64)] = False
     # where each retransmission's earlier transmission (same flow, dir, seq) went: it
     # arrived (a spurious retransmission), it was lost between the capture points, or
     # neither capture saw it (lost before the sender's capture point: inside the host)

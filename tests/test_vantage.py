@@ -372,3 +372,34 @@ def test_the_server_capture_given_first_is_refused(name: str, tmp_path: Path) ->
     assert "looks like the server's" in r.output and not out.exists()
     with pytest.raises(CapturesSwapped):
         pcapkit.open([server, client])
+
+
+def _segments(rows: list[tuple[int, str, int, int, int, int, str]]) -> pd.DataFrame:
+    """A segments table: (flow, dir, frame, ts_ns, offset, length, kind) per row."""
+    from pcapkit import schema
+
+    cols = ["flow", "dir", "frame", "ts_ns", "offset", "length", "kind"]
+    data = {c: [r[i] for r in rows] for i, c in enumerate(cols)}
+    return schema.frame("segments", data, len(rows))
+
+
+def test_a_segment_cut_in_pieces_on_the_way_is_one_row() -> None:
+    """Segmentation offload: the server's capture holds one 2896-byte segment, the
+    client's the two 1448-byte pieces the NIC made of it — one row, resegmented, timed
+    by its first piece; the lone 100-byte segment the client never got is lost."""
+    server = _segments(
+        [(0, "s2c", 5, 80_000_000, 0, 2896, "new"), (0, "s2c", 6, 90_000_000, 2896, 100, "new")]
+    )
+    client = _segments(
+        [
+            (0, "s2c", 10, 95_000_000, 0, 1448, "new"),
+            (0, "s2c", 11, 95_100_000, 1448, 1448, "new"),
+        ]
+    )
+    pairs = pd.DataFrame({"client_frame": [], "server_frame": []}, dtype="int64")
+    ow = vantage.one_way_table(client, server, pairs, {0: 0})
+    assert ow[["seq", "length", "status", "server_frame", "client_frame"]].values.tolist() == [
+        [1, 2896, "resegmented", 5, 10],
+        [2897, 100, "lost", 6, pd.NA],
+    ]
+    assert ow.one_way_ms.tolist()[0] == 15.0
