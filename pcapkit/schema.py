@@ -735,7 +735,8 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         (
             "client_ms",
             "Float64",
-            "two vantages: time the client held the server back (its receive window closed)",
+            "two vantages: of the server's share, time it waited on the client (closed "
+            "window, delayed ACK, flow-control credit)",
         ),
         (
             "c2s_ms",

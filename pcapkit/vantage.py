@@ -560,15 +560,14 @@ class TwoVantageTrace(Trace):
         """The client's gaps with each wait split exactly into client, network (each
         direction) and server time (``client_ms``, ``c2s_ms``, ``server_side_ms``,
         ``s2c_ms``)."""
-        zero = [f for f in self.finding_objects if f.kind == "zero_window"]
-        zero += [f for f in self.server.finding_objects if f.kind == "zero_window"]
+        holds = gap_holds(self.finding_objects, self.server.finding_objects, self.flow_map)
         return split_gaps(
             super().gaps,
             self.requests,
             self.server.requests,
             self.server.messages,
             self.flow_map,
-            [(f.t_start_ns, f.t_end_ns) for f in zero],
+            holds,
         )
 
 
@@ -767,23 +766,61 @@ def _segment_flow_map(client_flow: np.ndarray, server_flow: np.ndarray) -> _Flow
     return _FlowMap(table)
 
 
+# Findings in which the server had bytes to send and waited on the client: its closed
+# receive window, its delayed ACK (that a Nagle-held segment waited for), its HTTP/2 or
+# QUIC flow-control credit.  Their time inside the server's share is the client's.
+CLIENT_WAITS = frozenset(
+    {
+        "zero_window",
+        "nagle_delayed_ack",
+        "delayed_ack",
+        "h2_flow_control_stall",
+        "quic_flow_control_stall",
+    }
+)
+
+
+def gap_holds(
+    client_findings: Sequence[Any], server_findings: Sequence[Any], flow_map: Mapping[int, int]
+) -> list[tuple[str, int, int, int]]:
+    """The s2c findings of both views that held bytes (or made the server wait on the
+    client), costliest first, as (kind, client flow, start, end) for
+    :func:`split_gaps`; the server's on the clock its Trace has."""
+    from .detect import HOLDING_KINDS
+
+    rows: list[tuple[float, tuple[str, int, int, int]]] = []
+    for fs, fmap in ((client_findings, None), (server_findings, flow_map)):
+        for f in fs:
+            if f.dir != "s2c" or f.flow is None:
+                continue
+            if f.kind not in HOLDING_KINDS and f.kind not in CLIENT_WAITS:
+                continue
+            flow = int(f.flow) if fmap is None else fmap.get(int(f.flow), -1)
+            if flow >= 0:
+                rows.append((-(f.cost_ms or 0.0), (f.kind, flow, f.t_start_ns, f.t_end_ns)))
+    rows.sort(key=lambda r: r[0])
+    return [h for _, h in rows]
+
+
 def split_gaps(
     gaps: pd.DataFrame,
     requests: pd.DataFrame,
     server_requests: pd.DataFrame,
     server_messages: pd.DataFrame,
-    flow_map: dict[int, int],
-    client_blocked: list[tuple[int, int]],
+    flow_map: Mapping[int, int],
+    holds: Sequence[tuple[str, int, int, int]] = (),
 ) -> pd.DataFrame:
     """The client's ``gaps`` with each wait split exactly along one timeline: ``c2s_ms``
     (request start of the wait → the request complete at the server's capture point;
-    first event only), ``server_side_ms`` (→ the event's last byte leaving the server's
-    capture point), ``s2c_ms`` (→ the event readable at the client's), of which
-    ``client_ms`` is the server's share spent while the client's receive window was
-    closed (``client_blocked``: intervals of zero-window findings).  The four add up to
-    ``gap_ms``; ``cause`` names the largest (a network share is named by the costliest
-    finding overlapping the wait when there is one, else ``network_c2s`` /
-    ``network_s2c``)."""
+    first event only), then the server's share (→ the event's last byte leaving the
+    server's capture point), ``s2c_ms`` (→ the event readable at the client's).  Of the
+    server's share, ``client_ms`` is the time inside a finding of :data:`CLIENT_WAITS`
+    (the server waited on the client), ``server_side_ms`` the rest.  ``holds`` are the
+    s2c findings of both views as (kind, client flow, start, end), on the client clock.
+    The four add up to ``gap_ms``; ``cause`` names the largest: the client's share by
+    its finding, the server's by an overlapping finding that held the bytes at the
+    server (else ``server``), the s2c share by the costliest finding overlapping the
+    wait (else ``network_s2c``), or ``network_c2s``."""
     out: pd.DataFrame = gaps.copy()
     if out.empty or server_requests.empty:
         return out
@@ -821,9 +858,10 @@ def split_gaps(
         out["from_ts_ns"].tolist(),
         out["to_ts_ns"].tolist(),
         out["findings"].tolist(),
+        out["flow"].tolist(),
         strict=True,
     )
-    for i, (q, k, t0, t1, found) in enumerate(rows):
+    for i, (q, k, t0, t1, found, flow) in enumerate(rows):
         sq = srv_of.get(q)
         ts = ev_ts.get(int(sq)) if sq is not None else None
         if ts is None or k >= ts.shape[0] or ts[k] < 0:
@@ -833,7 +871,10 @@ def split_gaps(
             continue
         a = min(max(arrive, t0), t1)
         b = min(max(int(ts[k]), a), t1)
-        blocked = _union_ns([(max(x, a), min(y, b)) for x, y in client_blocked if x < b and y > a])
+        mine = [h for h in holds if h[1] == flow and h[2] < b and h[3] > a]
+        waits = [h for h in mine if h[0] in CLIENT_WAITS]
+        blocked = _union_ns([(max(x, a), min(y, b)) for _, _, x, y in waits])
+        held = [h[0] for h in mine if h[0] not in CLIENT_WAITS]
         c2s, srv, s2c = (a - t0) / 1e6, (b - a) / 1e6, (t1 - b) / 1e6
         client = blocked / 1e6
         cols["client_ms"][i] = round(client, 3)
@@ -842,11 +883,12 @@ def split_gaps(
         cols["s2c_ms"][i] = round(s2c, 3)
         kinds: list[str] = list(found) if isinstance(found, list) else []
         shares = {
-            "client": client,
+            waits[0][0] if waits else "client": client,
             "network_c2s": c2s,
-            "server": srv - client,
-            kinds[0] if kinds else "network_s2c": s2c,
+            held[0] if held else "server": srv - client,
         }
+        key = kinds[0] if kinds else "network_s2c"
+        shares[key] = shares.get(key, 0.0) + s2c
         causes[i] = max(shares, key=lambda s: shares[s])
     for c, v in cols.items():
         out[c] = pd.array(v, dtype="Float64")

@@ -30,6 +30,7 @@ from pcapkit.vantage import (
     NoCommonTraffic,
     TwoVantageTrace,
     fit_clock,
+    gap_holds,
     match,
     split_gaps,
     wire_keys,
@@ -303,13 +304,9 @@ def test_gap_attribution_is_the_true_clocks(name: str, tmp_path: Path) -> None:
         assert len(g) and g["s2c_ms"].notna().all()
         parts = g[["client_ms", "c2s_ms", "server_side_ms", "s2c_ms"]].sum(axis=1)
         assert np.allclose(parts.to_numpy(float), g.gap_ms.to_numpy(float), atol=0.005)
-        zero = [
-            (f.t_start_ns, f.t_end_ns)
-            for f in t.finding_objects + truth.finding_objects
-            if f.kind == "zero_window"
-        ]
+        holds = gap_holds(t.finding_objects, truth.finding_objects, t.flow_map)
         base = pcapkit.open(client)
-        ref = split_gaps(base.gaps, t.requests, truth.requests, truth.messages, t.flow_map, zero)
+        ref = split_gaps(base.gaps, t.requests, truth.requests, truth.messages, t.flow_map, holds)
         base.close()
         # the recovered clock's largest error over the capture (jitter included)
         clock_err_ms = float(np.abs(t.server.raw.ts_ns - truth.raw.ts_ns).max()) / 1e6
@@ -403,3 +400,19 @@ def test_a_segment_cut_in_pieces_on_the_way_is_one_row() -> None:
         [2897, 100, "lost", 6, pd.NA],
     ]
     assert ow.one_way_ms.tolist()[0] == 15.0
+
+
+def test_the_split_names_who_held_the_bytes(tmp_path: Path) -> None:
+    """tls_sse_nagle: event 1 leaves the server 71 ms after it was written, held by
+    Nagle until the client's delayed ACK (scenario.json): that time is the client's.
+    tls_sse_think: the server thinks 400 ms before event 11: the server's."""
+    p = planted("tls_sse_nagle", tmp_path)
+    with pcapkit.open([p.client, p.server]) as t:
+        first = t.gaps.set_index("event").loc[0]
+    assert 65.0 <= first.client_ms <= 75.0 and first.server_side_ms < 5.0
+    assert first.cause == "nagle_delayed_ack"
+    p = planted("tls_sse_think", tmp_path)
+    with pcapkit.open([p.client, p.server]) as t:
+        think = t.gaps.set_index("event").loc[10]
+    assert think.cause == "server" and think.client_ms == 0.0
+    assert 400.0 <= think.server_side_ms <= 450.0 and 15.0 <= think.s2c_ms <= 16.0
