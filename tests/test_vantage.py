@@ -416,3 +416,33 @@ def test_the_split_names_who_held_the_bytes(tmp_path: Path) -> None:
         think = t.gaps.set_index("event").loc[10]
     assert think.cause == "server" and think.client_ms == 0.0
     assert 400.0 <= think.server_side_ms <= 450.0 and 15.0 <= think.s2c_ms <= 16.0
+
+
+def test_a_nat_between_the_ends_does_not_hide_the_match(tmp_path: Path) -> None:
+    """The server sees the client behind a NAT: its capture has another client address.
+    Addresses are not part of the match, so every packet still pairs up and the one-way
+    table joins the two views' connections."""
+    src = FIX / "tls_sse_drop" / "server.pcapng"
+    natted = tmp_path / "server-nat.pcapng"
+    raw = read_capture(src)
+    try:
+        buf = np.array(raw.buf)  # a private copy to rewrite
+        inside, outside = bytes([10, 77, 0, 1]), bytes([192, 0, 2, 7])
+        for off in raw.data_off.tolist():  # raw IPv4: source at +12, destination at +16
+            for at in (off + 12, off + 16):
+                if buf[at : at + 4].tobytes() == inside:
+                    buf[at : at + 4] = np.frombuffer(outside, np.uint8)
+        raw.buf = buf
+        write_frames(
+            raw, range(raw.frames), natted, [(s.secrets_type, s.data) for s in raw.secrets]
+        )
+    finally:
+        raw.close()
+    client = FIX / "tls_sse_drop" / "client.pcapng"
+    with pcapkit.open([client, natted]) as t:
+        assert t.server.flows.client_ip.tolist() == ["192.0.2.7"]
+        assert t.flows.client_ip.tolist() == ["10.77.0.1"]
+        assert t.clock.matched == len(t.packets)
+        assert t.flow_map == {0: 0}
+        assert set(t.one_way.status) == {"delivered", "lost"}
+        assert t.gaps["s2c_ms"].notna().all()
