@@ -779,6 +779,13 @@ CLIENT_WAITS = frozenset(
     }
 )
 
+# Findings of the server's own sending (its stack or its writes held the bytes): they
+# name the server's share.  The other holding kinds (a retransmission wait, a record or
+# stream blocked behind a hole) happen on the way and name the s2c share.
+SENDER_HOLDS = frozenset(
+    {"nagle", "tcp_cork", "h2_send_buffer_hol", "slow_start_restart", "tls_record_split_write"}
+)
+
 
 def gap_holds(
     client_findings: Sequence[Any], server_findings: Sequence[Any], flow_map: Mapping[int, int]
@@ -818,9 +825,9 @@ def split_gaps(
     (the server waited on the client), ``server_side_ms`` the rest.  ``holds`` are the
     s2c findings of both views as (kind, client flow, start, end), on the client clock.
     The four add up to ``gap_ms``; ``cause`` names the largest: the client's share by
-    its finding, the server's by an overlapping finding that held the bytes at the
-    server (else ``server``), the s2c share by the costliest finding overlapping the
-    wait (else ``network_s2c``), or ``network_c2s``."""
+    its finding, the server's by an overlapping finding of :data:`SENDER_HOLDS` (else
+    ``server``), the s2c share by the costliest other finding overlapping the wait
+    (else ``network_s2c``), or ``network_c2s``."""
     out: pd.DataFrame = gaps.copy()
     if out.empty or server_requests.empty:
         return out
@@ -874,14 +881,18 @@ def split_gaps(
         mine = [h for h in holds if h[1] == flow and h[2] < b and h[3] > a]
         waits = [h for h in mine if h[0] in CLIENT_WAITS]
         blocked = _union_ns([(max(x, a), min(y, b)) for _, _, x, y in waits])
-        held = [h[0] for h in mine if h[0] not in CLIENT_WAITS]
+        held = [h[0] for h in mine if h[0] in SENDER_HOLDS]
         c2s, srv, s2c = (a - t0) / 1e6, (b - a) / 1e6, (t1 - b) / 1e6
         client = blocked / 1e6
         cols["client_ms"][i] = round(client, 3)
         cols["c2s_ms"][i] = round(c2s, 3)
         cols["server_side_ms"][i] = round(srv - client, 3)
         cols["s2c_ms"][i] = round(s2c, 3)
-        kinds: list[str] = list(found) if isinstance(found, list) else []
+        kinds = [
+            str(x)
+            for x in (found if isinstance(found, list) else [])
+            if x not in CLIENT_WAITS and x not in SENDER_HOLDS
+        ]
         shares = {
             waits[0][0] if waits else "client": client,
             "network_c2s": c2s,
