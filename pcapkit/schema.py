@@ -754,8 +754,13 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("flow", "Int64", "flow id in the client capture (missing: a flow it never saw)"),
         ("server_flow", "Int64", "flow id in the server capture"),
         ("dir", "category", "c2s or s2c"),
-        ("seq", "Int64", "relative sequence number of the first payload byte (sender's)"),
-        ("length", "int64", "payload bytes"),
+        (
+            "seq",
+            "Int64",
+            "relative sequence number of the first payload byte (sender's); missing for a "
+            "UDP datagram",
+        ),
+        ("length", "int64", "payload bytes (TCP) or UDP payload length (a QUIC datagram)"),
         ("client_frame", "Int64", "frame in the client capture"),
         ("server_frame", "Int64", "frame in the server capture"),
         ("sent_ts_ns", "Int64", "seen at the sender's capture point (client clock)"),
@@ -860,7 +865,7 @@ TABLES: dict[str, str] = {
     "h2_windows": "HTTP/2 DATA and WINDOW_UPDATE frames with the send windows after each",
     "qpack_blocked": "HTTP/3 field sections that waited for QPACK encoder instructions",
     "gaps": "why each streamed response waited: path, network findings, server",
-    "one_way": "two vantages: each TCP segment's one-way delay, or where it was lost",
+    "one_way": "two vantages: each TCP segment's or UDP datagram's one-way delay, or its loss",
     "anomalies": "what could not be parsed, with a stable name (like Zeek's weird.log)",
     "findings": "pathologies: kind, cost, evidence frames, explanation, remedy",
 }

@@ -487,8 +487,8 @@ class Trace:
 
     @property
     def one_way(self) -> pd.DataFrame:
-        """Each TCP segment's one-way delay, or where it was lost: needs both ends'
-        captures (``pcapkit.open([client, server])``); empty for one capture.  See
+        """Each TCP segment's and UDP datagram's one-way delay, or where it was lost: needs
+        both ends' captures (``pcapkit.open([client, server])``); empty for one capture.  See
         ``schema.describe("one_way")``."""
         return schema.frame("one_way", n=0)
 

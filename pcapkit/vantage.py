@@ -544,10 +544,14 @@ class TwoVantageTrace(Trace):
 
     @cached_property
     def one_way(self) -> pd.DataFrame:
-        """One row per TCP segment with payload seen at either end: its one-way delay,
-        or where it was lost; see ``pcapkit.schema.describe("one_way")``."""
+        """One row per TCP segment with payload and per UDP datagram (QUIC) seen at
+        either end: its one-way delay, or where it was lost; see
+        ``pcapkit.schema.describe("one_way")``."""
         return one_way_table(
-            self.segments, self.server.segments, self.matched_frames, self.flow_map
+            _with_datagrams(self.segments, self.packets),
+            _with_datagrams(self.server.segments, self.server.packets),
+            self.matched_frames,
+            self.flow_map,
         )
 
     @cached_property
@@ -598,6 +602,28 @@ def _flow_map(
     top = df.groupby(["s", "c"]).size().reset_index(name="n").sort_values(["s", "n"])
     top = top.drop_duplicates("s", keep="last")
     return {int(x): int(y) for x, y in zip(top.s.tolist(), top.c.tolist(), strict=True)}
+
+
+def _with_datagrams(segments: pd.DataFrame, packets: pd.DataFrame) -> pd.DataFrame:
+    """The segments table plus one row per UDP datagram (offset −1: no stream offset)."""
+    udp = packets[(packets["proto"] == "udp") & packets["flow"].notna()]
+    if udp.empty:
+        return segments
+    rows = pd.DataFrame(
+        {
+            "flow": udp["flow"].to_numpy(np.int64),
+            "dir": udp["dir"].astype(str).to_numpy(),
+            "frame": udp["frame"].to_numpy(np.int64),
+            "ts_ns": udp["ts_ns"].to_numpy(np.int64),
+            "offset": np.full(len(udp), -1, np.int64),
+            "length": udp["payload_len"].to_numpy(np.int64, na_value=0),
+            "kind": np.full(len(udp), "datagram", object),
+        }
+    )
+    cols = ["flow", "dir", "frame", "ts_ns", "offset", "length", "kind"]
+    seg = segments[cols].assign(dir=segments["dir"].astype(str), kind=segments["kind"].astype(str))
+    out: pd.DataFrame = pd.concat([seg, rows], ignore_index=True)
+    return out
 
 
 def one_way_table(
@@ -677,8 +703,8 @@ def one_way_table(
     # a sender's segment that arrived cut in pieces (offload): its first piece, unseen at
     # the sender's capture point, starts at the same offset of the same flow and direction
     keep = np.ones(n, bool)
-    lost = np.nonzero(status == "lost")[0]
-    only = np.nonzero(status == "receiver_only")[0]
+    lost = np.nonzero((status == "lost") & (seq >= 0))[0]
+    only = np.nonzero((status == "receiver_only") & (seq >= 0))[0]
     if lost.shape[0] and only.shape[0]:
         key_l = pd.DataFrame({"flow": flow[lost], "down": down[lost], "seq": seq[lost], "i": lost})
         key_o = pd.DataFrame({"flow": flow[only], "down": down[only], "seq": seq[only], "j": only})

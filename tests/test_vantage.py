@@ -446,3 +446,29 @@ def test_a_nat_between_the_ends_does_not_hide_the_match(tmp_path: Path) -> None:
         assert t.flow_map == {0: 0}
         assert set(t.one_way.status) == {"delivered", "lost"}
         assert t.gaps["s2c_ms"].notna().all()
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_the_losses_are_the_planted_drops(name: str, tmp_path: Path) -> None:
+    """The lab's forwarder drops the n-th payload packet of a direction (scenario.json
+    path.<dir>.drop): on the merged timeline exactly those are lost between the capture
+    points — TCP segments and QUIC datagrams alike — and nothing else is."""
+    scenario = json.loads((FIX / name / "scenario.json").read_text())
+    planted_drops = {
+        (d, n)
+        for d in ("c2s", "s2c")
+        for n in (scenario.get("path") or {}).get(d, {}).get("drop", [])
+    }
+    p = planted(name, tmp_path)
+    with pcapkit.open([p.client, p.server]) as t:
+        ow = t.one_way
+        found = set()
+        for row in ow[ow.status == "lost"].itertuples(index=False):
+            sender = t.server.packets if row.dir == "s2c" else t.packets
+            frame = row.server_frame if row.dir == "s2c" else row.client_frame
+            mine = sender[(sender.dir == row.dir) & (sender.payload_len > 0)]
+            found.add((row.dir, int((mine.frame <= frame).sum())))
+    assert found == planted_drops
+    assert "receiver_only" not in set(ow.status)
+    delivered = ow[ow.status == "delivered"]
+    assert len(delivered) and (delivered.one_way_ms > 0).all()
