@@ -73,8 +73,9 @@ __all__ = [
     "write_merged",
 ]
 
-# Drift beyond ±500 ppm is not a clock: NTP refuses to discipline one (RFC 5905 §11.3,
-# PPM "frequency tolerance" 15 ppm nominal, the kernel clamps at 500 ppm).
+# Drift beyond ±500 ppm is not a working clock: NTP's reference implementation will not
+# discipline one (RFC 5905 Appendix A, MAXFREQ 500e-6) and the kernel's adjtimex clamps
+# its frequency correction to the same ±500 ppm.
 MAX_DRIFT_PPM = 500.0
 # Ternary-search steps over the slope: each shrinks the bracket to 2/3, so 80 steps
 # narrow ±500 ppm to far below 1e-9 ppm.
@@ -83,8 +84,9 @@ SEARCH_STEPS = 80
 # either direction the drift is not fitted (it is 0, the offset bound still holds).
 MIN_DRIFT_MATCHES = 8
 # The drift's uncertainty: the slopes whose corridor is at most this much narrower than
-# the widest one (0.1 ms: the scatter of the minimum one-way delay through a kernel
-# and a capture tap under light load — DETECTION.md §1 timing noise).
+# the widest one.  0.1 ms is twice the capture-timestamp noise DETECTION.md warns of
+# ("never infer causality from gaps < 50 µs": multi-queue and scheduling skew), and
+# above the 0–44 µs the fixtures' minimum one-way delays scatter by.
 DRIFT_SLACK_NS = 100_000
 
 # hashing: splitmix64's finaliser constants (Steele, Lea, Flood 2014)
@@ -132,8 +134,7 @@ def wire_keys(raw: RawCapture) -> WireKeys:
     c = dec.cols
     l4 = c["l4"].astype(np.int64)
     rows = np.nonzero(((l4 == PROTO_TCP) | (l4 == PROTO_UDP)) & (ft.pkt_flow >= 0))[0]
-    h = np.zeros(rows.shape[0], np.uint64) + np.uint64(l4.dtype.itemsize)
-    h = _mix(h, l4[rows])
+    h = _mix(np.zeros(rows.shape[0], np.uint64), l4[rows])
     tcp = l4[rows] == PROTO_TCP
     plen = c["payload_len"][rows].astype(np.int64)
     h = _mix(h, plen)
@@ -186,7 +187,7 @@ def match(a: WireKeys, b: WireKeys) -> tuple[np.ndarray, np.ndarray]:
     # flow pairing: each flow of a goes with the flow of b most of its matches name
     fa, fb = a.flow[ia], b.flow[ib]
     pair = fa * (int(b.flow.max()) + 1) + fb
-    up, inv, cnt = np.unique(pair, return_inverse=True, return_counts=True)
+    up, cnt = np.unique(pair, return_counts=True)
     pa = up // (int(b.flow.max()) + 1)
     best = np.zeros(int(a.flow.max()) + 1, np.int64)
     order = np.lexsort((-cnt, pa))  # per flow of a, the largest count first
