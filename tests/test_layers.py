@@ -37,6 +37,7 @@ RANKS = {
     "export": 7,
     "cli": 8,
     "api": 8,  # pcapkit/__init__.py: the façade users import
+    "pytest_plugin": 8,  # pcapkit/pytest_plugin.py: a user-facing entry point, like the CLI
 }
 # names with a leading underscore that are public API of the standard library
 PUBLIC_UNDERSCORE = {"_exit", "_replace", "_asdict", "_fields", "_make"}
