@@ -561,6 +561,28 @@ class TwoVantageTrace(Trace):
         return _flow_map(self.packets, self.server.packets, self.matched_frames)
 
     @cached_property
+    def findings(self) -> pd.DataFrame:
+        """The client capture's findings; each one's ``details`` gains ``both_views``
+        (:func:`both_views`): its evidence as seen at both ends on one clock and, for a
+        Nagle hold released by a delayed ACK, each half measured where it happened."""
+        df: pd.DataFrame = super().findings.copy()
+        if df.empty:
+            return df
+        views = both_views(
+            df["evidence"].tolist(),
+            df["dir"].astype(str).tolist(),
+            self.matched_frames,
+            self.server.packets["ts_ns"].to_numpy(np.int64),
+        )
+        details = np.empty(len(df), dtype=object)
+        details[:] = [
+            {**(d if isinstance(d, dict) else {}), "both_views": v}
+            for d, v in zip(df["details"].tolist(), views, strict=True)
+        ]
+        df["details"] = details
+        return df
+
+    @cached_property
     def gaps(self) -> pd.DataFrame:
         """The client's gaps with each wait split exactly into client, network (each
         direction) and server time (``client_ms``, ``c2s_ms``, ``server_side_ms``,
@@ -585,6 +607,60 @@ def open_pair(
     if len(paths) != 2:
         raise ValueError(f"two captures (client, server) are needed, not {len(paths)}")
     return TwoVantageTrace(paths[0], paths[1], keylog, **kw)
+
+
+def both_views(
+    evidence: Sequence[Any],
+    dirs: Sequence[str],
+    pairs: pd.DataFrame,
+    server_ts_ns: np.ndarray,
+) -> list[dict[str, Any]]:
+    """For each finding (its client-capture ``evidence``: frame, role, ts_ns), the same
+    frames at the server's capture point: ``evidence`` (role, client and server frame
+    and time, on the client's clock).  For a Nagle hold released by a delayed ACK
+    (roles first_segment, releasing_ack, held_segment) the two halves are measured
+    where they happen: ``receiver_ack_delay_ms`` (the first segment's arrival → the
+    ACK leaving the receiver: its delayed-ACK timer) and ``sender_release_lag_ms`` (the
+    ACK's arrival → the held segment leaving the sender: Nagle's release)."""
+    to_server = dict(
+        zip(
+            pairs["client_frame"].to_numpy(np.int64).tolist(),
+            pairs["server_frame"].to_numpy(np.int64).tolist(),
+            strict=True,
+        )
+    )
+    out: list[dict[str, Any]] = []
+    for ev, d in zip(evidence, dirs, strict=True):
+        rows: list[dict[str, Any]] = []
+        at: dict[str, tuple[int, int | None]] = {}
+        for e in ev if isinstance(ev, list) else []:
+            fr = int(e["frame"])
+            sf = to_server.get(fr)
+            sts = int(server_ts_ns[sf - 1]) if sf is not None else None
+            rows.append(
+                {
+                    "role": e.get("role"),
+                    "client_frame": fr,
+                    "server_frame": sf,
+                    "client_ts_ns": int(e["ts_ns"]),
+                    "server_ts_ns": sts,
+                }
+            )
+            at.setdefault(str(e.get("role")), (int(e["ts_ns"]), sts))
+        doc: dict[str, Any] = {"evidence": rows}
+        roles = ("first_segment", "releasing_ack", "held_segment")
+        if all(r in at for r in roles) and d in ("c2s", "s2c"):
+            # the receiver is the client for s2c data, the server for c2s
+            rx = 0 if d == "s2c" else 1
+            tx = 1 - rx
+            first, ack, held = (at[r] for r in roles)
+            f_rx, a_rx, a_tx, h_tx = first[rx], ack[rx], ack[tx], held[tx]
+            if f_rx is not None and a_rx is not None:
+                doc["receiver_ack_delay_ms"] = round((a_rx - f_rx) / 1e6, 3)
+            if a_tx is not None and h_tx is not None:
+                doc["sender_release_lag_ms"] = round((h_tx - a_tx) / 1e6, 3)
+        out.append(doc)
+    return out
 
 
 def _flow_map(

@@ -472,3 +472,39 @@ def test_the_losses_are_the_planted_drops(name: str, tmp_path: Path) -> None:
     assert "receiver_only" not in set(ow.status)
     delivered = ow[ow.status == "delivered"]
     assert len(delivered) and (delivered.one_way_ms > 0).all()
+
+
+def test_both_views_measure_each_half_of_a_nagle_hold_where_it_happens(tmp_path: Path) -> None:
+    """tls_sse_nagle (scenario.json): the client's delayed ACK of the 2nd ticket took
+    41.3 ms, and the server's held event left right after that ACK arrived.  With both
+    views, each half is measured at its own end: the delayed ACK at the receiver, the
+    release at the sender — no leg estimate, on a planted clock.  nagle_wwr is the
+    mirror image (the client holds, the server delays its ACK)."""
+    p = planted("tls_sse_nagle", tmp_path)
+    with pcapkit.open([p.client, p.server]) as t:
+        f = t.findings
+        (hold,) = [
+            d["both_views"]
+            for k, d in zip(f.kind, f.details, strict=True)
+            if k == "nagle_delayed_ack"
+        ]
+    assert 41.0 <= hold["receiver_ack_delay_ms"] <= 41.6  # scenario.json: 41.3 ms
+    assert 0.0 <= hold["sender_release_lag_ms"] < 1.0
+    roles = {e["role"]: e for e in hold["evidence"]}
+    assert (
+        roles["held_segment"]["client_frame"] == 12 and roles["held_segment"]["server_frame"] == 12
+    )
+    # the held segment's trip is the path's 15 ms, on the merged clock
+    trip = roles["held_segment"]["client_ts_ns"] - roles["held_segment"]["server_ts_ns"]
+    assert 15.0 <= trip / 1e6 <= 15.5
+    p = planted("nagle_wwr", tmp_path)
+    with pcapkit.open([p.client, p.server]) as t:
+        f = t.findings
+        holds = [
+            d["both_views"]
+            for k, d in zip(f.kind, f.details, strict=True)
+            if k == "nagle_delayed_ack"
+        ]
+    assert len(holds) == 7
+    assert all(40.0 <= h["receiver_ack_delay_ms"] <= 45.0 for h in holds)
+    assert all(h["sender_release_lag_ms"] < 1.0 for h in holds)
