@@ -2,7 +2,7 @@
 
     dissectors  (imports nothing from pcapkit)
     base        schema, errors, anomalies, _parallel (any layer may use them)
-    io ← net ← sessions ← align ← detect ← trace ← report / export ← cli, pcapkit/__init__
+    io ← net ← sessions ← align ← detect ← trace ← report / export / plot ← cli, pcapkit/__init__
 
 A module may import only its own layer, the layers below it and the base modules;
 only ``sessions`` (and ``lab``, which makes fixtures) import ``dissectors``; the lab
@@ -33,6 +33,7 @@ RANKS = {
     "trace": 6,
     "report": 7,
     "export": 7,
+    "plot": 7,
     "cli": 8,
     "api": 8,  # pcapkit/__init__.py: the façade users import
 }
