@@ -730,9 +730,8 @@ def stream_waterfall_chart(trace: Trace, flow: int = 0, *, max_marks: int = MAX_
 def handshake_ladder_chart(trace: Trace, flow: int = 0) -> Chart:
     """Client (x = 0) and server (x = 1) lines, time downwards; an ``arrows`` segment per
     handshake milestone drawn at its capture time from sender to receiver; a ``shares``
-    bar split into network (the TCP handshake's legs), server (ClientHello → ServerHello
-    less the server leg) and client (server flight → client's answer less the client
-    leg)."""
+    bar split as ``Trace.tls`` / ``Trace.quic`` split the handshake's time: network (one
+    round trip), server, flights on the wire, client."""
     c = Chart(
         "handshake_ladder",
         f"flow {flow}: handshake",
@@ -787,25 +786,19 @@ def handshake_ladder_chart(trace: Trace, flow: int = 0) -> Chart:
         color=["#43a047" if s[1] == "c" else "#1565c0" for s in steps],
         legend="messages (green: client, blue: server)",
     )
-    fl = trace.flows.set_index("flow").loc[flow]
-    sl = fl["server_leg_ms"]
-    cl = fl["client_leg_ms"]
-    at = {s[0]: (int(s[3]) - t0) / 1e6 for s in steps}
+    sess = trace.tls if len(h) else trace.quic
+    sess = sess[sess["flow"] == flow]
     shares: list[tuple[str, float, str]] = []
-    if not pd.isna(sl) and not pd.isna(cl):
-        shares.append(("network", float(sl) + float(cl), "#9e9e9e"))
-        if "ClientHello" in at and "ServerHello" in at:
-            shares.append(
-                ("server", max(0.0, at["ServerHello"] - at["ClientHello"] - float(sl)), "#1565c0")
-            )
-        if "server flight end" in at and "client answer" in at:
-            shares.append(
-                (
-                    "client",
-                    max(0.0, at["client answer"] - at["server flight end"] - float(cl)),
-                    "#43a047",
-                )
-            )
+    if len(sess):
+        x = sess.iloc[0]
+        for name, col, color in (
+            ("network", "handshake_network_ms", "#9e9e9e"),
+            ("server", "handshake_server_ms", "#1565c0"),
+            ("flights", "handshake_flight_ms", "#90caf9"),
+            ("client", "handshake_client_ms", "#43a047"),
+        ):
+            if not pd.isna(x[col]):
+                shares.append((name, float(x[col]), color))
     if shares:
         lo = np.cumsum([0.0] + [s[1] for s in shares[:-1]])
         _add(
@@ -819,7 +812,7 @@ def handshake_ladder_chart(trace: Trace, flow: int = 0) -> Chart:
             color=[s[2] for s in shares],
             frames=[[] for _ in shares],
             labels=[f"{n}: {v:.2f} ms" for n, v, _ in shares],
-            legend="shares: network / server / client",
+            legend="shares: network / server / flights / client",
         )
     c.yticks = []
     return c
