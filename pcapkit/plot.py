@@ -89,6 +89,9 @@ class Layer:
     legend: str = ""
     marker: str = "o"
     total: int = 0  # rows before downsampling
+    scale: bool = (
+        True  # part of the default view (the receive window is not: it would dwarf the data)
+    )
 
     def __len__(self) -> int:
         return int(len(self.x))
@@ -174,6 +177,7 @@ def downsample(layer: Layer, max_marks: int, notes: list[str] | None = None) -> 
         legend=layer.legend,
         marker=layer.marker,
         total=n,
+        scale=layer.scale,
     )
     if notes is not None:
         notes.append(f"{layer.name}: {len(keep)} of {n} marks drawn (evenly spaced rows)")
@@ -429,6 +433,7 @@ def time_sequence_chart(
             ],
             legend="ACK + receive window",
             color="#bdbdbd",
+            scale=False,
             max_marks=max_marks,
         )
     sb = trace.sack_blocks
@@ -884,6 +889,12 @@ def figure(chart: Chart) -> Figure:
         ax.set_xticks([0, 1], ["client", "server"])
         ax.set_xlim(-0.2, 1.6)
     ax.autoscale_view()
+    focus = [ly for ly in chart.layers if ly.scale and len(ly)]
+    if len(focus) < sum(1 for ly in chart.layers if len(ly)):  # zoom to the data, not the window
+        ys = np.concatenate([np.r_[ly.y, ly.y2 if ly.y2 is not None else []] for ly in focus])
+        if len(ys):
+            pad = max(1.0, float(ys.max() - ys.min()) * 0.05)
+            ax.set_ylim(float(ys.min()) - pad, float(ys.max()) + pad)
     if chart.yticks:
         ax.set_yticks([p for p, _ in chart.yticks], [t for _, t in chart.yticks])
     if chart.invert_y:
