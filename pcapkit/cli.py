@@ -637,10 +637,19 @@ def export(
 @click.option(
     "--max-marks",
     type=click.IntRange(min=10),
-    default=2000,
+    default=1000,
     show_default=True,
     metavar="N",
-    help="Marks per chart layer; longer layers are thinned evenly (the chart says so).",
+    help="Marks per chart; a bigger chart keeps evenly spaced rows of each layer, in "
+    "proportion (the chart says so).",
+)
+@click.option(
+    "--max-findings",
+    type=click.IntRange(min=0),
+    default=200,
+    show_default=True,
+    metavar="N",
+    help="Findings shown in full (worst first); the rest one line each, with their filter.",
 )
 @threshold_option
 def report_cmd(
@@ -649,6 +658,7 @@ def report_cmd(
     output: str,
     max_connections: int,
     max_marks: int,
+    max_findings: int,
     settings: dict[str, Any],
 ) -> None:
     """Write one self-contained HTML report (works offline, no CDN): summary and verdict,
@@ -667,7 +677,12 @@ def report_cmd(
     trace, prog = open_trace(path, keylog, settings=settings)
     try:
         with trace:
-            page = analysis_html(trace, max_connections=max_connections, max_marks=max_marks)
+            page = analysis_html(
+                trace,
+                max_connections=max_connections,
+                max_marks=max_marks,
+                max_findings=max_findings,
+            )
     except PcapkitError as exc:
         fail(str(exc))
     if prog:

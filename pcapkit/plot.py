@@ -47,6 +47,7 @@ __all__ = [
     "alignment_strip_chart",
     "downsample",
     "figure",
+    "fit",
     "handshake_ladder",
     "handshake_ladder_chart",
     "stream_waterfall",
@@ -182,6 +183,18 @@ def downsample(layer: Layer, max_marks: int, notes: list[str] | None = None) -> 
     if notes is not None:
         notes.append(f"{layer.name}: {len(keep)} of {n} marks drawn (evenly spaced rows)")
     return out
+
+
+def fit(chart: Chart, budget: int) -> Chart:
+    """``chart`` with at most about ``budget`` marks in all: each layer keeps a share
+    proportional to its length (at least 10 rows), thinned by :func:`downsample`."""
+    total = sum(len(ly) for ly in chart.layers)
+    if total <= budget:
+        return chart
+    chart.layers = [
+        downsample(ly, max(10, int(budget * len(ly) / total)), chart.notes) for ly in chart.layers
+    ]
+    return chart
 
 
 def _ms(ts: Any, t0: int) -> np.ndarray:
@@ -838,8 +851,12 @@ def figure(chart: Chart) -> Figure:
             "pcapkit.plot needs matplotlib: pip install 'pcapkit-forensics[plot]'"
         ) from e
 
-    tall = chart.kind in ("stream_waterfall", "handshake_ladder")
-    fig = Figure(figsize=(9, 5.5 if tall else 4), layout="constrained")
+    height = 4.0
+    if chart.kind == "handshake_ladder":
+        height = 5.5
+    elif chart.kind == "stream_waterfall":  # a row per stream
+        height = min(8.0, 1.6 + 0.45 * max(1, len(chart.yticks)))
+    fig = Figure(figsize=(9, height), layout="constrained")
     ax = fig.add_subplot()
     for ly in chart.layers:
         if len(ly) == 0:

@@ -231,3 +231,13 @@ def test_hostile_capture_runs_nothing_and_injects_nothing(browser, tmp_path):
         assert js("return document.getElementById('tip').children.length") == 0
     assert "<script>document.title='PWNED'" in browser.find_element("id", "tip").text
     assert "PWNED" not in browser.title and js("return document.images.length") == 0
+
+
+def test_findings_past_max_findings_are_one_line_each():
+    with pcapkit.open(FIX / "tls_sse_nagle/client.pcapng") as t:
+        n = len(t.findings)
+        page = analysis_html(t, max_findings=1)
+    assert page.count('<section class="finding') == n >= 2
+    assert page.count('<section class="finding brief') == n - 1
+    assert f"{n - 1} more finding(s), one line each" in page
+    assert page.count('class="filter"') == n  # every finding keeps its filter

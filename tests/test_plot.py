@@ -178,3 +178,14 @@ def test_a_quic_flow_has_no_tcp_picture_and_does_not_crash():
         assert fig.axes[0].texts[0].get_text() == "nothing to draw"
         fig = plot.alignment_strip(t, 0)
         assert not fig.pcapkit_chart.has("records") and not artists(fig, "records")
+
+
+def test_fit_shares_a_chart_budget_across_layers(h2hol):
+    ch = plot.time_sequence_chart(h2hol, 0, "s2c")
+    sizes = {ly.name: len(ly) for ly in ch.layers}
+    fitted = plot.fit(plot.time_sequence_chart(h2hol, 0, "s2c"), 100)
+    assert sum(len(ly) for ly in fitted.layers) <= 100 + 10 * len(sizes)
+    for ly in fitted.layers:
+        assert len(ly) <= sizes[ly.name] and ly.total == sizes[ly.name]
+    assert fitted.notes
+    assert plot.fit(ch, 10_000) is ch and not ch.notes  # under budget: untouched

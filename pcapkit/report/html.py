@@ -11,9 +11,12 @@
   :class:`pcapkit.plot.Chart` data embedded as JSON (no library, no CDN): zoom with the
   wheel (shift: the y axis), drag to pan, double-click to reset, hover for the frame
   numbers.  One SVG element per mark, so a chart has as many marks as its table has rows
-  — until a layer passes ``max_marks`` and is thinned evenly (the chart says so).
+  — until a chart passes ``max_marks`` in all: then each layer keeps a proportional share
+  of evenly spaced rows (:func:`pcapkit.plot.fit`; the chart says so under it).
 * Big captures: cards for the ``max_connections`` connections with the costliest
-  findings first, then the busiest; token timelines for ``max_requests`` requests.
+  findings first, then the busiest; token timelines for ``max_requests`` requests; the
+  ``max_findings`` worst findings in full, the others one line each (kind, cost, flow,
+  frames, display filter).
 * Everything from a capture is attacker-controlled.  Text goes through
   :func:`html.escape` (quotes too: every attribute is quoted), the JSON of the charts has
   ``<``, ``>``, ``&`` and U+2028/9 as ``\\u`` escapes (it cannot close its ``<script>``),
@@ -41,7 +44,8 @@ from .text import verdict
 
 MAX_CONNECTIONS = 50  # cards beyond this are listed by name only (a card is ~5–50 KB)
 MAX_REQUESTS = 20  # token timelines drawn (the ones with findings first)
-MAX_MARKS = 2000  # per chart layer in the page (plot.MAX_MARKS is for notebooks)
+MAX_MARKS = 1000  # per chart in the page (~100 bytes each: 1000 marks ≈ 100 KB of JSON)
+MAX_FINDINGS = 200  # shown in full (worst first); the rest as one line each with the filter
 
 
 def esc(v: Any) -> str:
@@ -139,6 +143,8 @@ def _charts_for_flow(
     trace: Trace, flow: int, requests: set[int], max_marks: int
 ) -> list[plot.Chart]:
     out: list[plot.Chart] = []
+    keep = max_marks
+    max_marks = plot.MAX_MARKS  # per layer while building; the chart's budget is applied below
     fl = trace.flows.set_index("flow").loc[flow]
     q = trace.requests
     for r in q[q["flow"] == flow]["request"]:
@@ -155,7 +161,7 @@ def _charts_for_flow(
     hs = plot.handshake_ladder_chart(trace, flow)
     if hs.has("arrows"):
         out.append(hs)
-    return out
+    return [plot.fit(ch, keep) for ch in out]
 
 
 def _finding_html(i: int, f: Any, t0: int) -> str:
@@ -189,6 +195,20 @@ def _finding_html(i: int, f: Any, t0: int) -> str:
         f"<details><summary>evidence: {len(ev)} frame(s); {len(checks)} check(s)</summary>"
         f'<ul class="evidence">{ev_rows}</ul><ul class="checks">{chk}</ul></details>'
         "</section>"
+    )
+
+
+def _finding_line(i: int, f: Any) -> str:
+    flow = "" if pd.isna(f.flow) else int(f.flow)
+    where = f'<a href="#flow-{flow}">flow {flow}</a>' if flow != "" else "capture"
+    frames = " ".join(str(int(x)) for x in (f.frames if isinstance(f.frames, list) else []))
+    return (
+        f'<section class="finding brief sev-{esc(f.severity)}" id="finding-{i}" '
+        f'data-kind="{esc(f.kind)}"><span class="kind">{esc(f.kind)}</span> '
+        f'<span class="sev">{esc(f.severity)}</span> <span class="cost">{esc(_ms(f.cost_ms))}</span> '
+        f"{where} {esc(f.dir)} · frames {esc(frames)} "
+        f'<input class="filter" readonly value="{esc(f.display_filter)}">'
+        '<button type="button" class="copy">copy</button></section>'
     )
 
 
@@ -243,6 +263,7 @@ def analysis_html(
     max_connections: int = MAX_CONNECTIONS,
     max_requests: int = MAX_REQUESTS,
     max_marks: int = MAX_MARKS,
+    max_findings: int = MAX_FINDINGS,
     findings: pd.DataFrame | None = None,
     only_flows: set[int] | None = None,
 ) -> str:
@@ -314,7 +335,18 @@ def analysis_html(
     )
     v = verdict(findings, cov)
     nonce = secrets.token_urlsafe(16)
-    find_html = "".join(_finding_html(i, f, t0) for i, f in enumerate(findings.itertuples()))
+    find_html = "".join(
+        _finding_html(i, f, t0) if i < max_findings else _finding_line(i, f)
+        for i, f in enumerate(findings.itertuples())
+    )
+    if len(findings) > max_findings:
+        find_html = find_html.replace(
+            '<section class="finding brief',
+            f'<p class="more">{len(findings) - max_findings} more finding(s), one line each '
+            "(the explanation and remedy of each kind are above):</p>"
+            '<section class="finding brief',
+            1,
+        )
     title = f"pcapkit report — {summ['path']}"
     facts = (
         f"{summ['frames']} frames · {summ['duration_ms']:.1f} ms · {summ['flows']} flows · "
@@ -349,7 +381,7 @@ header{border-bottom:2px solid #e0e0e0;margin-bottom:8px}h1{margin:12px 0 0}
 .file{font-family:monospace;color:#555;word-break:break-all}.verdict{font-weight:600;font-size:15px}
 .finding{border-left:5px solid #9e9e9e;background:#fafafa;margin:10px 0;padding:6px 12px}
 .sev-high{border-color:#c62828}.sev-medium{border-color:#ef6c00}.sev-low{border-color:#f9a825}
-.finding h3{margin:4px 0;font-size:15px}.kind{font-family:monospace}.sev{font-weight:400;
+.finding h3{margin:4px 0;font-size:15px}.brief{margin:2px 0;padding:2px 8px;font-size:12px;display:flex;gap:6px;align-items:center}.kind{font-family:monospace}.sev{font-weight:400;
 text-transform:uppercase;font-size:11px;background:#eee;padding:1px 5px;border-radius:3px}
 .cost{color:#c62828}.where{font-weight:400;color:#555}
 .filterbox{display:flex;gap:6px;align-items:center;margin:4px 0}.filterbox label{color:#555;font-size:12px}
