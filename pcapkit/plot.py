@@ -154,6 +154,7 @@ def downsample(layer: Layer, max_marks: int, notes: list[str] | None = None) -> 
     n = len(layer)
     if n <= max_marks or max_marks <= 0:
         return layer
+    rows = max(n, layer.total)  # the table's rows, if an earlier pass thinned it already
     keep = np.unique(np.linspace(0, n - 1, max_marks).round().astype(np.int64))
 
     def pick(a: Any) -> Any:
@@ -177,23 +178,31 @@ def downsample(layer: Layer, max_marks: int, notes: list[str] | None = None) -> 
         labels=pick(layer.labels),
         legend=layer.legend,
         marker=layer.marker,
-        total=n,
+        total=rows,
         scale=layer.scale,
     )
     if notes is not None:
-        notes.append(f"{layer.name}: {len(keep)} of {n} marks drawn (evenly spaced rows)")
+        notes.append(f"{layer.name}: {len(keep)} of {rows} marks drawn (evenly spaced rows)")
     return out
 
 
 def fit(chart: Chart, budget: int) -> Chart:
-    """``chart`` with at most about ``budget`` marks in all: each layer keeps a share
-    proportional to its length (at least 10 rows), thinned by :func:`downsample`."""
+    """``chart`` with at most ``budget`` marks in all (at least 10 a layer): the budget is
+    shared out smallest layer first — a layer under its fair share (retransmissions, SACK
+    blocks, stalls) is kept whole, the big ones split what is left — and thinned by
+    :func:`downsample`."""
     total = sum(len(ly) for ly in chart.layers)
     if total <= budget:
         return chart
-    chart.layers = [
-        downsample(ly, max(10, int(budget * len(ly) / total)), chart.notes) for ly in chart.layers
-    ]
+    keep: dict[int, int] = {}
+    left, order = budget, sorted(range(len(chart.layers)), key=lambda i: len(chart.layers[i]))
+    for k, i in enumerate(order):
+        share = max(10, left // (len(order) - k))
+        keep[i] = min(len(chart.layers[i]), share)
+        left = max(0, left - keep[i])
+    thinned = {chart.layers[i].name for i in keep if keep[i] < len(chart.layers[i])}
+    chart.notes = [n for n in chart.notes if n.split(":", 1)[0] not in thinned]
+    chart.layers = [downsample(ly, keep[i], chart.notes) for i, ly in enumerate(chart.layers)]
     return chart
 
 

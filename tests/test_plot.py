@@ -183,9 +183,20 @@ def test_a_quic_flow_has_no_tcp_picture_and_does_not_crash():
 def test_fit_shares_a_chart_budget_across_layers(h2hol):
     ch = plot.time_sequence_chart(h2hol, 0, "s2c")
     sizes = {ly.name: len(ly) for ly in ch.layers}
-    fitted = plot.fit(plot.time_sequence_chart(h2hol, 0, "s2c"), 100)
-    assert sum(len(ly) for ly in fitted.layers) <= 100 + 10 * len(sizes)
+    assert sizes["retransmissions"] < 20 < sizes["records"]
+    fitted = plot.fit(plot.time_sequence_chart(h2hol, 0, "s2c"), 120)
+    got = {ly.name: len(ly) for ly in fitted.layers}
+    assert sum(got.values()) <= 120
+    assert got["retransmissions"] == sizes["retransmissions"]  # small layers kept whole
+    assert got["records"] < sizes["records"]
     for ly in fitted.layers:
-        assert len(ly) <= sizes[ly.name] and ly.total == sizes[ly.name]
-    assert fitted.notes
+        assert ly.total == sizes[ly.name]
+    assert any(
+        n.startswith(f"records: {got['records']} of {sizes['records']}") for n in fitted.notes
+    )
     assert plot.fit(ch, 10_000) is ch and not ch.notes  # under budget: untouched
+    # thinned twice (per layer, then per chart): the total is still the table's, one note
+    twice = plot.fit(plot.time_sequence_chart(h2hol, 0, "s2c", max_marks=40), 120)
+    seg = twice.layer("segments")
+    assert seg.total == sizes["segments"]
+    assert len([n for n in twice.notes if n.startswith("segments:")]) == 1

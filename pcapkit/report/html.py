@@ -240,12 +240,15 @@ def _session_html(trace: Trace, flow: int) -> str:
     out = []
     t = trace.tls[trace.tls["flow"] == flow]
     for s in t.itertuples():
-        dec = "decrypted" if s.decrypted else f"not decrypted ({esc(s.why_not)})"
-        out.append(
-            f'<p class="session">TLS {esc(s.version)} {esc(s.cipher)} · SNI '
-            f'<span class="sni">{esc(s.sni)}</span> · ALPN {esc(s.alpn)} · handshake '
-            f"{esc(_ms(s.handshake_ms))} · {dec}</p>"
-        )
+        parts = [f"TLS {esc(s.version)} {esc(s.cipher)}".rstrip()]
+        if not pd.isna(s.sni) and s.sni:
+            parts.append(f'SNI <span class="sni">{esc(s.sni)}</span>')
+        if not pd.isna(s.alpn) and s.alpn:
+            parts.append(f"ALPN {esc(s.alpn)}")
+        if not pd.isna(s.handshake_ms):
+            parts.append(f"handshake {esc(_ms(s.handshake_ms))}")
+        parts.append("decrypted" if s.decrypted else f"not decrypted ({esc(s.why_not)})")
+        out.append(f'<p class="session">{" · ".join(parts)}</p>')
     qq = trace.quic[trace.quic["flow"] == flow] if len(trace.quic) else trace.quic
     for s in qq.itertuples():
         out.append(
