@@ -40,7 +40,7 @@ EXIT_MEANING = {
     Exit.OK: "0 ok",
     Exit.ERROR: "1 the input could not be analysed (one line on stderr)",
     Exit.USAGE: "2 usage error",
-    Exit.FINDINGS: "3 a finding matched --fail-on",
+    Exit.FINDINGS: "3 a finding matched --fail-on, or a --max-* gate failed",
 }
 
 
@@ -269,6 +269,45 @@ def cli() -> None:
     metavar="N",
     help="Only the N worst findings.",
 )
+@click.option(
+    "--max-ttfb-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an HTTP exchange's time to first byte is over MS (or none was "
+    "measured), naming it.",
+)
+@click.option(
+    "--max-ttft-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an exchange's time to first token (SSE event, gRPC message, else "
+    "body byte) is over MS (or none was measured).",
+)
+@click.option(
+    "--max-gap-p95-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an exchange's p95 gap between events is over MS (or none was measured).",
+)
+@click.option(
+    "--max-handshake-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when a TLS or QUIC handshake took longer than MS (or none was measured).",
+)
+@click.option(
+    "--junit",
+    "junit",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=False),
+    default=None,
+    metavar="FILE",
+    help="Also write JUnit XML for CI: a test case per exchange, handshake, finding and "
+    "gate, failing where the exit code says 3.",
+)
 @threshold_option
 def analyze(
     path: str,
@@ -283,6 +322,11 @@ def analyze(
     since: float | None,
     until: float | None,
     top: int | None,
+    max_ttfb_ms: float | None,
+    max_ttft_ms: float | None,
+    max_gap_p95_ms: float | None,
+    max_handshake_ms: float | None,
+    junit: str | None,
     settings: dict[str, Any],
 ) -> None:
     """Summarise every connection of a capture: bytes, handshake, RTT legs, vantage,
@@ -296,18 +340,31 @@ def analyze(
       pcapkit analyze trace.pcapng --fail-on nagle_delayed_ack,zero_window --min-cost-ms 5
       pcapkit analyze trace.pcapng --set nagle.late_slack_ms=3 --set hol.min_episode_ms=10
       pcapkit analyze trace.pcapng --flow 3 --min-severity medium --top 5
+      pcapkit analyze trace.pcapng --max-ttft-ms 300 --max-gap-p95-ms 80 --junit out.xml
     """
     from .detect import KINDS
     from .report import analysis_json, analysis_text
     from .report.narrow import capture_time_ns, narrow, parse_kinds
 
     gate = parse_fail_on(fail_on)
+    limits = {
+        o: v
+        for o, v in (
+            ("--max-ttfb-ms", max_ttfb_ms),
+            ("--max-ttft-ms", max_ttft_ms),
+            ("--max-gap-p95-ms", max_gap_p95_ms),
+            ("--max-handshake-ms", max_handshake_ms),
+        )
+        if v is not None
+    }
     try:
         kind_set = parse_kinds(kinds, KINDS) if kinds else None
     except ValueError as exc:
         emit(f"pcapkit: error: --kind: {exc}; kinds: {', '.join(KINDS)}", err=True)
         sys.exit(Exit.USAGE)
     trace, prog = open_trace(path, keylog, settings=settings)
+    failing = None
+    violations: list[Any] = []
     try:
         with trace:
             n_flows = len(trace.flows)
@@ -353,14 +410,155 @@ def analyze(
                 if prog:
                     prog.done()
                 emit(text, nl=False, styled=True)
+            failing = gate(findings) if gate is not None else None
+            if limits or junit:
+                from .report import gates
+
+                subs = gates.subjects(trace.requests, trace.tls, trace.quic, only)
+                violations = gates.check(limits, subs)
+                for v in violations:
+                    emit(f"pcapkit: {v.line()}", err=True)
+                if junit:
+                    xml = gates.junit_xml(path, subs, findings, limits, violations, failing)
+                    try:
+                        with open(junit, "wb") as fh:
+                            fh.write(xml)
+                    except OSError as exc:
+                        fail(f"--junit {junit}: {exc.strerror or exc}")
     except PcapkitError as exc:
         fail(str(exc))
-    if gate is not None and gate(findings):
+    if violations or (failing is not None and bool(failing.any())):
         sys.exit(Exit.FINDINGS)
 
 
-def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
-    """``--fail-on``: a severity name (that or worse) or a comma-separated list of kinds."""
+DIFF_METRICS = (
+    "ttfb_ms",
+    "ttft_ms",
+    "response_ms",
+    "gap_p50_ms",
+    "gap_p95_ms",
+    "gap_max_ms",
+    "events_per_s",
+    "bytes_per_s",
+    "exchange_ms",
+    "handshake_ms",
+    "findings_cost_ms",
+    "connections",
+    "handshakes",
+    "resumed_handshakes",
+    "requests_per_connection",
+)
+
+
+@cli.command(
+    "diff",
+    epilog=READ_HELP[:-1] + "; 3 a metric got worse by more than --fail-on-regression.",
+)
+@click.argument("before", type=click.Path(allow_dash=False), metavar="BEFORE")
+@click.argument("after", type=click.Path(allow_dash=False), metavar="AFTER")
+@click.option(
+    "--keylog",
+    type=click.Path(),
+    default=None,
+    help="NSS key log for both captures (embedded pcapng keys are used too).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: verdict, metrics, requests (<metric>_before/_after), "
+    "unmatched, findings (appeared, gone), noise, notes.",
+)
+@click.option(
+    "--noise-pct",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="A metric changed only when it moved by more than this share of its before value…",
+)
+@click.option(
+    "--noise-ms",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="…and, for times, by more than this many ms.",
+)
+@click.option(
+    "--fail-on-regression",
+    "fail_pct",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="PCT",
+    help="Exit 3 when a --metric (default: every judged metric) got worse by more than "
+    "PCT percent.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    type=click.Choice(DIFF_METRICS),
+    multiple=True,
+    help="The metric(s) --fail-on-regression watches (repeatable).",
+)
+def diff(
+    before: str,
+    after: str,
+    keylog: str | None,
+    fmt: str,
+    noise_pct: float,
+    noise_ms: float,
+    fail_pct: float | None,
+    metrics: tuple[str, ...],
+) -> None:
+    """Compare two captures of the same workload — before and after a change: requests
+    matched by x-request-id, traceparent, else method, authority and path in order;
+    TTFB, TTFT, whole response, gaps, events/s and bytes/s per request; turn times of
+    connections without HTTP; handshakes, connections, resumptions; findings that
+    appeared or are gone; a verdict (improved, regressed, unchanged) outside a noise band.
+
+    \b
+    Examples:
+      pcapkit diff before.pcapng after.pcapng
+      pcapkit diff before.pcapng after.pcapng --format json | jq .verdict
+      pcapkit diff a.pcapng b.pcapng --fail-on-regression 10 --metric ttft_ms
+    """
+    from .report.diff import diff as compare
+    from .report.diff import diff_json, diff_text
+
+    traces = []
+    for p in (before, after):
+        t, prog = open_trace(p, keylog)
+        traces.append(t)
+    try:
+        d = compare(traces[0], traces[1], noise_pct=noise_pct, noise_ms=noise_ms)
+    except PcapkitError as exc:
+        fail(str(exc))
+    finally:
+        for t in traces:
+            t.close()
+    if fmt == "json":
+        emit_json(diff_json(d))
+    else:
+        emit(diff_text(d), nl=False, styled=True)
+    if fail_pct is not None:
+        worse = d.regressions(fail_pct, list(metrics) or None)
+        for r in worse.itertuples(index=False):
+            by = "from 0" if r.before == 0 else f"{r.change_pct:+.1f}%"
+            emit(
+                f"pcapkit: regression: {r.metric} {r.before:.6g} → {r.after:.6g} "
+                f"({by}, more than {fail_pct:g}%)",
+                err=True,
+            )
+        if len(worse):
+            sys.exit(Exit.FINDINGS)
+
+
+def parse_fail_on(spec: str | None) -> Callable[[Any], Any] | None:
+    """``--fail-on``: a severity name (that or worse) or a comma-separated list of kinds;
+    the rule as a function of the findings table giving the mask of those it selects."""
+    import pandas as pd
+
     from .detect import KINDS, SEVERITIES
 
     if not spec:
@@ -369,7 +567,7 @@ def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
     if spec in SEVERITIES:
         rank = SEVERITIES.index(spec)
         return lambda df: (
-            bool(df.severity.map(SEVERITIES.index).ge(rank).any()) if len(df) else False
+            df.severity.map(SEVERITIES.index).ge(rank) if len(df) else pd.Series([], dtype=bool)
         )
     kinds = {k.strip() for k in spec.split(",") if k.strip()}
     unknown = kinds - set(KINDS)
@@ -379,7 +577,7 @@ def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
             f"or a severity: {', '.join(SEVERITIES)}",
             param_hint="--fail-on",
         )
-    return lambda df: bool(df.kind.isin(kinds).any())
+    return lambda df: df.kind.isin(kinds)
 
 
 @cli.command(epilog=READ_HELP)

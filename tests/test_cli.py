@@ -317,7 +317,7 @@ def test_readme_and_help_match_the_code():
         if hasattr(command, "commands") and sub in command.commands:  # a group: lab run …
             command = command.commands[sub]
         params = {o for p in command.params for o in getattr(p, "opts", [])}
-        for opt in re.findall(r"(--[a-z-]+)", rest):
+        for opt in re.findall(r"(--[a-z0-9-]+)", rest):
             assert opt in params, (cmd, opt)
 
 
