@@ -360,7 +360,8 @@ def time_sequence_chart(
     trace: Trace, flow: int = 0, direction: str = "s2c", *, max_marks: int = MAX_MARKS
 ) -> Chart:
     """One TCP direction: a vertical bar per segment from its first to its last stream
-    offset (``segments`` new data, ``retransmissions`` everything else), ``psh`` dots at
+    offset (``segments`` new data, ``retransmissions`` everything else), ``holes``: the
+    bytes missing below a segment that arrived past them (``segments.gap_before``), ``psh`` dots at
     the end of PSH segments, the reverse direction's cumulative ``ack`` and ``ack`` +
     receive window (``rwnd``) as steps, its ``sack`` blocks as bars, and ``records``: the
     end offset of each TLS record at the time it became readable."""
@@ -401,6 +402,26 @@ def time_sequence_chart(
                 )
             ],
             legend="data" if name == "segments" else "retransmitted / out of order",
+            max_marks=max_marks,
+        )
+    hs = s[s["gap_before"].to_numpy(np.int64) > 0]
+    if len(hs):
+        x = _ms(hs["ts_ns"], t0)
+        _add(
+            c,
+            "holes",
+            "segs",
+            x,
+            hs["offset"] - hs["gap_before"],
+            x,
+            hs["offset"],
+            frames=[[int(f)] for f in hs["frame"]],
+            labels=[
+                f"hole of {g} B ({o - g}–{o}) seen at frame {f}"
+                for f, o, g in zip(hs["frame"], hs["offset"], hs["gap_before"], strict=True)
+            ],
+            legend="holes (bytes not seen yet)",
+            color="#d81b60",
             max_marks=max_marks,
         )
     ps = s[s["psh"].to_numpy(bool)]

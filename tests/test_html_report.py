@@ -170,6 +170,7 @@ def test_report_in_chromium(browser, tmp_path, capture):
                 assert layer(browser, cid, "segments") == int(new.sum())
                 assert layer(browser, cid, "retransmissions") == int((~new).sum())
                 assert layer(browser, cid, "psh") == int(seg.psh.sum())
+                assert layer(browser, cid, "holes") == int((seg.gap_before > 0).sum())
                 sb = t.sack_blocks
                 assert layer(browser, cid, "sack") == int(
                     ((sb.flow == 0) & (sb.dir == "c2s")).sum()

@@ -88,6 +88,10 @@ def test_time_sequence_marks_match_tables(h2hol):
     assert marks(fig, "segments") == int(new.sum())
     assert marks(fig, "retransmissions") == int((~new).sum()) >= 1
     assert marks(fig, "psh") == int(s.psh.sum())
+    holes = s[s.gap_before > 0]
+    assert marks(fig, "holes") == len(holes) == 1
+    (hole,) = fig.pcapkit_chart.layer("holes").frames
+    assert hole == [int(holes.frame.iloc[0])]
     sb = h2hol.sack_blocks[(h2hol.sack_blocks.flow == 0) & (h2hol.sack_blocks.dir == "c2s")]
     assert marks(fig, "sack") == len(sb) >= 1
     r = h2hol.records[(h2hol.records.flow == 0) & (h2hol.records.dir == "s2c")]

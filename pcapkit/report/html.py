@@ -240,7 +240,10 @@ def _session_html(trace: Trace, flow: int) -> str:
     out = []
     t = trace.tls[trace.tls["flow"] == flow]
     for s in t.itertuples():
-        parts = [f"TLS {esc(s.version)} {esc(s.cipher)}".rstrip()]
+        version = "" if pd.isna(s.version) else str(s.version)
+        if not version.startswith(("TLS", "SSL")):
+            version = f"TLS {version}".rstrip()
+        parts = [f"{esc(version)} {esc(s.cipher)}".rstrip()]
         if not pd.isna(s.sni) and s.sni:
             parts.append(f'SNI <span class="sni">{esc(s.sni)}</span>')
         if not pd.isna(s.alpn) and s.alpn:
