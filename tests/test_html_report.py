@@ -242,3 +242,24 @@ def test_findings_past_max_findings_are_one_line_each():
     assert page.count('<section class="finding brief') == n - 1
     assert f"{n - 1} more finding(s), one line each" in page
     assert page.count('class="filter"') == n  # every finding keeps its filter
+
+
+def test_empty_and_cleartext_captures_give_a_page(tmp_path):
+    from pcapkit.io.writer import write_pcap
+
+    from synth import Conn
+
+    empty = tmp_path / "empty.pcap"
+    write_pcap(empty, [], 1)
+    c = Conn(sport=80)
+    c.handshake()
+    c.c2s(30_000, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    c.s2c(31_000, b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+    c.ack_c(31_100)
+    plain = tmp_path / "plain.pcap"
+    write_pcap(plain, c.frames, 1)
+    for cap, cards in ((empty, 0), (plain, 1)):
+        page = write_report(tmp_path, cap).read_text()
+        assert page.count('<section class="conn"') == cards
+        assert '<p class="none">No finding.</p>' in page
+        assert page.rstrip().endswith("</html>")
