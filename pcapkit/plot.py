@@ -65,6 +65,7 @@ MAX_MARKS = 4000
 # cause → colour of a wait in the token timeline (gaps.cause: a finding kind or these)
 CAUSE_COLORS = {"path": "#9e9e9e", "cadence": "#64b5f6", "server": "#1e88e5"}
 FINDING_COLOR = "#e53935"  # a wait inside a network/TLS finding
+SPLIT_COLOR = "#c62828"  # a TLS record that left in two push units
 KIND_COLORS = {
     "new": "#1565c0",
     "retransmission": "#e53935",
@@ -543,8 +544,9 @@ def alignment_strip_chart(
     trace: Trace, flow: int = 0, direction: str = "s2c", *, max_marks: int = MAX_MARKS
 ) -> Chart:
     """By stream offset: ``segments`` (row 0, PSH segments darker), ``push_units`` (row 1:
-    PSH to PSH), ``records`` (row 2: green when whole in one segment, orange when spanning
-    several, purple when coalesced with others in one push unit)."""
+    PSH to PSH), ``records`` (row 2: green when whole in one segment, red when split across
+    push units — a PSH segment ends inside it —, orange when spanning several segments,
+    purple when coalesced with others in one push unit)."""
     c = Chart(
         "alignment_strip",
         f"flow {flow} {direction}: TLS records over TCP segments",
@@ -604,9 +606,14 @@ def alignment_strip_chart(
         )
         spans = r["segments"].to_numpy(np.int64) > 1
         coal = r["records_in_unit"].to_numpy(np.int64) > 1
+        # split: a PSH segment ends inside the record — it left in two push units
+        pe = np.sort(s.loc[s["psh"].to_numpy(bool), "end"].to_numpy(np.int64))
+        lo = r["offset"].to_numpy(np.int64)
+        hi = lo + r["length"].to_numpy(np.int64)
+        split = np.searchsorted(pe, lo, side="right") < np.searchsorted(pe, hi, side="left")
         colors = [
-            "#fb8c00" if sp else ("#ab47bc" if co else "#43a047")
-            for sp, co in zip(spans, coal, strict=True)
+            SPLIT_COLOR if sl else ("#fb8c00" if sp else ("#ab47bc" if co else "#43a047"))
+            for sl, sp, co in zip(split, spans, coal, strict=True)
         ]
         _add(
             c,
@@ -622,21 +629,23 @@ def alignment_strip_chart(
             ],
             labels=[
                 f"record {o}–{o + n}, type {ct}, {sg} segment(s), frames {a}–{b}"
+                + (", split across push units" if sl else "")
                 + (", spanning" if sp else "")
                 + (", coalesced" if co else "")
-                for o, n, ct, sg, a, b, sp, co in zip(
+                for o, n, ct, sg, a, b, sl, sp, co in zip(
                     r["offset"],
                     r["length"],
                     r["content_type"],
                     r["segments"],
                     r["first_frame"],
                     r["last_frame"],
+                    split,
                     spans,
                     coal,
                     strict=True,
                 )
             ],
-            legend="records (orange: spanning, purple: coalesced)",
+            legend="records (red: split across push units, orange: spanning, purple: coalesced)",
             max_marks=max_marks,
         )
     return c

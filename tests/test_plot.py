@@ -111,7 +111,30 @@ def test_alignment_strip(h2hol):
     ch = fig.pcapkit_chart
     spanning = (r.segments > 1).to_numpy()
     assert spanning.any()
-    assert [c == "#fb8c00" for c in ch.layer("records").color] == list(spanning)
+    assert [c in ("#fb8c00", plot.SPLIT_COLOR) for c in ch.layer("records").color] == list(spanning)
+
+
+def test_alignment_strip_marks_records_split_across_push_units():
+    with pcapkit.open(FIX / "tls_record_split_write/client.pcapng") as t:
+        ch = plot.alignment_strip_chart(t, 0, "s2c")
+        r = t.records[(t.records.flow == 0) & (t.records.dir == "s2c")]
+        split = {
+            (int(a), int(b))
+            for (a, b), c in zip(ch.layer("records").frames, ch.layer("records").color, strict=True)
+            if c == plot.SPLIT_COLOR
+        }
+        f = t.findings[t.findings.kind == "tls_record_split_write"].iloc[0]
+        named = {
+            (a, b)
+            for a, b in zip(r.first_frame, r.last_frame, strict=True)
+            if {a, b} <= set(f.frames)
+        }
+        assert named and named <= split
+        assert all(r.set_index("first_frame").loc[a, "segments"] >= 2 for a, _ in split)
+    with pcapkit.open(FIX / "tls_record_whole_write/client.pcapng") as t:  # the control
+        assert (
+            plot.SPLIT_COLOR not in plot.alignment_strip_chart(t, 0, "s2c").layer("records").color
+        )
 
 
 def test_stream_waterfall_hol_and_stall(h2hol):
