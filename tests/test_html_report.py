@@ -263,3 +263,14 @@ def test_empty_and_cleartext_captures_give_a_page(tmp_path):
         assert page.count('<section class="conn"') == cards
         assert '<p class="none">No finding.</p>' in page
         assert page.rstrip().endswith("</html>")
+
+
+def test_token_timelines_for_delayed_or_streamed_requests_only():
+    for cap in ("h2_hol_drop/client.pcapng", "tls_sse_nagle/client.pcapng"):
+        with pcapkit.open(FIX / cap) as t:
+            page = analysis_html(t)
+            want = set(t.findings.request.dropna().astype(int)) | set(
+                t.requests[t.requests.events.fillna(0) > 0].request
+            )
+            assert page.count('data-kind="token_timeline"') == len(want) >= 1
+            assert analysis_html(t, max_requests=0).count('data-kind="token_timeline"') == 0

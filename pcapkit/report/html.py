@@ -4,9 +4,10 @@
 * Summary (capture facts, what could be read) and the verdict, the findings worst first —
   each with its evidence frames and their roles, explanation, remedy, the checks it passed
   and a copy-able Wireshark display filter — then one card per connection with its TLS /
-  QUIC session, its requests and its charts (:mod:`pcapkit.plot`: token timeline per
-  streamed request, time–sequence graph and record↔segment strip of the server's
-  direction, stream waterfall of an HTTP/2 or HTTP/3 connection, handshake ladder).
+  QUIC session, its requests and its charts (:mod:`pcapkit.plot`: the token timeline of
+  each request a finding delayed or that streamed events, time–sequence graph and
+  record↔segment strip of the server's direction, stream waterfall of an HTTP/2 or
+  HTTP/3 connection, handshake ladder).
 * Charts are SVG drawn in the page by ~250 lines of inline JavaScript from the
   :class:`pcapkit.plot.Chart` data embedded as JSON (no library, no CDN): zoom with the
   wheel (shift: the y axis), drag to pan, double-click to reset, hover for the frame
@@ -43,7 +44,7 @@ from .escape import printable
 from .text import verdict
 
 MAX_CONNECTIONS = 50  # cards beyond this are listed by name only (a card is ~5–50 KB)
-MAX_REQUESTS = 20  # token timelines drawn (the ones with findings first)
+MAX_REQUESTS = 20  # token timelines drawn (requests with findings first, then streamed ones)
 MAX_MARKS = 1000  # per chart in the page (~100 bytes each: 1000 marks ≈ 100 KB of JSON)
 MAX_FINDINGS = 200  # shown in full (worst first); the rest as one line each with the filter
 
@@ -290,12 +291,16 @@ def analysis_html(
     q = trace.requests
     fr = findings["request"].dropna().astype(int).tolist() if len(findings) else []
     streamed = q[q["events"].fillna(0).astype(int) > 0]["request"].astype(int).tolist()
-    others = q["request"].astype(int).tolist()
-    want: list[int] = []
-    for r in [*fr, *streamed, *others]:
-        if r not in want and int(q.loc[q["request"] == r, "flow"].iloc[0]) in shown:
-            want.append(r)
-    req_set = set(want[:max_requests])
+    # token timelines: the requests findings delayed, then the streamed ones (SSE, gRPC)
+    flow_of = dict(zip(q["request"].astype(int), q["flow"].astype(int), strict=True))
+    shown_set = set(shown)
+    want: dict[int, None] = {}
+    for r in [*fr, *streamed]:
+        if len(want) >= max_requests:
+            break
+        if r in flow_of and flow_of[r] in shown_set:
+            want[r] = None
+    req_set = set(want)
 
     charts: list[dict[str, Any]] = []
     cards = []
