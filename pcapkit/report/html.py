@@ -8,7 +8,7 @@
   each request a finding delayed or that streamed events, time–sequence graph and
   record↔segment strip of the server's direction, stream waterfall of an HTTP/2 or
   HTTP/3 connection, handshake ladder).
-* Charts are SVG drawn in the page by ~250 lines of inline JavaScript from the
+* Charts are SVG drawn in the page by ~100 lines (8 KB) of inline JavaScript from the
   :class:`pcapkit.plot.Chart` data embedded as JSON (no library, no CDN): zoom with the
   wheel (shift: the y axis), drag to pan, double-click to reset, hover for the frame
   numbers.  One SVG element per mark, so a chart has as many marks as its table has rows
