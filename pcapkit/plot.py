@@ -440,13 +440,9 @@ def time_sequence_chart(
         max_marks=max_marks,
     )
     p = trace.packets
-    sel = (
-        p["flow"].astype("Int64").eq(flow).fillna(False).astype(bool)
-        & (p["dir"] == rev)
-        & p["rel_ack"].notna()
-        & p["tcp_flags"].fillna(0).astype(int).map(lambda v: not (v & 2)).astype(bool)
-    )
-    a = p[sel]
+    p = p[p["flow"].to_numpy(np.int64, na_value=-1) == flow]  # numpy: cheap on 1M rows
+    syn = (p["tcp_flags"].to_numpy(np.int64, na_value=0) & 2) != 0
+    a = p[((p["dir"] == rev) & p["rel_ack"].notna()).to_numpy(bool) & ~syn]
     ack = a["rel_ack"].to_numpy(np.int64) - 1
     xa = _ms(a["ts_ns"], t0)
     fa = [[int(f)] for f in a["frame"]]
@@ -555,7 +551,8 @@ def alignment_strip_chart(
         yticks=[(0, "segments"), (1, "push units"), (2, "TLS records")],
     )
     s = trace.segments
-    s = s[(s["flow"] == flow) & (s["dir"] == direction) & (s["kind"].astype(str) == "new")]
+    s = s[(s["flow"] == flow) & (s["dir"] == direction)]
+    s = s[(s["kind"] == "new").to_numpy(bool)]
     psh = s["psh"].to_numpy(bool)
     _add(
         c,

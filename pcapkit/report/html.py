@@ -133,7 +133,7 @@ def _pick_flows(trace: Trace, limit: int) -> list[int]:
     score = pd.DataFrame(
         {
             "flow": fl["flow"],
-            "cost": fl["flow"].map(lambda x: float(cost.get(x, 0.0))).fillna(0.0),
+            "cost": fl["flow"].map(cost).astype(float).fillna(0.0),
             "bytes": fl["c2s_bytes"] + fl["s2c_bytes"],
         }
     ).sort_values(["cost", "bytes", "flow"], ascending=[False, False, True])
