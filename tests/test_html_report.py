@@ -274,3 +274,14 @@ def test_token_timelines_for_delayed_or_streamed_requests_only():
             )
             assert page.count('data-kind="token_timeline"') == len(want) >= 1
             assert analysis_html(t, max_requests=0).count('data-kind="token_timeline"') == 0
+
+
+def test_a_card_lists_at_most_max_request_rows():
+    from pcapkit.report import html as report_html
+
+    with pcapkit.open(FIX / "h2_hol_drop/client.pcapng") as t:
+        q = t.requests
+        part = report_html.requests_html(q, limit=3)
+        assert part.count("<tr>") == 1 + 3
+        assert f"{len(q) - 3} more request(s) on this connection" in part
+        assert "more request(s)" not in report_html.requests_html(q)

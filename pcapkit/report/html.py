@@ -46,6 +46,7 @@ from .text import verdict
 MAX_CONNECTIONS = 50  # cards beyond this are listed by name only (a card is ~5–50 KB)
 MAX_REQUESTS = 20  # token timelines drawn (requests with findings first, then streamed ones)
 MAX_MARKS = 1000  # per chart in the page (~100 bytes each: 1000 marks ≈ 100 KB of JSON)
+MAX_REQUEST_ROWS = 100  # rows of a card's request table (pcapkit requests has them all)
 MAX_FINDINGS = 200  # shown in full (worst first); the rest as one line each with the filter
 
 
@@ -213,9 +214,11 @@ def _finding_line(i: int, f: Any) -> str:
     )
 
 
-def _requests_html(q: pd.DataFrame) -> str:
+def requests_html(q: pd.DataFrame, limit: int = MAX_REQUEST_ROWS) -> str:
     if q.empty:
         return ""
+    more = len(q) - limit
+    q = q.head(limit)
     rows = "".join(
         "<tr>"
         f"<td>{int(r.request)}</td><td>{esc(r.protocol)}</td>"
@@ -234,6 +237,12 @@ def _requests_html(q: pd.DataFrame) -> str:
         "<th>method</th><th>authority</th><th>path</th><th>status</th><th>TTFB</th>"
         "<th>TTFT</th><th>events</th><th>max gap</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
+        + (
+            f'<p class="more">{more} more request(s) on this connection: '
+            "<code>pcapkit requests --flow N</code> lists them all.</p>"
+            if more > 0
+            else ""
+        )
     )
 
 
@@ -332,7 +341,7 @@ def analysis_html(
             f"{esc(_ms(f['rtt_ms']))} · vantage {esc(f['vantage'])} · "
             f"{int(f['retransmissions'])} retransmission(s) · {nf} finding(s)</p>"
             + _session_html(trace, flow)
-            + _requests_html(q[q["flow"] == flow])
+            + requests_html(q[q["flow"] == flow])
             + "".join(figs)
             + "</section>"
         )
