@@ -97,7 +97,13 @@ def browser():
     from selenium.webdriver.chrome.service import Service
 
     opts = webdriver.ChromeOptions()
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1200,1600"):
+    for a in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-dev-shm-usage",  # a small /dev/shm in containers
+        "--disable-gpu",
+        "--window-size=1200,1600",
+    ):
         opts.add_argument(a)
     opts.binary_location = CHROMIUM
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
