@@ -291,3 +291,34 @@ def test_a_card_lists_at_most_max_request_rows():
         assert part.count("<tr>") == 1 + 3
         assert f"{len(q) - 3} more request(s) on this connection" in part
         assert "more request(s)" not in report_html.requests_html(q)
+
+
+def test_zoom_reset_and_copy_in_chromium(browser, tmp_path):
+    page = write_report(tmp_path, FIX / "h2_hol_drop/client.pcapng")
+    load(browser, page)
+    js = browser.execute_script
+    get_x = "return document.querySelector('figure[data-kind=time_sequence] g[data-layer=segments] .mark').getAttribute('x1')"
+    before = float(js(get_x))
+    js(
+        "const s = document.querySelector('figure[data-kind=time_sequence] svg');"
+        "const r = s.getBoundingClientRect();"
+        "s.dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: r.left + r.width * 0.9,"
+        " clientY: r.top + r.height / 2, bubbles: true, cancelable: true}));"
+    )
+    zoomed = float(js(get_x))
+    assert zoomed < before  # zoomed in around the right: the first segment moves left
+    js(
+        "document.querySelector('figure[data-kind=time_sequence] svg')"
+        ".dispatchEvent(new MouseEvent('dblclick', {bubbles: true}))"
+    )
+    assert float(js(get_x)) == before
+    # the marks are still one per row after redrawing
+    seg = js(
+        "return document.querySelectorAll('figure[data-kind=time_sequence] g[data-layer=segments] .mark').length"
+    )
+    with pcapkit.open(FIX / "h2_hol_drop/client.pcapng") as t:
+        s = t.segments
+        assert seg == int(((s.flow == 0) & (s.dir == "s2c") & (s.kind == "new")).sum())
+    button = browser.find_element("css selector", "section.finding button.copy")
+    button.click()
+    assert button.text == "copied"
