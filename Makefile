@@ -8,7 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-.PHONY: demo test lint bench fixtures golden filters clean
+.PHONY: demo test lint bench fixtures golden filters notebooks clean
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -44,6 +44,11 @@ lint: $(TEST_VENV)/.stamp
 # every finding's display filter on every capture, checked with tshark (~3 min)
 filters: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python scripts/check_filters.py
+
+# run every notebook top to bottom and render it to HTML (outputs stay out of git)
+notebooks: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/jupyter nbconvert --to html --execute --output-dir build/notebooks notebooks/*.ipynb
+	@ls build/notebooks/*.html
 
 golden: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python -m pcapkit.report.golden fixtures

@@ -146,6 +146,15 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ),
         ("window", "int64", "advertised window in bytes (-1 if the scale is unknown)"),
     ],
+    "sack_blocks": [
+        ("frame", "int64", "frame of the TCP packet carrying the SACK option"),
+        ("ts_ns", "int64", "its capture time"),
+        ("flow", "int64", "flow id"),
+        ("dir", "category", "direction of the packet (it acknowledges the other one)"),
+        ("block", "int64", "position of the block in the option (0: first, RFC 2018 §4)"),
+        ("left", "int64", "left edge: stream offset of the first byte received"),
+        ("right", "int64", "right edge: stream offset after the last byte received"),
+    ],
     "records": [
         ("flow", "int64", "flow id"),
         ("dir", "category", "c2s or s2c (TCP direction)"),
@@ -852,6 +861,7 @@ TABLES: dict[str, str] = {
     "packets": "one row per frame (Wireshark frame numbers): addresses, ports, TCP fields, flow",
     "flows": "one row per TCP connection / UDP flow: roles, bytes, handshake options, RTT legs",
     "segments": "one row per TCP segment with payload, classified (new, retransmission, …)",
+    "sack_blocks": "one row per SACK block of a TCP packet, edges as stream offsets",
     "records": "one row per TLS record, aligned with the TCP frames and PSH that carried it",
     "tls": "one row per TLS session: version, cipher, SNI, ALPN, resumption, decryption",
     "tls_handshake": "one row per TLS session: when each handshake milestone was seen",

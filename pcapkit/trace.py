@@ -35,7 +35,13 @@ from .io.reader import LINKTYPE_NONE, RawCapture, read_capture
 from .net.decode import LINKTYPE_NAMES, PROTO_TCP, PROTO_UDP, SUPPORTED_LINKTYPES, Decoded, decode
 from .net.flows import FlowTable, build_flows
 from .net.streams import StreamBytes, empty_index, tcp_stream, udp_stream
-from .net.tables import flows_table, linktype_anomalies, packets_table, segments_table
+from .net.tables import (
+    flows_table,
+    linktype_anomalies,
+    packets_table,
+    sack_blocks_table,
+    segments_table,
+)
 from .net.tcp import DirectionIndex, TcpAnalysis, analyze_tcp
 
 __all__ = ["Progress", "StreamBytes", "Trace", "open"]
@@ -144,6 +150,12 @@ class Trace:
     def segments(self) -> pd.DataFrame:
         """TCP segments with payload, classified; see ``schema.describe("segments")``."""
         return segments_table(self._net.tcp)
+
+    @cached_property
+    def sack_blocks(self) -> pd.DataFrame:
+        """Every SACK block with its edges as stream offsets of the acknowledged direction;
+        see ``schema.describe("sack_blocks")``."""
+        return sack_blocks_table(self._net.dec, self.packets)
 
     @cached_property
     def anomalies(self) -> pd.DataFrame:

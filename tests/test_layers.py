@@ -2,7 +2,7 @@
 
     dissectors  (imports nothing from pcapkit)
     base        schema, errors, anomalies, _parallel (any layer may use them)
-    io ← net ← sessions ← align ← detect ← trace, vantage ← report / export ← cli,
+    io ← net ← sessions ← align ← detect ← trace, vantage ← report / export / plot ← cli,
     pcapkit/__init__
 
 A module may import only its own layer, the layers below it and the base modules;
@@ -35,9 +35,10 @@ RANKS = {
     "vantage": 6,  # pcapkit/vantage.py: two captures of one traffic (Trace + Trace)
     "report": 7,
     "export": 7,
+    "plot": 7,
     "cli": 8,
     "api": 8,  # pcapkit/__init__.py: the façade users import
-    "pytest_plugin": 8,  # pcapkit/pytest_plugin.py: a user-facing entry point, like the CLI
+    "pytest_plugin": 8,  # the pytest11 entry point (issue 18): a user of the façade, as the CLI is
 }
 # names with a leading underscore that are public API of the standard library
 PUBLIC_UNDERSCORE = {"_exit", "_replace", "_asdict", "_fields", "_make"}
