@@ -8,7 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-.PHONY: demo test lint bench fixtures golden filters clean
+.PHONY: demo test lint bench fixtures golden filters notebooks clean
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -34,7 +34,7 @@ STRICT := dissectors pcapkit/schema.py pcapkit/anomalies.py pcapkit/net/streams.
 	pcapkit/net/tables.py pcapkit/align.py pcapkit/sessions/tls.py pcapkit/sessions/http.py \
 	pcapkit/detect/__init__.py pcapkit/detect/base.py pcapkit/detect/spec.py \
 	pcapkit/detect/registry.py pcapkit/trace.py pcapkit/report/gates.py \
-	pcapkit/pytest_plugin.py pcapkit/io/capture.py
+	pcapkit/pytest_plugin.py pcapkit/io/capture.py pcapkit/vantage.py
 
 lint: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks scripts
@@ -44,6 +44,11 @@ lint: $(TEST_VENV)/.stamp
 # every finding's display filter on every capture, checked with tshark (~3 min)
 filters: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python scripts/check_filters.py
+
+# run every notebook top to bottom and render it to HTML (outputs stay out of git)
+notebooks: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/jupyter nbconvert --to html --execute --output-dir build/notebooks notebooks/*.ipynb
+	@ls build/notebooks/*.html
 
 golden: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python -m pcapkit.report.golden fixtures

@@ -202,12 +202,12 @@ def cli() -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(["text", "json", "html"]),
     default="text",
     show_default=True,
     help="text for people, json for programs (top-level keys: "
     + ", ".join(JSON_KEYS)
-    + "; see the README).",
+    + "; see the README), html: the report of `pcapkit report` on stdout.",
 )
 @click.option(
     "--all", "show_all", is_flag=True, help="List every flow in text output (default: first 50)."
@@ -388,7 +388,14 @@ def analyze(
                 top=top,
             )
             only = set(flows) if flows else None
-            if fmt == "json":
+            if fmt == "html":
+                from .report.html import analysis_html
+
+                page = analysis_html(trace, findings=findings, only_flows=only)
+                if prog:
+                    prog.done()
+                click.echo(page, nl=False)
+            elif fmt == "json":
                 doc = analysis_json(trace, findings=findings, only_flows=only)
                 if prog:
                     prog.done()
@@ -807,6 +814,88 @@ def export(
         emit(str(w))
 
 
+@cli.command("report", epilog=READ_HELP)
+@trace_options
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="The HTML file to write ('-': stdout).",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    metavar="N",
+    help="Connection cards (with charts) for the N with the costliest findings, then the "
+    "busiest; the rest are counted.",
+)
+@click.option(
+    "--max-marks",
+    type=click.IntRange(min=10),
+    default=1000,
+    show_default=True,
+    metavar="N",
+    help="Marks per chart; a bigger chart keeps evenly spaced rows of each layer, in "
+    "proportion (the chart says so).",
+)
+@click.option(
+    "--max-findings",
+    type=click.IntRange(min=0),
+    default=200,
+    show_default=True,
+    metavar="N",
+    help="Findings shown in full (worst first); the rest one line each, with their filter.",
+)
+@threshold_option
+def report_cmd(
+    path: str,
+    keylog: str | None,
+    output: str,
+    max_connections: int,
+    max_marks: int,
+    max_findings: int,
+    settings: dict[str, Any],
+) -> None:
+    """Write one self-contained HTML report (works offline, no CDN): summary and verdict,
+    every finding with its evidence frames, explanation, remedy and a copy-able display
+    filter, and a card per connection with its requests and interactive charts (token
+    timeline, time-sequence graph, TLS record/segment strip, HTTP/2-HTTP/3 stream
+    waterfall, handshake ladder; zoom, pan, hover for frame numbers).
+
+    \b
+    Examples:
+      pcapkit report trace.pcapng -o report.html
+      pcapkit report trace.pcap --keylog keys.log -o report.html --max-connections 10
+    """
+    from .report.html import analysis_html
+
+    trace, prog = open_trace(path, keylog, settings=settings)
+    try:
+        with trace:
+            page = analysis_html(
+                trace,
+                max_connections=max_connections,
+                max_marks=max_marks,
+                max_findings=max_findings,
+            )
+    except PcapkitError as exc:
+        fail(str(exc))
+    if prog:
+        prog.done()
+    if output == "-":
+        click.echo(page, nl=False)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as exc:
+        fail(f"{output}: {exc.strerror or exc}")
+    emit(f"{output}: {len(page.encode()):,} bytes")
+
+
 @cli.command("slice", epilog=READ_HELP)
 @trace_options
 @click.option(
@@ -853,6 +942,81 @@ def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str
         if prog:
             prog.done()
     emit(f"{output}: {n} frames of {len(flows)} flow(s)")
+
+
+@cli.command(epilog=READ_HELP)
+@click.argument("client", type=click.Path(allow_dash=False), metavar="CLIENT")
+@click.argument("server", type=click.Path(allow_dash=False), metavar="SERVER")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The merged pcapng to write (each capture's interfaces, named client and server).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: one object with offset_ms, drift_ppm, uncertainty_ms "
+    "(stable) and the fit's details.",
+)
+def merge(client: str, server: str, output: str, fmt: str) -> None:
+    """Put a client capture and a server capture of the same traffic on one timeline.
+
+    Matches the packets seen at both ends (TCP sequence/ack numbers, length, flags, IP ID
+    and timestamps; QUIC datagrams by their bytes), bounds the server clock's offset by
+    the smallest one-way delay in each direction (as NTP does) and fits its drift, then
+    writes one pcapng: the client's frames, and the server's with their times moved onto
+    the client's clock, each capture on its own interfaces, both key logs embedded.
+    offset_ms is what to add to the server capture's clock to get the client's (at the
+    server's first matched packet); uncertainty_ms is half the smallest round trip
+    between the two capture points: the offset is exact if the path is symmetric, and
+    off by at most that much if not.  drift_ppm is 0 unless the capture is long enough
+    to show one (the JSON's drift_uncertainty_ppm says how well it is known).  CLIENT
+    must be the client's capture: the other way round no clock fits, and merge says so.
+    In Python: pcapkit.open([CLIENT, SERVER]).
+
+    \b
+    Examples:
+      pcapkit merge fixtures/tls_sse_drop/client.pcapng fixtures/tls_sse_drop/server.pcapng -o both.pcapng
+      pcapkit merge client.pcap server.pcap -o both.pcapng --format json | jq .offset_ms
+    """
+    from .vantage import merge as merge_captures
+
+    try:
+        clock, n = merge_captures(client, server, output)
+    except PcapkitError as exc:
+        fail(str(exc))
+        return
+    except OSError as exc:
+        fail(f"{exc.filename or output}: {exc.strerror or exc}")
+        return
+    if fmt == "json":
+        doc = {
+            "offset_ms": round(clock.offset_ms, 6),
+            "drift_ppm": round(clock.drift_ppm, 3),
+            "uncertainty_ms": round(clock.uncertainty_ms, 6),
+        }
+        doc.update({k: v for k, v in clock.as_dict().items() if k not in doc})
+        doc["output"] = output
+        doc["frames"] = n
+        emit_json(doc)
+        return
+    c = clock
+    emit(
+        f"offset_ms      {c.offset_ms:.3f}  (add to the server capture's clock to get the "
+        f"client's)\n"
+        f"uncertainty_ms {c.uncertainty_ms:.3f}  (offset between {c.offset_low_ms:.3f} and "
+        f"{c.offset_high_ms:.3f}: half the least round trip between the capture points)\n"
+        f"drift_ppm      {c.drift_ppm:.1f}  (± {c.drift_uncertainty_ppm:.1f} over "
+        f"{c.span_ms / 1000:.3f} s)\n"
+        f"matched        {c.matched} packets: {c.matched_c2s} client→server, "
+        f"{c.matched_s2c} server→client\n"
+        f"{output}: {n} frames on the client's clock"
+    )
 
 
 @cli.command(

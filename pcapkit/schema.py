@@ -146,6 +146,15 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ),
         ("window", "int64", "advertised window in bytes (-1 if the scale is unknown)"),
     ],
+    "sack_blocks": [
+        ("frame", "int64", "frame of the TCP packet carrying the SACK option"),
+        ("ts_ns", "int64", "its capture time"),
+        ("flow", "int64", "flow id"),
+        ("dir", "category", "direction of the packet (it acknowledges the other one)"),
+        ("block", "int64", "position of the block in the option (0: first, RFC 2018 §4)"),
+        ("left", "int64", "left edge: stream offset of the first byte received"),
+        ("right", "int64", "right edge: stream offset after the last byte received"),
+    ],
     "records": [
         ("flow", "int64", "flow id"),
         ("dir", "category", "c2s or s2c (TCP direction)"),
@@ -743,6 +752,65 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("cause", "str", "largest share: a finding kind, server, path, cadence or unexplained"),
         ("findings", "object", "kinds of the overlapping findings, costliest first"),
         ("frames", "object", "evidence frames of the costliest overlapping finding"),
+        (
+            "client_ms",
+            "Float64",
+            "two vantages: of the server's share, time it waited on the client (closed "
+            "window, delayed ACK, flow-control credit)",
+        ),
+        (
+            "c2s_ms",
+            "Float64",
+            "two vantages: the request on its way client → server (first event only)",
+        ),
+        (
+            "server_side_ms",
+            "Float64",
+            "two vantages: the server had the request (or the last event) and had not sent",
+        ),
+        ("s2c_ms", "Float64", "two vantages: the event on its way server → client"),
+    ],
+    "one_way": [
+        ("flow", "Int64", "flow id in the client capture (missing: a flow it never saw)"),
+        ("server_flow", "Int64", "flow id in the server capture"),
+        ("dir", "category", "c2s or s2c"),
+        (
+            "seq",
+            "Int64",
+            "relative sequence number of the first payload byte (sender's); missing for a "
+            "UDP datagram",
+        ),
+        ("length", "int64", "payload bytes (TCP) or UDP payload length (a QUIC datagram)"),
+        ("client_frame", "Int64", "frame in the client capture"),
+        ("server_frame", "Int64", "frame in the server capture"),
+        ("sent_ts_ns", "Int64", "seen at the sender's capture point (client clock)"),
+        ("received_ts_ns", "Int64", "seen at the receiver's capture point (client clock)"),
+        ("one_way_ms", "Float64", "received − sent: the path's one-way delay for this segment"),
+        (
+            "status",
+            "str",
+            "delivered; lost (seen leaving, never arriving: lost between the two capture "
+            "points); receiver_only (the sender's capture missed it); resegmented (a "
+            "sender's segment that arrived cut in pieces: the first piece is matched)",
+        ),
+        (
+            "retransmission",
+            "boolean",
+            "the sender had sent these bytes before (its capture shows a retransmission, "
+            "or bytes filling a hole in its own stream)",
+        ),
+        (
+            "spurious",
+            "boolean",
+            "a retransmission whose earlier transmission reached the receiver's capture point",
+        ),
+        (
+            "original",
+            "str",
+            "a retransmission's earlier transmission: delivered (so this one was spurious), "
+            "lost (between the capture points) or unseen (by either capture: lost before "
+            "the sender's capture point, inside its host)",
+        ),
     ],
     "anomalies": [
         ("name", "str", "stable snake_case name (like Zeek's weird.log)"),
@@ -804,6 +872,7 @@ TABLES: dict[str, str] = {
     "packets": "one row per frame (Wireshark frame numbers): addresses, ports, TCP fields, flow",
     "flows": "one row per TCP connection / UDP flow: roles, bytes, handshake options, RTT legs",
     "segments": "one row per TCP segment with payload, classified (new, retransmission, …)",
+    "sack_blocks": "one row per SACK block of a TCP packet, edges as stream offsets",
     "records": "one row per TLS record, aligned with the TCP frames and PSH that carried it",
     "tls": "one row per TLS session: version, cipher, SNI, ALPN, resumption, decryption",
     "tls_handshake": "one row per TLS session: when each handshake milestone was seen",
@@ -817,6 +886,7 @@ TABLES: dict[str, str] = {
     "h2_windows": "HTTP/2 DATA and WINDOW_UPDATE frames with the send windows after each",
     "qpack_blocked": "HTTP/3 field sections that waited for QPACK encoder instructions",
     "gaps": "why each streamed response waited: path, network findings, server",
+    "one_way": "two vantages: each TCP segment's or UDP datagram's one-way delay, or its loss",
     "anomalies": "what could not be parsed, with a stable name (like Zeek's weird.log)",
     "findings": "pathologies: kind, cost, evidence frames, explanation, remedy",
 }

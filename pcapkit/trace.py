@@ -20,10 +20,10 @@ is a pandas DataFrame with the columns declared in :mod:`pcapkit.schema`
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,13 @@ from .io.reader import LINKTYPE_NONE, RawCapture, read_capture
 from .net.decode import LINKTYPE_NAMES, PROTO_TCP, PROTO_UDP, SUPPORTED_LINKTYPES, Decoded, decode
 from .net.flows import FlowTable, build_flows
 from .net.streams import StreamBytes, empty_index, tcp_stream, udp_stream
-from .net.tables import flows_table, linktype_anomalies, packets_table, segments_table
+from .net.tables import (
+    flows_table,
+    linktype_anomalies,
+    packets_table,
+    sack_blocks_table,
+    segments_table,
+)
 from .net.tcp import DirectionIndex, TcpAnalysis, analyze_tcp
 
 __all__ = ["Progress", "StreamBytes", "Trace", "open"]
@@ -52,7 +58,11 @@ class _Net:
 
 
 class Trace:
-    """One capture, analysed on demand.  Use :func:`pcapkit.open`."""
+    """One capture, analysed on demand.  Use :func:`pcapkit.open`.
+
+    ``retime`` maps the capture's timestamps (int64 ns) onto another clock before any
+    table is built (:mod:`pcapkit.vantage` puts a server capture on its client's).
+    """
 
     def __init__(
         self,
@@ -63,6 +73,7 @@ class Trace:
         redact: bool = True,
         embedded_keys: bool = True,
         thresholds: Mapping[str, Any] | None = None,
+        retime: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         if thresholds:  # a bad name or value fails here, not after the read
             from .detect.registry import resolve_thresholds
@@ -76,6 +87,8 @@ class Trace:
         self._report("read", 0.0)
         self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
         self._report("read", 1.0)
+        if retime is not None:  # another clock (pcapkit.vantage): before any table is built
+            self.raw.ts_ns = np.asarray(retime(self.raw.ts_ns), np.int64)
         self.keylog = keylog
         lts = {i.linktype for i in self.raw.interfaces}
         used = set(np.unique(self.raw.linktype).tolist()) if self.raw.frames else set()
@@ -137,6 +150,12 @@ class Trace:
     def segments(self) -> pd.DataFrame:
         """TCP segments with payload, classified; see ``schema.describe("segments")``."""
         return segments_table(self._net.tcp)
+
+    @cached_property
+    def sack_blocks(self) -> pd.DataFrame:
+        """Every SACK block with its edges as stream offsets of the acknowledged direction;
+        see ``schema.describe("sack_blocks")``."""
+        return sack_blocks_table(self._net.dec, self.packets)
 
     @cached_property
     def anomalies(self) -> pd.DataFrame:
@@ -479,6 +498,13 @@ class Trace:
             packets=self.packets,
         )
 
+    @property
+    def one_way(self) -> pd.DataFrame:
+        """Each TCP segment's and UDP datagram's one-way delay, or where it was lost: needs
+        both ends' captures (``pcapkit.open([client, server])``); empty for one capture.  See
+        ``schema.describe("one_way")``."""
+        return schema.frame("one_way", n=0)
+
     # -- streams -----------------------------------------------------------------
     def _flow_dir(self, flow: int, direction: str) -> tuple[int, int]:
         if direction not in DIR_CODES:
@@ -584,7 +610,7 @@ class Trace:
 
 
 def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     keylog: str | os.PathLike[str] | bytes | None = None,
     *,
     progress: Progress | None = None,
@@ -604,9 +630,27 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     unknown name or a bad value raises :class:`pcapkit.detect.ThresholdError`, a
     ``ValueError``).  Raises :class:`pcapkit.errors.PcapkitError` subclasses for
     whole-file problems.
+
+    ``path`` may be a list of two captures, ``[client, server]``, of the same traffic
+    from its two ends: the result is a :class:`pcapkit.vantage.TwoVantageTrace`, the
+    client's Trace with the server's (``.server``) on the client's clock (``.clock``:
+    offset, drift and uncertainty), per-segment one-way delays (``.one_way``) and gaps
+    split into client, network and server time.  Raises
+    :class:`pcapkit.vantage.NoCommonTraffic` when the two share no traffic.
     """
+    if isinstance(path, (list, tuple)):
+        from .vantage import open_pair
+
+        return open_pair(
+            path,
+            keylog,
+            progress=progress,
+            redact=redact,
+            embedded_keys=embedded_keys,
+            thresholds=thresholds,
+        )
     return Trace(
-        path,
+        cast("str | os.PathLike[str]", path),
         keylog,
         progress=progress,
         redact=redact,

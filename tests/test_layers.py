@@ -2,7 +2,8 @@
 
     dissectors  (imports nothing from pcapkit)
     base        schema, errors, anomalies, _parallel (any layer may use them)
-    io ← net ← sessions ← align ← detect ← trace ← report / export ← cli, pcapkit/__init__
+    io ← net ← sessions ← align ← detect ← trace, vantage ← report / export / plot ← cli,
+    pcapkit/__init__
 
 A module may import only its own layer, the layers below it and the base modules;
 only ``sessions`` (and ``lab``, which makes fixtures) import ``dissectors``; the lab
@@ -31,11 +32,13 @@ RANKS = {
     "align": 4,
     "detect": 5,
     "trace": 6,
+    "vantage": 6,  # pcapkit/vantage.py: two captures of one traffic (Trace + Trace)
     "report": 7,
     "export": 7,
+    "plot": 7,
     "cli": 8,
-    "pytest_plugin": 8,  # the pytest11 entry point: a front end, like the cli
     "api": 8,  # pcapkit/__init__.py: the façade users import
+    "pytest_plugin": 8,  # the pytest11 entry point (issue 18): a user of the façade, as the CLI is
 }
 # names with a leading underscore that are public API of the standard library
 PUBLIC_UNDERSCORE = {"_exit", "_replace", "_asdict", "_fields", "_make"}

@@ -116,6 +116,8 @@ class _ServerClock:
             return None
         sent = dv / rate
         return max(0.0, (int(ts[i]) - int(ts[j])) / 1e6 - sent - 1.0 / rate)
+# filled only with two vantages (pcapkit.vantage.split_gaps): missing here
+TWO_VANTAGE_COLUMNS = ("client_ms", "c2s_ms", "server_side_ms", "s2c_ms")
 
 
 def _union_ms(intervals: list[tuple[int, int]]) -> float:
@@ -146,7 +148,9 @@ def attribute(
     """``server_legs`` supplies the capture ↔ server round trip (ms) of flows the flows
     table has none for (QUIC: from ACK timing, :func:`pcapkit.sessions.quic.server_leg_ms`);
     ``packets`` (the TCP timestamps) lets a residual wait be shown to be the server's."""
-    rows: dict[str, list[Any]] = {c: [] for c in schema.columns("gaps")}
+    rows: dict[str, list[Any]] = {
+        c: [] for c in schema.columns("gaps") if c not in TWO_VANTAGE_COLUMNS
+    }
     if messages.empty or requests.empty:
         return _frame(rows)
     ev = messages[messages["type"].isin(["event", "message"]) & messages["request"].notna()]

@@ -73,6 +73,46 @@ def packets_table(
     return schema.frame("packets", data, n)
 
 
+def sack_blocks_table(dec: Decoded, packets: pd.DataFrame) -> pd.DataFrame:
+    """One row per SACK block (RFC 2018 §3) of every TCP packet; see
+    ``pcapkit.schema.describe("sack_blocks")``.  Edges are stream offsets of the direction
+    the packet acknowledges (as Wireshark's relative ``tcp.options.sack_le``/``_re``, minus
+    one: offsets count from the byte after the ISN), placed next to the packet's own
+    relative ACK so a wrapped sequence space unwraps the same way."""
+    idx = dec.sack_idx.astype(np.int64)
+    if idx.shape[0] == 0:
+        return schema.frame("sack_blocks", n=0)
+    n = dec.cols["sack_n"][idx].astype(np.int64)
+    raw_ack = packets["tcp_ack"].to_numpy(np.int64, na_value=-1)[idx]
+    rel_ack = packets["rel_ack"].to_numpy(np.int64, na_value=-1)[idx]
+    keep_pkt = (rel_ack >= 0) & (raw_ack >= 0)
+    k = dec.sack_blocks.shape[1]
+    j = np.arange(k)[None, :]
+    use = (j < n[:, None]) & keep_pkt[:, None]
+    rows, blk = np.nonzero(use)
+    blocks = dec.sack_blocks.astype(np.int64)
+    left_raw = blocks[rows, blk, 0]
+    right_raw = blocks[rows, blk, 1]
+
+    def rel(x: np.ndarray) -> np.ndarray:
+        d = (x - raw_ack[rows]) & 0xFFFFFFFF
+        d = np.where(d >= 0x80000000, d - 0x100000000, d)  # signed distance from the ACK
+        out: np.ndarray = rel_ack[rows] - 1 + d
+        return out
+
+    pi = idx[rows]
+    data: dict[str, Any] = {
+        "frame": packets["frame"].to_numpy(np.int64)[pi],
+        "ts_ns": packets["ts_ns"].to_numpy(np.int64)[pi],
+        "flow": packets["flow"].to_numpy(np.int64, na_value=-1)[pi],
+        "dir": schema.categorical(packets["dir"].cat.codes.to_numpy(np.int64)[pi], schema.DIRS),
+        "block": blk.astype(np.int64),
+        "left": rel(left_raw),
+        "right": rel(right_raw),
+    }
+    return schema.frame("sack_blocks", data, int(rows.shape[0]))
+
+
 def flows_table(raw: RawCapture, dec: Decoded, flows: FlowTable, tcp: TcpAnalysis) -> pd.DataFrame:
     """One row per TCP connection / UDP flow; see ``schema.describe("flows")``."""
     ft = flows

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -9,6 +11,7 @@ import pcapkit
 from pcapkit.io.writer import write_pcap
 
 from synth import Conn
+from tshark_util import fields, needs_tshark
 
 
 def trace(tmp_path, *conns: Conn, name: str = "c.pcap") -> pcapkit.Trace:
@@ -267,3 +270,36 @@ def test_chunked_decode_and_batched_tcp_give_identical_tables(tmp_path, monkeypa
         chunked = _snapshot(trace(tmp_path, *conns, name=f"b{threads}.pcap"))
         assert chunked == whole, threads
     assert len(whole[1]["flow"]) == 5
+
+
+@needs_tshark
+@pytest.mark.tshark
+@pytest.mark.parametrize(
+    "capture",
+    [
+        "tls_sse_drop/client.pcapng",
+        "h2_hol_drop/server.pcapng",
+        "tls_large_record_drop/client.pcapng",
+    ],
+)
+def test_sack_blocks_match_tshark(capture):
+    path = Path(__file__).resolve().parents[2] / "fixtures" / capture
+    want = []
+    rows = fields(
+        path,
+        "frame.number",
+        "tcp.options.sack_le",
+        "tcp.options.sack_re",
+        display_filter="tcp.options.sack_le",
+    )
+    for f, le, re_ in rows:
+        for a, b in zip(le.split(","), re_.split(","), strict=True):
+            want.append((int(f), int(a) - 1, int(b) - 1))  # tshark's relative edges count the SYN
+    with pcapkit.open(path) as t:
+        s = t.sack_blocks
+        got = list(zip(s.frame.tolist(), s.left.tolist(), s.right.tolist(), strict=True))
+        assert want and sorted(got) == sorted(want)
+        assert (s.right > s.left).all()
+        # a SACK block reports data of the reverse direction above the cumulative ACK
+        pk = t.packets.set_index("frame")
+        assert (s.left.to_numpy() >= pk.loc[s.frame, "rel_ack"].to_numpy() - 1).all()
