@@ -56,6 +56,8 @@ RELEASE_SLACK_NS = 1_000_000
 # A residual wait above this must be shown to be the server's (module doc); below it, a
 # wait is within the jitter of one perceptible frame (as MIN_EXTRA_MS).
 UNEXPLAINED_MIN_MS = 20.0
+# filled only with two vantages (pcapkit.vantage.split_gaps): missing here
+TWO_VANTAGE_COLUMNS = ("client_ms", "c2s_ms", "server_side_ms", "s2c_ms")
 
 
 class _ServerClock:
@@ -116,8 +118,6 @@ class _ServerClock:
             return None
         sent = dv / rate
         return max(0.0, (int(ts[i]) - int(ts[j])) / 1e6 - sent - 1.0 / rate)
-# filled only with two vantages (pcapkit.vantage.split_gaps): missing here
-TWO_VANTAGE_COLUMNS = ("client_ms", "c2s_ms", "server_side_ms", "s2c_ms")
 
 
 def _union_ms(intervals: list[tuple[int, int]]) -> float:
