@@ -169,6 +169,8 @@ class RawCapture:
             base += part.shape[0]
         if sum(g.shape[0] for g in got) != hi - lo:
             return None
+        if not got:  # no frames asked for
+            return np.zeros((0, HEAD_BYTES), np.uint8)
         return got[0] if len(got) == 1 else np.concatenate(got)
 
     def frame_bytes(self, frame: int) -> bytes:
@@ -374,6 +376,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
             detail = f"last record at byte {o} needs {cl} bytes, only {n - o - rec_hdr} remain"
             anomalies.append(_anomaly("truncated_record", detail, frame=i + 1, offset=o))
         rec, hdr = rec[:i], hdr[:i]
+        head_parts = _first_rows(head_parts, i)  # one head row per kept frame, no more
     elif off < n:
         anomalies.append(
             _anomaly(
@@ -408,6 +411,18 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         anomalies=anomalies,
         head_parts=head_parts,
     )
+
+
+def _first_rows(parts: list[np.ndarray], n: int) -> list[np.ndarray]:
+    """The first ``n`` rows of consecutive row blocks (the walk gathered rows for records
+    that validation then cut: a cut or absurd first record leaves none)."""
+    out: list[np.ndarray] = []
+    for part in parts:
+        if n <= 0:
+            break
+        out.append(part[:n])
+        n -= part.shape[0]
+    return out
 
 
 # Files at least this big have the second half of their record walk done by a
