@@ -26,6 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# the one parser of decimal protocol integers, re-exported for the layers above (only
+# ``sessions`` imports ``dissectors``, DESIGN.md §1): detectors read header values with it
+from dissectors._wire import ascii_decimal as ascii_decimal
+
 from .. import schema
 from ..anomalies import qualified
 from ..net.streams import empty_index, tcp_stream
@@ -131,8 +135,8 @@ def _tls_direction(tf: Any, name: str, rec_lookup: Any) -> AppDirection:
         kk = np.minimum(k, offs.shape[0] - 1)
         rf = np.where(ok, frames[kk], -1)
         rt = np.where(ok, ts[kk], -1)
-    else:
-        rf = rt = np.zeros(0, np.int64)
+    else:  # no record rows to stamp from: one unknown stamp per record, never fewer
+        rf = rt = np.full(len(rec_off), -1, np.int64)
     st = np.asarray(starts, np.int64)
 
     def stamp(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -695,6 +699,8 @@ def _wire_order(af: AppFlow) -> list[tuple[int, str, int, bytes]]:
     units: list[tuple[int, str, int, bytes]] = []
     for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
         cuts = ad.cuts.tolist()
+        if not cuts:  # nothing sent this way (a server that never answered)
+            continue
         frames = ad.cut_frames.tolist()
         ends = cuts[1:] + [len(ad.data)]
         for a, e, fr in zip(cuts, ends, frames, strict=True):
@@ -770,9 +776,7 @@ def _http2(
             "method": up[0].method if up else st.method,
             "authority": up[0].get("host") if up else st.authority,
             "path": up[0].target if up else st.path,
-            "status": int(st.status)
-            if st.status is not None and str(st.status).isdigit()
-            else None,
+            "status": st.status,
             "request_frame": rf,
             "response_frame": sf,
             "response_head_frame": sf,
@@ -947,7 +951,7 @@ def _http3(b: _Builder, qf: Any) -> None:
             "method": strm.method,
             "authority": strm.authority,
             "path": strm.path,
-            "status": int(strm.status) if strm.status and str(strm.status).isdigit() else None,
+            "status": strm.status,
             "request_frame": rf,
             "response_frame": sf,
             "response_head_frame": sf,
