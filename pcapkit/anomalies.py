@@ -66,9 +66,14 @@ _ALL = [
         {
             "tls_bad_record": "bytes where a TLS record header should be; the direction's "
             "record layer is lost from there",
-            "tls_record_malformed": "a record header that cannot be TLS (type, version or "
-            "length); the record walk stops",
-            "tls_record_overflow": "a record longer than RFC 8446 §5.1/§5.2 allow",
+            "tls_record_malformed": "bytes where a record header should be that cannot be TLS "
+            "(content type or version): skipped up to the next chain of record headers, or the "
+            "end of the direction; the detail says how many bytes and where records resume",
+            "tls_record_overflow": "a record longer than RFC 5246 §6.2.3 / RFC 8446 §5.1-§5.2 "
+            "allow: not decrypted, but its header still frames the records after it",
+            "tls_record_sync_lost": "a capture hole covered a record header: the captured bytes "
+            "after it are skipped up to the next chain of record headers (or the end of the "
+            "direction); the detail says how many",
             "tls_record_incomplete": "a record with bytes never captured (a hole)",
             "tls_empty_handshake_record": "a handshake record of zero length (RFC 8446 §5.1 "
             "forbids it)",

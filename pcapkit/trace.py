@@ -146,6 +146,7 @@ class Trace:
             list(self.raw.anomalies)
             + list(self._net.dec.anomalies)
             + list(self._net.tcp.anomalies)
+            + self._tls_anomalies()
             + list(self._app.anomalies)
             + list(self.quic_anomalies)
             + list(self._keys.anomalies)
@@ -183,6 +184,11 @@ class Trace:
         out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys)
         self._report("tls", 1.0)
         return out
+
+    def _tls_anomalies(self) -> list[dict[str, Any]]:
+        from .sessions.tls import anomaly_rows
+
+        return anomaly_rows(self._tls, self._net.tcp.index)
 
     @cached_property
     def records(self) -> pd.DataFrame:

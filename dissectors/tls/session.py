@@ -93,6 +93,7 @@ from .keylog import (
 )
 from .record import (
     HEADER_LENGTH,
+    MAX_CIPHERTEXT_LENGTH,
     MAX_PLAINTEXT_LENGTH,
     MAX_TLS13_CIPHERTEXT_LENGTH,
     IncompleteRecord,
@@ -345,10 +346,12 @@ class TlsSession:
         resumption_cache: ResumptionCache | None = None,
         start_offsets: Mapping[str, int] | None = None,
         scan_after_gap: bool = False,
+        resync: bool = False,
     ) -> None:
         self._keylog = keylog
         self._cache = resumption_cache
         self._scan = scan_after_gap
+        self._resync = resync
         starts = dict(start_offsets or {})
         self._dirs: dict[str, _Dir] = {d: _Dir(d, d) for d in (C2S, S2C)}
         self.roles_swapped = False
@@ -398,7 +401,9 @@ class TlsSession:
     def _parser(self, direction: str) -> RecordParser:
         d = self._dir(direction)
         if d.parser is None:
-            d.parser = RecordParser(start_offset=self._starts[direction], scan_after_gap=self._scan)
+            d.parser = RecordParser(
+                start_offset=self._starts[direction], scan_after_gap=self._scan, resync=self._resync
+            )
         return d.parser
 
     def feed_data(self, direction: str, data: bytes | bytearray | memoryview) -> list[RecordResult]:
@@ -406,7 +411,10 @@ class TlsSession:
 
         A header that cannot be TLS ends that direction: a ``tls_record_malformed``
         anomaly is recorded, the records before it are returned, and later bytes of the
-        direction are ignored (the TCP analysis goes on; DESIGN.md §4).
+        direction are ignored (the TCP analysis goes on; DESIGN.md §4) — unless the session
+        was made with ``resync=True``: then the bytes up to the next chain of record headers
+        are skipped (the anomaly says how many), and a record whose only fault is its length
+        is kept and flagged (``tls_record_overflow``).
         """
         d = self._dir(direction)
         if d.halted:
@@ -524,6 +532,34 @@ class TlsSession:
         return is_tls13(self.version)
 
     def _on_stream_gap(self, d: _Dir, gap: StreamGap) -> None:
+        # every captured byte given up on is an anomaly with its offset and count
+        where = (
+            f"records resume at offset {gap.end}"
+            if gap.reason == "resynchronised"
+            else "no record header follows in the direction"
+        )
+        if gap.cause == "malformed_header":
+            self._anomaly(
+                "tls_record_malformed",
+                d.wire,
+                gap.offset,
+                f"{gap.detail}; {gap.skipped} bytes skipped, {where}",
+            )
+        elif gap.reason == "truncated_header":
+            self._anomaly(
+                "tls_record_incomplete",
+                d.wire,
+                gap.offset,
+                f"the stream ends inside a record header ({gap.skipped} of 5 bytes)",
+            )
+        elif gap.skipped > 0:
+            self._anomaly(
+                "tls_record_sync_lost",
+                d.wire,
+                gap.offset,
+                f"a hole of {gap.missing} bytes covered a record header; {gap.skipped} "
+                f"captured bytes skipped, {where}",
+            )
         dropped = d.hs.reset()
         if dropped is not None:
             self._anomaly(
@@ -618,6 +654,26 @@ class TlsSession:
             and self.client_hello is not None
             and self.client_hello.early_data
         )
+
+        if fragment_len > MAX_CIPHERTEXT_LENGTH:
+            # RFC 5246 §6.2.3: "The length MUST NOT exceed 2^14 + 2048." (RFC 8446 §5.2:
+            # 2^14 + 256.)  Not decrypted; its header still frames it, so the records after
+            # it are read (RecordParser(resync=True) hands such records over).
+            seq = None
+            if d.keys is not None and not d.seq_unknown:
+                seq = d.seq
+                d.seq += 1
+            anomalies.append(
+                self._anomaly(
+                    "tls_record_overflow",
+                    d.wire,
+                    rec.offset,
+                    f"record of {fragment_len} bytes > 2^14 + 2048: skipped, not decrypted",
+                )
+            )
+            return self._result(
+                d, rec, DecryptStatus.BAD_RECORD, Epoch.PLAINTEXT, seq=seq, anomalies=anomalies
+            )
 
         if tls13 and fragment_len > MAX_TLS13_CIPHERTEXT_LENGTH:
             # RFC 8446 §5.2: "The length MUST NOT exceed 2^14 + 256 bytes.  An endpoint that
