@@ -198,7 +198,7 @@ def analyze(
       pcapkit analyze trace.pcapng --fail-on nagle_delayed_ack,zero_window --min-cost-ms 5
       pcapkit analyze trace.pcapng --set nagle.late_slack_ms=3 --set hol.min_episode_ms=10
     """
-    from .report import analysis_json, analysis_text
+    from .report import analysis_text, write_analysis_json
 
     gate = parse_fail_on(fail_on)
     trace, prog = open_trace(path, keylog, settings=settings)
@@ -209,10 +209,10 @@ def analyze(
                 keep = findings.cost_ms.isna() | (findings.cost_ms >= min_cost_ms)
                 findings = findings[keep.to_numpy(bool)]
             if fmt == "json":
-                doc = analysis_json(trace, findings=findings)
                 if prog:
                     prog.done()
-                click.echo(json.dumps(doc, indent=2))
+                # streamed row by row: never the whole document as one string
+                write_analysis_json(trace, click.get_text_stream("stdout"), findings=findings)
             else:
                 text = analysis_text(trace, max_flows=None if show_all else 50, findings=findings)
                 if prog:
@@ -288,7 +288,7 @@ def print_table(
     settings: dict[str, Any] | None = None,
 ) -> None:
     """One Trace table as text (``text(trace, flow)``), JSON records or CSV."""
-    from .report.json import records as df_records
+    from .report.json import write_records_json
 
     trace, prog = open_trace(path, keylog, redact=redact, settings=settings)
     with trace:
@@ -298,7 +298,7 @@ def print_table(
         if prog:
             prog.done()
         if fmt == "json":
-            click.echo(json.dumps(df_records(r), indent=2))
+            write_records_json(r, click.get_text_stream("stdout"))
         elif fmt == "csv":
             click.echo(r.to_csv(index=False), nl=False)
         else:
