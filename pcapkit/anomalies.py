@@ -13,6 +13,8 @@ every name the code can emit is declared here.
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +28,7 @@ from . import schema
 @dataclass(frozen=True, slots=True)
 class Anomaly:
     name: str
-    layer: str  # io, net, tls, quic, http1, sse, h2, h3, http
+    layer: str  # io, net, tls, quic, http1, sse, h2, h3, http, internal
     meaning: str
 
 
@@ -185,6 +187,14 @@ _ALL = [
             "a record that did not decrypt; what follows is not dissected",
         },
     ),
+    *_declare(
+        "internal",
+        {
+            "internal_error": "pcapkit failed on one connection or in one detector (a bug: "
+            "please report it with the detail); that connection's layer or that detector's "
+            "findings are missing, the rest of the analysis went on",
+        },
+    ),
 ]
 ANOMALIES: dict[str, Anomaly] = {a.name: a for a in _ALL}
 if len(ANOMALIES) != len(_ALL):  # pragma: no cover - a declaration error
@@ -199,6 +209,38 @@ def qualified(protocol: str, name: str) -> str:
     RFC 9114 error codes already carry it)."""
     prefix = PREFIXES[protocol]
     return name if name.startswith(prefix) else prefix + name
+
+
+# PCAPKIT_STRICT=1 re-raises what isolate() would turn into a row (debugging, tests)
+STRICT_ENV = "PCAPKIT_STRICT"
+# the detail keeps this much of an exception's message (it may quote captured bytes)
+INTERNAL_DETAIL_CHARS = 200
+
+
+def isolate(
+    layer: str, exc: Exception, *, flow: int | None = None, what: str = ""
+) -> dict[str, Any]:
+    """The ``internal_error`` row of an unexpected exception while ``layer`` worked on one
+    connection (``flow``) or one detector (``what``): the caller drops that unit's output
+    and goes on (Wireshark marks a malformed packet and goes on).  The detail names the
+    layer, the unit, the exception's type and message and where it was raised.  With
+    ``PCAPKIT_STRICT=1`` in the environment the exception is raised again instead."""
+    if os.environ.get(STRICT_ENV):
+        raise exc
+    where = ""
+    for fs in traceback.extract_tb(exc.__traceback__):
+        parts = fs.filename.replace(os.sep, "/").split("/")
+        for root in ("pcapkit", "dissectors"):
+            if root in parts:
+                where = "/".join(parts[parts.index(root) :]) + f":{fs.lineno}"
+    msg = str(exc)
+    if len(msg) > INTERNAL_DETAIL_CHARS:
+        msg = msg[: INTERNAL_DETAIL_CHARS - 1] + "…"
+    unit = " ".join(x for x in (what, "" if flow is None else f"flow {flow}") if x)
+    detail = f"{layer}{' ' + unit if unit else ''}: {type(exc).__name__}: {msg}"
+    if where:
+        detail += f" (at {where})"
+    return {"name": "internal_error", "frame": None, "flow": flow, "offset": None, "detail": detail}
 
 
 def describe() -> pd.DataFrame:

@@ -1,8 +1,11 @@
 """Command line: ``pcapkit analyze trace.pcap`` (thin over the library).
 
 Exit codes (also in ``pcapkit --help`` and the README): 0 ok, 1 error (the input
-could not be analysed: not a capture, unsupported link type, unreadable),
-2 usage error (also a bad ``--set`` threshold), 3 findings matched ``--fail-on``.
+could not be analysed: not a capture, unsupported link type, unreadable; or pcapkit
+itself failed as a whole — one line on stderr, never a traceback), 2 usage error (also a
+bad ``--set`` threshold), 3 findings matched ``--fail-on``.  pcapkit failing on one
+connection or in one detector does not change the exit code: it is an ``internal_error``
+anomaly and a line on stderr.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ class Exit(enum.IntEnum):
 
 
 EXIT_HELP = (
-    "Exit codes: 0 ok; 1 the input could not be analysed (one line on stderr); "
+    "Exit codes: 0 ok; 1 the input could not be analysed, or an internal error (one line on "
+    "stderr); "
     "2 usage error; 3 a finding matched --fail-on."
 )
 
@@ -212,16 +216,32 @@ def analyze(
                 if prog:
                     prog.done()
                 # streamed row by row: never the whole document as one string
-                write_analysis_json(trace, click.get_text_stream("stdout"), findings=findings)
+                write_analysis_json(trace, sys.stdout, findings=findings)
             else:
                 text = analysis_text(trace, max_flows=None if show_all else 50, findings=findings)
                 if prog:
                     prog.done()
                 click.echo(text, nl=False)
+            _internal_errors_note(trace)
     except PcapkitError as exc:
         fail(str(exc))
     if gate is not None and gate(findings):
         sys.exit(Exit.FINDINGS)
+
+
+def _internal_errors_note(trace: Trace) -> None:
+    """One line on stderr when pcapkit failed on part of the capture (isolated
+    ``internal_error`` anomalies: the report is complete otherwise, the exit code is
+    unchanged)."""
+    an = trace.anomalies
+    n = int((an["name"] == "internal_error").sum()) if len(an) else 0
+    if n:
+        click.echo(
+            f"pcapkit: {n} internal error(s): pcapkit failed on part of this capture (a bug, "
+            "please report it); the anomalies list them as internal_error, the rest of the "
+            "report is complete",
+            err=True,
+        )
 
 
 def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
@@ -298,7 +318,7 @@ def print_table(
         if prog:
             prog.done()
         if fmt == "json":
-            write_records_json(r, click.get_text_stream("stdout"))
+            write_records_json(r, sys.stdout)
         elif fmt == "csv":
             click.echo(r.to_csv(index=False), nl=False)
         else:
@@ -528,6 +548,17 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("pcapkit: interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # the last resort: one line, never a traceback (issue 15)
+        from .anomalies import STRICT_ENV
+
+        if os.environ.get(STRICT_ENV):
+            raise
+        click.echo(
+            f"pcapkit: internal error: {type(exc).__name__}: {str(exc)[:200]} (a bug, please "
+            f"report it; {STRICT_ENV}=1 shows the traceback)",
+            err=True,
+        )
+        sys.exit(Exit.ERROR)
 
 
 if __name__ == "__main__":

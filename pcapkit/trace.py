@@ -13,6 +13,12 @@ is a pandas DataFrame with the columns declared in :mod:`pcapkit.schema`
 * ``findings``, ``gaps`` — :mod:`pcapkit.detect`;
 * ``anomalies`` — every layer's rows, :mod:`pcapkit.anomalies`.
 
+Failure isolation (issue 15): an unexpected exception while the TLS, QUIC or HTTP layer
+dissects one connection, or inside one detector, drops that unit's output and becomes an
+``internal_error`` row of ``anomalies`` (layer, flow or detector, exception type and
+message, where it was raised); the analysis goes on.  Detector errors join the table once
+the findings were computed.  ``PCAPKIT_STRICT=1`` raises them instead (debugging).
+
 ``Trace.stream(flow, "c2s"|"s2c")`` returns one direction's reassembled bytes;
 ``Trace.plaintext(flow, dir)`` the decrypted application data of one direction.
 """
@@ -23,13 +29,13 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from . import schema
-from .anomalies import anomalies_table
+from .anomalies import anomalies_table, isolate
 from .errors import UnsupportedLinkType
 from .io.reader import LINKTYPE_NONE, RawCapture, read_capture
 from .net.decode import LINKTYPE_NAMES, PROTO_TCP, PROTO_UDP, SUPPORTED_LINKTYPES, Decoded, decode
@@ -41,6 +47,7 @@ from .net.tcp import DirectionIndex, TcpAnalysis, analyze_tcp
 __all__ = ["Progress", "StreamBytes", "Trace", "open"]
 
 Progress = Callable[[str, float], None]
+_T = TypeVar("_T")
 DIR_CODES = {"c2s": 0, "s2c": 1}
 
 
@@ -69,6 +76,9 @@ class Trace:
 
             resolve_thresholds(thresholds)
         self.thresholds = dict(thresholds or {})
+        # internal_error rows of the connections and detectors that failed (isolated)
+        self._errors: list[dict[str, Any]] = []
+        self._anomaly_cache: tuple[int, pd.DataFrame] | None = None
         self.path = os.fspath(path)
         self.redact_secrets = redact
         self.embedded_keys = embedded_keys
@@ -139,10 +149,8 @@ class Trace:
         return segments_table(self._net.tcp)
 
     @cached_property
-    def anomalies(self) -> pd.DataFrame:
-        """Everything that could not be parsed, one row each; see
-        ``schema.describe("anomalies")``."""
-        rows = (
+    def _layer_anomalies(self) -> list[dict[str, Any]]:
+        return (
             list(self.raw.anomalies)
             + list(self._net.dec.anomalies)
             + list(self._net.tcp.anomalies)
@@ -152,7 +160,19 @@ class Trace:
             + list(self._keys.anomalies)
             + linktype_anomalies(self.raw)
         )
-        return anomalies_table(rows, self._net.flows.pkt_flow)
+
+    @property
+    def anomalies(self) -> pd.DataFrame:
+        """Everything that could not be parsed, one row each; see
+        ``schema.describe("anomalies")``.  ``internal_error`` rows say where pcapkit itself
+        failed on one connection or in one detector (those of detectors once the findings
+        were computed)."""
+        rows = self._layer_anomalies
+        n = len(self._errors)
+        if self._anomaly_cache is None or self._anomaly_cache[0] != n:
+            table = anomalies_table(rows + self._errors, self._net.flows.pkt_flow)
+            self._anomaly_cache = (n, table)
+        return self._anomaly_cache[1]
 
     # -- TLS -------------------------------------------------------------------
     @property
@@ -181,7 +201,7 @@ class Trace:
         self._report("tls", 0.0)
         keys = self._keys
         tcp_flows = np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist()
-        out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys)
+        out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys, errors=self._errors)
         self._report("tls", 1.0)
         return out
 
@@ -256,7 +276,7 @@ class Trace:
             tls_done=self._handshake_times,
             quic_flows=self._quic,
         )
-        out = build(inp, redact_secrets=self.redact_secrets)
+        out = build(inp, redact_secrets=self.redact_secrets, errors=self._errors)
         self._report("http", 1.0)
         return out
 
@@ -310,16 +330,35 @@ class Trace:
             pkt_flow=ft.pkt_flow,
             pkt_dir=ft.pkt_dir,
             keylog=self._keys.keylog if ids else None,
+            errors=self._errors,
         )
         self._report("quic", 1.0)
         return out
+
+    def _quic_table(self, fn: Callable[[list[Any]], _T]) -> _T:
+        """``fn(self._quic)``; a connection on which ``fn`` fails is dropped from every
+        QUIC table built after (an ``internal_error`` row), the others are kept."""
+        try:
+            return fn(self._quic)
+        except Exception as exc:  # noqa: BLE001 - find the connection, keep the others
+            bad = []
+            for qf in self._quic:
+                try:
+                    fn([qf])
+                except Exception as e:  # noqa: BLE001
+                    bad.append(qf)
+                    self._errors.append(isolate("quic", e, flow=qf.flow, what=fn.__name__))
+            if not bad:
+                raise exc from None  # not one connection's failure
+            self._quic[:] = [qf for qf in self._quic if qf not in bad]
+            return fn(self._quic)
 
     @cached_property
     def quic(self) -> pd.DataFrame:
         """One row per QUIC connection; see ``schema.describe("quic")``."""
         from .sessions.quic import summary_rows
 
-        rows = summary_rows(self._quic)
+        rows = self._quic_table(summary_rows)
         n = len(rows["flow"])
         if n == 0:
             return schema.frame("quic", n=0)
@@ -339,7 +378,7 @@ class Trace:
         """QUIC frames (not PADDING) with the columns of ``schema.describe("messages")``."""
         from .sessions.quic import message_rows
 
-        m = message_rows(self._quic)
+        m = self._quic_table(message_rows)
         n = len(m["flow"])
         if n == 0:
             return schema.frame("messages", n=0)
@@ -356,14 +395,14 @@ class Trace:
         """What the QUIC dissector could not parse (rows of the "anomalies" schema)."""
         from .sessions.quic import anomaly_rows
 
-        return anomaly_rows(self._quic)
+        return self._quic_table(anomaly_rows)
 
     @cached_property
     def quic_packets(self) -> pd.DataFrame:
         """One row per QUIC packet; see ``schema.describe("quic_packets")``."""
         from .sessions.quic import packet_table
 
-        return packet_table(self._quic)
+        return self._quic_table(packet_table)
 
     @cached_property
     def quic_frames(self) -> pd.DataFrame:
@@ -371,7 +410,7 @@ class Trace:
         ``schema.describe("quic_frames")``."""
         from .sessions.quic import frame_table
 
-        return frame_table(self._quic)
+        return self._quic_table(frame_table)
 
     @cached_property
     def quic_tls(self) -> pd.DataFrame:
@@ -379,14 +418,14 @@ class Trace:
         transport parameters; see ``schema.describe("quic_tls")``."""
         from .sessions.quic import tls_table
 
-        return tls_table(self._quic)
+        return self._quic_table(tls_table)
 
     @cached_property
     def quic_handshake(self) -> pd.DataFrame:
         """Handshake milestones per QUIC connection; see ``schema.describe("quic_handshake")``."""
         from .sessions.quic import handshake_table
 
-        return handshake_table(self._quic)
+        return self._quic_table(handshake_table)
 
     def quic_stream(self, flow: int, stream_id: int, direction: str) -> StreamBytes:
         """Reassembled bytes of one QUIC stream direction (``c2s``/``s2c`` of the flow).
@@ -447,7 +486,7 @@ class Trace:
         from .detect import run_detectors
 
         self._report("detect", 0.0)
-        out = run_detectors(self.detect_context, settings=self.thresholds)
+        out = run_detectors(self.detect_context, settings=self.thresholds, errors=self._errors)
         self._report("detect", 1.0)
         return out
 

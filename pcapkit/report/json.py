@@ -68,6 +68,9 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 def _sections(trace: Trace, findings: pd.DataFrame | None) -> Iterator[tuple[str, Any, bool]]:
     """(key, value, is_rows) of the report, in order; rows are computed lazily."""
+    # the detectors run first: a detector that failed is an anomaly the capture's
+    # ``anomalies`` count must include
+    findings = trace.findings if findings is None else findings
     yield "schema_version", SCHEMA_VERSION, False
     yield (
         "capture",
@@ -80,7 +83,7 @@ def _sections(trace: Trace, findings: pd.DataFrame | None) -> Iterator[tuple[str
     yield "quic", iter_records(trace.quic), True
     yield "requests", iter_records(trace.requests), True
     yield "gaps", iter_records(trace.gaps), True
-    yield "findings", iter_records(trace.findings if findings is None else findings), True
+    yield "findings", iter_records(findings), True
     yield "anomalies", iter_records(trace.anomalies), True
 
 
@@ -92,9 +95,7 @@ def _indented(value: Any, pad: str) -> str:
     return json.dumps(value, indent=2).replace("\n", "\n" + pad)
 
 
-def write_analysis_json(
-    trace: Trace, fp: IO[str], findings: pd.DataFrame | None = None
-) -> None:
+def write_analysis_json(trace: Trace, fp: IO[str], findings: pd.DataFrame | None = None) -> None:
     """Write :func:`analysis_json`'s document to ``fp`` as ``json.dumps(doc, indent=2)``
     followed by a newline would — row by row, never the whole document in memory."""
     fp.write("{")

@@ -31,7 +31,7 @@ import pandas as pd
 from dissectors._wire import ascii_decimal as ascii_decimal
 
 from .. import schema
-from ..anomalies import qualified
+from ..anomalies import isolate, qualified
 from ..net.streams import empty_index, tcp_stream
 from ..net.tcp import DirectionIndex
 
@@ -192,8 +192,9 @@ class HttpInputs:
         return self.index.get((flow, d)) or empty_index()
 
 
-def app_flows(inp: HttpInputs) -> list[AppFlow]:
-    """Every TCP connection whose application bytes pcapkit can read."""
+def app_flows(inp: HttpInputs, errors: list[dict[str, Any]] | None = None) -> list[AppFlow]:
+    """Every TCP connection whose application bytes pcapkit can read (a connection whose
+    bytes cannot be gathered is an ``internal_error`` row in ``errors``, if given)."""
     from dissectors.http1 import looks_like_http1
     from dissectors.http2 import is_h2_preface
 
@@ -203,27 +204,37 @@ def app_flows(inp: HttpInputs) -> list[AppFlow]:
     lookup = _record_lookup(inp.records)
     tls_by_flow = {tf.flow: tf for tf in inp.tls_flows}
     out: list[AppFlow] = []
-    for f in inp.tcp_flows:
+
+    def one(f: int) -> AppFlow | None:
         tf = tls_by_flow.get(f)
         if tf is not None:
             sm = tf.summary
             if not sm.decrypted_records:
-                continue
+                return None
             c2s = _tls_direction(tf, "c2s", lookup)
             s2c = _tls_direction(tf, "s2c", lookup)
-            out.append(AppFlow(f, sm.alpn, c2s, s2c))
-        else:
-            # cleartext: look at the first bytes before copying a whole stream out of the
-            # capture (most TCP connections of a large capture are not HTTP)
-            ci, si = inp.direction_index(f, 0), inp.direction_index(f, 1)
-            ch = stream_head(buf, ci, HEAD_PROBE_BYTES)
-            sh = stream_head(buf, si, HEAD_PROBE_BYTES)
-            if not (is_h2_preface(ch) or looks_like_http1(ch or sh)):
-                continue
-            c2s = _tcp_direction(buf, ci)
-            s2c = _tcp_direction(buf, si)
-            if c2s.data or s2c.data:
-                out.append(AppFlow(f, None, c2s, s2c))
+            return AppFlow(f, sm.alpn, c2s, s2c)
+        # cleartext: look at the first bytes before copying a whole stream out of the
+        # capture (most TCP connections of a large capture are not HTTP)
+        ci, si = inp.direction_index(f, 0), inp.direction_index(f, 1)
+        ch = stream_head(buf, ci, HEAD_PROBE_BYTES)
+        sh = stream_head(buf, si, HEAD_PROBE_BYTES)
+        if not (is_h2_preface(ch) or looks_like_http1(ch or sh)):
+            return None
+        c2s = _tcp_direction(buf, ci)
+        s2c = _tcp_direction(buf, si)
+        return AppFlow(f, None, c2s, s2c) if c2s.data or s2c.data else None
+
+    for f in inp.tcp_flows:
+        try:
+            af = one(f)
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            errors.append(isolate("http", exc, flow=f))
+            continue
+        if af is not None:
+            out.append(af)
     return out
 
 
@@ -341,6 +352,20 @@ class _Builder:
         self.anomalies.append(
             {"name": name, "frame": None, "flow": flow, "offset": offset, "detail": detail}
         )
+
+    def _tables(self) -> list[dict[str, list[Any]]]:
+        return [self.messages, self.requests, self.h2_windows, self.qpack_blocked]
+
+    def mark(self) -> tuple[list[int], int]:
+        """Where every table ends now (:meth:`rollback` cuts back to it)."""
+        return [len(next(iter(t.values()), [])) for t in self._tables()], len(self.anomalies)
+
+    def rollback(self, mark: tuple[list[int], int]) -> None:
+        """Drop every row added since ``mark`` (a connection that failed half way)."""
+        for t, n in zip(self._tables(), mark[0], strict=True):
+            for col in t.values():
+                del col[n:]
+        del self.anomalies[mark[1] :]
 
 
 def _one(stamp: Stamp, pos: int) -> tuple[int, int]:
@@ -1021,8 +1046,18 @@ def _http3(b: _Builder, qf: Any) -> None:
         b.anomaly(qualified("h3", e.name), qf.flow, getattr(e, "offset", None), str(e.detail))
 
 
-def build(inp: HttpInputs, *, redact_secrets: bool = True) -> AppTables:
-    """Dissect every readable connection into messages and requests rows."""
+def build(
+    inp: HttpInputs,
+    *,
+    redact_secrets: bool = True,
+    errors: list[dict[str, Any]] | None = None,
+) -> AppTables:
+    """Dissect every readable connection into messages and requests rows.
+
+    An unexpected exception while dissecting one connection drops that connection's rows
+    and becomes an ``internal_error`` row in ``errors`` (:func:`pcapkit.anomalies.isolate`);
+    the other connections go on.  Without ``errors`` the exception propagates.
+    """
     from dissectors.http1 import looks_like_http1
     from dissectors.http2 import is_h2_preface
 
@@ -1030,7 +1065,8 @@ def build(inp: HttpInputs, *, redact_secrets: bool = True) -> AppTables:
     first_ts = inp.first_ts_ns
     syn_seen = inp.syn_seen
     hs = inp.tls_done
-    for af in app_flows(inp):
+
+    def one(af: AppFlow) -> None:
         conn_times = {
             "syn_ts_ns": int(first_ts[af.flow]) if syn_seen[af.flow] else -1,
             "tls_done_ts_ns": hs.get(af.flow, (-1, -1))[1],
@@ -1042,13 +1078,26 @@ def build(inp: HttpInputs, *, redact_secrets: bool = True) -> AppTables:
         elif alpn in ("http/1.1", "http/1.0") or looks_like_http1(head):
             _http1(b, af, conn_times)
         else:
-            continue  # not HTTP: nothing of this layer to report
+            return  # not HTTP: nothing of this layer to report
         for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
             if ad.stop:
                 b.anomaly("app_stream_truncated", af.flow, ad.stop_offset, f"{d}: {ad.stop}")
+
+    def guarded(flow: int, fn: Callable[[], None]) -> None:
+        mark = b.mark()
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            b.rollback(mark)
+            errors.append(isolate("http", exc, flow=flow))
+
+    for af in app_flows(inp, errors):
+        guarded(af.flow, lambda af=af: one(af))  # type: ignore[misc]
     for qf in inp.quic_flows:
         if qf.conn.alpn and qf.conn.alpn.startswith("h3"):
-            _http3(b, qf)
+            guarded(qf.flow, lambda qf=qf: _http3(b, qf))  # type: ignore[misc]
     return AppTables(b.messages, b.requests, b.anomalies, b.h2_windows, b.qpack_blocked)
 
 

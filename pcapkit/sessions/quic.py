@@ -60,6 +60,7 @@ from dissectors.tls.suites import group_name
 from dissectors.tls.versions import version_name
 
 from .. import schema
+from ..anomalies import isolate
 from ..net.decode import PROTO_UDP
 from .timing import Split, split_handshake
 
@@ -146,8 +147,12 @@ def run_quic(
     pkt_flow: np.ndarray,
     pkt_dir: np.ndarray,
     keylog: Any = None,
+    errors: list[dict[str, Any]] | None = None,
 ) -> list[QuicFlow]:
     """Dissect each of ``flows`` (from :func:`quic_flow_ids`) as one QUIC connection.
+
+    An unexpected exception while dissecting one connection drops it and becomes an
+    ``internal_error`` row in ``errors`` (:func:`pcapkit.anomalies.isolate`).
 
     Per-packet arrays (one entry per frame, 0-based): capture time ``ts_ns``, the L4
     payload's offset in ``buf``, captured and on-the-wire length; the flow table's
@@ -171,17 +176,23 @@ def run_quic(
             continue
         swapped = int(pkt_dir[rows[0]]) == 1  # the first datagram is the QUIC client's
         conn = QuicConnection(keylog)
-        for i, o, ln, t, d in zip(
-            rows.tolist(),
-            payload_off[rows].tolist(),
-            payload_caplen[rows].tolist(),
-            ts_ns[rows].tolist(),
-            pkt_dir[rows].tolist(),
-            strict=True,
-        ):
-            if ln <= 0:
-                continue
-            conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
+        try:
+            for i, o, ln, t, d in zip(
+                rows.tolist(),
+                payload_off[rows].tolist(),
+                payload_caplen[rows].tolist(),
+                ts_ns[rows].tolist(),
+                pkt_dir[rows].tolist(),
+                strict=True,
+            ):
+                if ln <= 0:
+                    continue
+                conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            errors.append(isolate("quic", exc, flow=f))
+            continue
         out.append(
             QuicFlow(
                 flow=f,

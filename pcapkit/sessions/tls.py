@@ -55,6 +55,7 @@ from dissectors.tls.session import (
 from dissectors.tls.suites import group_name
 from dissectors.tls.versions import is_tls13, version_name
 
+from ..anomalies import isolate
 from ..io.reader import Secret as CaptureSecret
 from ..io.reader import rows_at
 from ..net.tcp import DirectionIndex
@@ -273,34 +274,46 @@ def run_tls(
     flows: list[int],
     index: dict[tuple[int, int], DirectionIndex],
     keys: KeySources,
+    errors: list[dict[str, Any]] | None = None,
 ) -> list[TlsFlow]:
+    """One :class:`TlsFlow` per TCP connection of ``flows`` that carries TLS.
+
+    An unexpected exception while dissecting one connection drops that connection's
+    TLS results and becomes an ``internal_error`` row in ``errors``
+    (:func:`pcapkit.anomalies.isolate`); the other connections go on.  Without
+    ``errors`` the exception propagates.
+    """
     cache = ResumptionCache()
     out: list[TlsFlow] = []
     pending: list[tuple[int, str, _Walk]] = []  # (flow row, direction, header walk)
     empty = DirectionIndex(*(np.zeros(0, np.int64) for _ in range(6)))
-    no_hs_summary = None
-    for f in flows:
+    no_hs: list[Any] = []  # the summary every connection without a handshake shares
+
+    def one(f: int) -> None:
         idx = [index.get((f, 0), empty), index.get((f, 1), empty)]
         heads = [stream_head(buf, ix) for ix in idx]
         is_tls = [len(h) >= 5 and is_record_header(h) for h in heads]
         if not any(is_tls):
-            continue
+            return
         if FAST_NO_HANDSHAKE and all(
             ok and h[0] != 22 or (not ok and ix.start.shape[0] == 0)
             for h, ok, ix in zip(heads, is_tls, idx, strict=True)
         ):
             # no handshake in the capture: nothing for a session to learn or decrypt
-            if no_hs_summary is None:  # the same for every such connection
-                no_hs_summary = replace(
-                    TlsSession(keys.keylog).summary(), why_not=DecryptStatus.NO_HANDSHAKE.value
+            if not no_hs:  # the same for every such connection
+                no_hs.append(
+                    replace(
+                        TlsSession(keys.keylog).summary(),
+                        why_not=DecryptStatus.NO_HANDSHAKE.value,
+                    )
                 )
-            summary = no_hs_summary
+            summary = no_hs[0]
             out.append(TlsFlow(f, [], summary, [], False))
             for d, ix in enumerate(idx):
                 if ix.start.shape[0]:
                     trig = _Trigger(DIRS[d], DecryptStatus.NO_HANDSHAKE, Epoch.PLAINTEXT)
                     pending.append((len(out) - 1, DIRS[d], walk_headers(buf, ix, 0, trig)))
-            continue
+            return
         # resync: a bad header or a hole over one skips to the next chain of record
         # headers (an anomaly says how many bytes), never the rest of the direction
         sess = TlsSession(keys.keylog, resumption_cache=cache, resync=True)
@@ -354,14 +367,39 @@ def run_tls(
             if not _past_anomaly(a.direction, a.offset, bulk_from)
         ]
         out.append(TlsFlow(f, results, summary, anomalies, summary.roles_swapped))
+
+    for f in flows:
+        n_out, n_pending = len(out), len(pending)
+        try:
+            one(f)
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            del out[n_out:], pending[n_pending:]
+            errors.append(isolate("tls", exc, flow=f))
     walks = [w for _, _, w in pending]
     idxs = [index.get((out[i].flow, DIRS.index(name)), empty) for i, name, _ in pending]
-    for (i, name, _), b in zip(pending, walk_all(buf, walks, idxs), strict=True):
+    try:
+        bulk: list[BulkRecords | None] = list(walk_all(buf, walks, idxs))
+    except Exception:  # noqa: BLE001 - find the connection that fails, walk the others
+        if errors is None:
+            raise
+        bulk = []
+        for k, (i, _, _) in enumerate(pending):
+            try:
+                bulk += walk_all(buf, walks[k : k + 1], idxs[k : k + 1])
+            except Exception as exc:  # noqa: BLE001
+                bulk.append(None)
+                errors.append(isolate("tls", exc, flow=out[i].flow, what="record walk"))
+    failed = {out[i].flow for (i, _, _), b in zip(pending, bulk, strict=True) if b is None}
+    for (i, name, _), b in zip(pending, bulk, strict=True):
+        if b is None:
+            continue
         out[i].bulk[name] = b
         for a in b.anomalies:
             a["flow"] = out[i].flow
             out[i].anomalies.append(a)
-    return out
+    return [tf for tf in out if tf.flow not in failed]
 
 
 def anomaly_rows(
