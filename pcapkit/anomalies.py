@@ -45,6 +45,8 @@ _ALL = [
             "stops or resynchronises there",
             "bad_block": "a pcapng block with a bad length, magic or layout; the rest of the "
             "block (or file) is skipped",
+            "gzip_limit_exceeded": "a .gz input inflates past the gzip_ratio or gzip_bytes "
+            "limit (a decompression bomb): the capture is read up to there",
         },
     ),
     *_declare(
@@ -185,6 +187,14 @@ _ALL = [
         {
             "app_stream_truncated": "the application bytes of a direction stop at a hole or "
             "a record that did not decrypt; what follows is not dissected",
+        },
+    ),
+    *_declare(
+        "limits",
+        {
+            "connection_limit_exceeded": "more connections than the connections limit: the "
+            "rest are counted and listed in flows, not dissected (TLS, QUIC, HTTP) nor "
+            "examined by the detectors; the detail says how many packets and bytes",
         },
     ),
     *_declare(

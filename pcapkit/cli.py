@@ -81,11 +81,39 @@ def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="NSS key log (SSLKEYLOGFILE format) for TLS/QUIC; keys embedded in "
         "pcapng Decryption Secrets Blocks are used too.",
     )
+    @click.option(
+        "--limit",
+        "limits",
+        multiple=True,
+        metavar="NAME=VALUE",
+        callback=_limits,
+        help="Set a resource limit, e.g. --limit connections=50000 (repeatable; "
+        "`pcapkit limits` lists names, defaults and reasons).",
+    )
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # open_trace reads the limits from the context: the commands need not pass them
+        click.get_current_context().meta[LIMITS_KEY] = kwargs.pop("limits")
         return f(*args, **kwargs)
 
     return wrapper
+
+
+LIMITS_KEY = "pcapkit.limits"
+
+
+def _limits(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
+    """``--limit NAME=VALUE`` checked against :mod:`pcapkit.limits`: a bad one is a usage
+    error."""
+    from .limits import LimitError, parse_settings, resolve
+
+    try:
+        settings = parse_settings(value)
+        resolve(settings)
+    except LimitError as exc:
+        click.echo(f"pcapkit: error: --limit: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    return settings
 
 
 def _settings(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
@@ -124,8 +152,13 @@ def open_trace(
     prog = None
     if sys.stderr.isatty() and os.path.getsize(path) >= PROGRESS_MIN_BYTES:
         prog = _Progress()
+    cctx = click.get_current_context(silent=True)
+    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
     try:
-        return Trace(path, keylog, progress=prog, redact=redact, thresholds=settings), prog
+        trace = Trace(
+            path, keylog, progress=prog, redact=redact, thresholds=settings, limits=limits
+        )
+        return trace, prog
     except PcapkitError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -421,6 +454,35 @@ def thresholds(fmt: str, detector: str | None) -> None:
     from .report.text import thresholds_text
 
     click.echo(thresholds_text(rows), nl=False)
+
+
+@cli.command(epilog="Exit codes: 0 ok; 2 usage error.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: one object per limit.",
+)
+def limits(fmt: str) -> None:
+    """Every resource limit you can set with --limit NAME=VALUE (or pcapkit.open(path,
+    limits={NAME: VALUE})): its default, unit and why that value.  Past a limit the
+    analysis goes on and an anomaly (*_limit_exceeded) says what was only counted.
+
+    \b
+    Examples:
+      pcapkit limits
+      pcapkit analyze big.pcap --limit connections=100000 --limit messages=1000000
+    """
+    from .limits import describe
+
+    d = describe()
+    if fmt == "json":
+        click.echo(json.dumps(d.to_dict("records"), indent=2))
+        return
+    for r in d.itertuples(index=False):
+        click.echo(f"{r.name} = {r.default} {r.unit}\n    {r.reason}")
 
 
 @cli.command(epilog=EXIT_HELP)

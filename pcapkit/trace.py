@@ -13,6 +13,13 @@ is a pandas DataFrame with the columns declared in :mod:`pcapkit.schema`
 * ``findings``, ``gaps`` — :mod:`pcapkit.detect`;
 * ``anomalies`` — every layer's rows, :mod:`pcapkit.anomalies`.
 
+Limits (issue 15, :mod:`pcapkit.limits`): ``pcapkit.open(path, limits={...})`` bounds
+what a capture can claim (gzip inflation, connections analysed in detail, streams and
+messages per connection, handshake bytes buffered); past a limit the analysis goes on and
+an anomaly says what was only counted.  Connections beyond the ``connections`` limit keep
+their rows in ``packets``, ``flows`` and ``segments`` but are not dissected (TLS, QUIC,
+HTTP) nor examined by the detectors (:attr:`Trace.flows_in_detail`).
+
 Failure isolation (issue 15): an unexpected exception while the TLS, QUIC or HTTP layer
 dissects one connection, or inside one detector, drops that unit's output and becomes an
 ``internal_error`` row of ``anomalies`` (layer, flow or detector, exception type and
@@ -38,6 +45,8 @@ from . import schema
 from .anomalies import anomalies_table, isolate
 from .errors import UnsupportedLinkType
 from .io.reader import LINKTYPE_NONE, RawCapture, read_capture
+from .limits import Limits, limit_anomaly
+from .limits import resolve as resolve_limits
 from .net.decode import LINKTYPE_NAMES, PROTO_TCP, PROTO_UDP, SUPPORTED_LINKTYPES, Decoded, decode
 from .net.flows import FlowTable, build_flows
 from .net.streams import StreamBytes, empty_index, tcp_stream, udp_stream
@@ -70,11 +79,13 @@ class Trace:
         redact: bool = True,
         embedded_keys: bool = True,
         thresholds: Mapping[str, Any] | None = None,
+        limits: Mapping[str, Any] | None = None,
     ) -> None:
         if thresholds:  # a bad name or value fails here, not after the read
             from .detect.registry import resolve_thresholds
 
             resolve_thresholds(thresholds)
+        self.limits: Limits = resolve_limits(limits)
         self.thresholds = dict(thresholds or {})
         # internal_error rows of the connections and detectors that failed (isolated)
         self._errors: list[dict[str, Any]] = []
@@ -84,7 +95,9 @@ class Trace:
         self.embedded_keys = embedded_keys
         self._progress = progress
         self._report("read", 0.0)
-        self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
+        self.raw: RawCapture = read_capture(
+            self.path, lambda f: self._report("read", f), limits=self.limits
+        )
         self._report("read", 1.0)
         self.keylog = keylog
         lts = {i.linktype for i in self.raw.interfaces}
@@ -148,10 +161,60 @@ class Trace:
         """TCP segments with payload, classified; see ``schema.describe("segments")``."""
         return segments_table(self._net.tcp)
 
+    # -- the connections limit ------------------------------------------------------
+    @cached_property
+    def _detail(self) -> np.ndarray:
+        """Per flow: analysed in detail (``connections`` limit; connections that carried
+        payload first, then in capture order)."""
+        ft = self._net.flows
+        n, cap = ft.count, self.limits["connections"]
+        if n <= cap:
+            return np.ones(n, bool)
+        pf = ft.pkt_flow
+        sel = pf >= 0
+        pay = self._net.dec.cols["payload_caplen"]
+        carried = np.bincount(pf[sel], weights=pay[sel], minlength=n) > 0
+        keep = np.zeros(n, bool)
+        keep[np.lexsort((np.arange(n), ~carried))[:cap]] = True
+        return keep
+
+    def _in_detail(self, flows: list[int]) -> list[int]:
+        keep = self._detail
+        return [f for f in flows if keep[f]]
+
+    @property
+    def flows_in_detail(self) -> pd.DataFrame:
+        """The rows of :attr:`flows` analysed in detail: all of them unless the capture
+        holds more connections than the ``connections`` limit."""
+        keep = self._detail
+        return self.flows if keep.all() else self.flows[keep].reset_index(drop=True)
+
+    def _limit_anomalies(self) -> list[dict[str, Any]]:
+        keep = self._detail
+        if keep.all():
+            return []
+        ft = self._net.flows
+        beyond = ~keep
+        pf = ft.pkt_flow
+        pk = (pf >= 0) & beyond[np.maximum(pf, 0)]
+        nbytes = int(self._net.dec.cols["payload_caplen"][pk].sum())
+        cap = self.limits["connections"]
+        return [
+            limit_anomaly(
+                "connection_limit_exceeded",
+                f"{ft.count} connections, the connections limit is {cap}: {int(beyond.sum())} "
+                f"more ({int(pk.sum())} packets, {nbytes} payload bytes) are counted and "
+                "listed in flows, not dissected (TLS, QUIC, HTTP), examined by the detectors "
+                "nor listed in the JSON report's flows (--limit connections=N)",
+                frame=int(np.nonzero(pk)[0][0]) + 1 if pk.any() else None,
+            )
+        ]
+
     @cached_property
     def _layer_anomalies(self) -> list[dict[str, Any]]:
         return (
-            list(self.raw.anomalies)
+            self._limit_anomalies()
+            + list(self.raw.anomalies)
             + list(self._net.dec.anomalies)
             + list(self._net.tcp.anomalies)
             + self._tls_anomalies()
@@ -200,7 +263,7 @@ class Trace:
         net = self._net
         self._report("tls", 0.0)
         keys = self._keys
-        tcp_flows = np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist()
+        tcp_flows = self._in_detail(np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist())
         out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys, errors=self._errors)
         self._report("tls", 1.0)
         return out
@@ -267,7 +330,7 @@ class Trace:
         flows = self.flows
         inp = HttpInputs(
             buf=self.raw.buf,
-            tcp_flows=np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist(),
+            tcp_flows=self._in_detail(np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist()),
             index=net.tcp.index,
             tls_flows=self._tls,
             records=self.records,
@@ -320,6 +383,7 @@ class Trace:
         self._report("quic", 0.0)
         c, ft, buf = self._net.dec.cols, self._net.flows, self.raw.buf
         ids = quic_flow_ids(buf, c["payload_off"], c["payload_caplen"], ft.proto, ft.first_idx)
+        ids = self._in_detail(ids)
         out = run_quic(
             ids,
             buf=buf,
@@ -462,10 +526,16 @@ class Trace:
         """The tables, indexed per flow for the detectors (:mod:`pcapkit.detect`)."""
         from .detect import DetectContext
 
+        packets, flows, segments = self.packets, self.flows, self.segments
+        if not self._detail.all():  # the detectors examine the connections in detail only
+            ids = np.nonzero(self._detail)[0]
+            packets = packets[packets["flow"].isin(ids).to_numpy(bool)].reset_index(drop=True)
+            flows = self.flows_in_detail
+            segments = segments[segments["flow"].isin(ids).to_numpy(bool)].reset_index(drop=True)
         return DetectContext(
-            self.packets,
-            self.flows,
-            self.segments,
+            packets,
+            flows,
+            segments,
             self.records,
             self.tls,
             requests=self.requests,
@@ -597,6 +667,7 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     redact: bool = True,
     embedded_keys: bool = True,
     thresholds: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> Trace:
     """Open a pcap/pcapng capture (optionally gzip-compressed).
 
@@ -608,8 +679,10 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     ``thresholds`` sets detector thresholds by name, e.g. ``{"nagle.late_slack_ms":
     3.0}`` (``pcapkit thresholds`` lists them with defaults, units and sources; an
     unknown name or a bad value raises :class:`pcapkit.detect.ThresholdError`, a
-    ``ValueError``).  Raises :class:`pcapkit.errors.PcapkitError` subclasses for
-    whole-file problems.
+    ``ValueError``).  ``limits`` sets resource limits by name, e.g. ``{"connections":
+    50_000}`` (``pcapkit limits`` lists them with defaults and reasons; a bad one raises
+    :class:`pcapkit.limits.LimitError`, a ``ValueError``).  Raises
+    :class:`pcapkit.errors.PcapkitError` subclasses for whole-file problems.
     """
     return Trace(
         path,
@@ -618,4 +691,5 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
         redact=redact,
         embedded_keys=embedded_keys,
         thresholds=thresholds,
+        limits=limits,
     )

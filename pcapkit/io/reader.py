@@ -28,7 +28,6 @@ from __future__ import annotations
 import gzip
 import mmap
 import os
-import shutil
 import signal
 import struct
 import sys
@@ -44,6 +43,7 @@ import numpy as np
 
 from .._parallel import thread_count
 from ..errors import CaptureTooBroken, NotACapture
+from ..limits import Limits
 
 # Largest caplen accepted in a classic pcap record.  Wireshark's own limit for
 # "normal" link types is 262144 (WTAP_MAX_PACKET_SIZE_STANDARD); loopback
@@ -227,12 +227,47 @@ def _anomaly(
 # opening
 
 
-def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any]]:
-    """Return (buffer, compressed, objects to keep alive/close).
+# The gzip_ratio limit is checked once this many bytes are inflated: a small capture of
+# zero-filled frames may compress past the ratio and is no bomb (Apache POI's grace size
+# is 100 KB; 16 MiB of frames is ~0.1 s of reading and ~10^6 frames at worst).
+GZIP_RATIO_GRACE = 16 << 20
+GZIP_CHUNK = 1 << 20
+
+
+def _inflate(gz: Any, src: BinaryIO, dst: BinaryIO, limits: Limits) -> tuple[int, str | None]:
+    """Copy the inflated stream ``gz`` (reading ``src``) to ``dst`` within the gzip limits;
+    (bytes written, why it stopped early or None)."""
+    ratio, cap = limits["gzip_ratio"], limits["gzip_bytes"]
+    total = 0
+    while True:
+        chunk = gz.read(GZIP_CHUNK)
+        if not chunk:
+            return total, None
+        if total + len(chunk) > cap:
+            dst.write(chunk[: cap - total])
+            return cap, f"inflates past the gzip_bytes limit ({cap} bytes)"
+        dst.write(chunk)
+        total += len(chunk)
+        packed = max(src.tell(), 1)
+        if total >= GZIP_RATIO_GRACE and total > ratio * packed:
+            return total, (
+                f"inflates {total} bytes from {packed} compressed ({total / packed:.0f}x), past "
+                f"the gzip_ratio limit ({ratio}x): a decompression bomb"
+            )
+
+
+def _open_bytes(
+    path: str | os.PathLike[str], limits: Limits | None = None
+) -> tuple[Any, bool, list[Any], list[dict[str, Any]]]:
+    """Return (buffer, compressed, objects to keep alive/close, anomalies).
 
     Plain files are mmapped read-only; gzip files are inflated into an unlinked
-    temporary file that is then mmapped, so memory stays bounded for large input.
+    temporary file that is then mmapped, so memory stays bounded for large input, and
+    within the ``gzip_ratio`` / ``gzip_bytes`` limits (past them: the capture is read up
+    to there, with a ``gzip_limit_exceeded`` anomaly).
     """
+    limits = Limits.default() if limits is None else limits
+    anomalies: list[dict[str, Any]] = []
     f: BinaryIO = open(path, "rb")  # noqa: SIM115 - kept open with the mmap
     head = f.read(4)
     f.seek(0)
@@ -240,7 +275,15 @@ def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any]]:
         tmp = tempfile.TemporaryFile(prefix="pcapkit-gunzip-")
         try:
             with gzip.GzipFile(fileobj=f) as gz:
-                shutil.copyfileobj(gz, tmp, 1 << 20)
+                inflated, stop = _inflate(gz, f, tmp, limits)
+            if stop is not None:
+                anomalies.append(
+                    _anomaly(
+                        "gzip_limit_exceeded",
+                        f"the gzip stream {stop}; the capture is read up to there",
+                        offset=inflated,
+                    )
+                )
         except (OSError, EOFError) as exc:  # corrupt or cut-short gzip stream
             tmp.flush()
             if tmp.tell() == 0:
@@ -253,13 +296,13 @@ def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any]]:
             tmp.close()
             raise NotACapture(f"{path}: empty gzip stream")
         mm = mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ)
-        return mm, True, [mm, tmp]
+        return mm, True, [mm, tmp], anomalies
     size = os.fstat(f.fileno()).st_size
     if size == 0:
         f.close()
         raise NotACapture(f"{path}: empty file")
     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    return mm, False, [mm, f]
+    return mm, False, [mm, f], anomalies
 
 
 ProgressFn = Callable[[float], None]
@@ -267,14 +310,19 @@ ProgressFn = Callable[[float], None]
 PROGRESS_EVERY = 1 << 16
 
 
-def read_capture(path: str | os.PathLike[str], progress: ProgressFn | None = None) -> RawCapture:
+def read_capture(
+    path: str | os.PathLike[str],
+    progress: ProgressFn | None = None,
+    limits: Limits | None = None,
+) -> RawCapture:
     """Read a pcap or pcapng file (optionally gzip-compressed).
 
     Raises :class:`~pcapkit.errors.NotACapture` when the file is neither;
     everything after a valid file header that cannot be read becomes an anomaly.
-    ``progress`` (optional) is called with the fraction of the file walked.
+    ``progress`` (optional) is called with the fraction of the file walked; ``limits``
+    (:mod:`pcapkit.limits`, default: the defaults) bounds a gzip input.
     """
-    mm, compressed, keep = _open_bytes(path)
+    mm, compressed, keep, opened = _open_bytes(path, limits)
     try:
         magic = bytes(mm[:4])
         if magic in PCAP_MAGICS:
@@ -289,6 +337,7 @@ def read_capture(path: str | os.PathLike[str], progress: ProgressFn | None = Non
         _close_all(keep)
         raise
     cap.compressed = compressed
+    cap.anomalies[:0] = opened
     cap._keepalive = keep
     cap.release()  # the walk touched every page; later passes fault in only what they read
     return cap

@@ -78,7 +78,7 @@ def _sections(trace: Trace, findings: pd.DataFrame | None) -> Iterator[tuple[str
         False,
     )
     yield "coverage", to_jsonable(coverage(trace)), False
-    yield "flows", iter_records(trace.flows), True
+    yield "flows", iter_records(trace.flows_in_detail), True  # the connections limit
     yield "tls", iter_records(trace.tls), True
     yield "quic", iter_records(trace.quic), True
     yield "requests", iter_records(trace.requests), True
