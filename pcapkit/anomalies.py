@@ -84,7 +84,9 @@ _ALL = [
             "tls_handshake_malformed": "a handshake message (TLS, or QUIC CRYPTO) that does "
             "not parse",
             "tls_handshake_truncated": "a handshake message cut short at the end of the capture",
-            "tls_handshake_too_large": "a handshake message above the buffering cap",
+            "tls_handshake_too_large": "a handshake message above the buffering cap "
+            "(handshake_message_bytes): skipped by the length its header declares, its bytes "
+            "counted, never buffered",
             "tls_handshake_lost": "handshake bytes lost to a hole; the messages they held "
             "are unknown",
             "tls_handshake_spans_key_change": "a handshake message continues across a key "
@@ -128,6 +130,12 @@ _ALL = [
             "9000 §14.1)",
             "transport_parameters_malformed": "a quic_transport_parameters extension that "
             "does not parse (RFC 9000 §18); the connection's limits are unknown",
+            "crypto_offset_implausible": "a CRYPTO frame ending past any handshake's size "
+            "(4 x handshake_message_bytes): its data is skipped, the detail says how much",
+            "reassembly_limit_exceeded": "a QUIC stream with more data than is held per stream "
+            "(64 MiB): the rest is counted, not kept",
+            "quic_stream_limit_exceeded": "a connection opened more streams than the "
+            "quic_streams limit: the data of later streams is counted, not reassembled",
         },
     ),
     *_declare(
@@ -158,6 +166,8 @@ _ALL = [
             "h2_header_block_too_large": "a header block above the cap; its headers are unknown",
             "h2_hpack_decoding_error": "HPACK could not decode a header block (RFC 7541); later "
             "blocks of that direction are unknown",
+            "h2_stream_limit_exceeded": "a connection opened more streams than the h2_streams "
+            "limit: frames of later streams are framed and counted, not kept",
         },
     ),
     *_declare(
@@ -195,6 +205,9 @@ _ALL = [
             "connection_limit_exceeded": "more connections than the connections limit: the "
             "rest are counted and listed in flows, not dissected (TLS, QUIC, HTTP) nor "
             "examined by the detectors; the detail says how many packets and bytes",
+            "message_limit_exceeded": "a connection with more messages than the messages "
+            "limit (rows of the messages table, TLS handshake messages): later ones are "
+            "counted, not listed",
         },
     ),
     *_declare(

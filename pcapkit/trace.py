@@ -264,7 +264,9 @@ class Trace:
         self._report("tls", 0.0)
         keys = self._keys
         tcp_flows = self._in_detail(np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist())
-        out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys, errors=self._errors)
+        out = run_tls(
+            self.raw.buf, tcp_flows, net.tcp.index, keys, errors=self._errors, limits=self.limits
+        )
         self._report("tls", 1.0)
         return out
 
@@ -339,7 +341,9 @@ class Trace:
             tls_done=self._handshake_times,
             quic_flows=self._quic,
         )
-        out = build(inp, redact_secrets=self.redact_secrets, errors=self._errors)
+        out = build(
+            inp, redact_secrets=self.redact_secrets, errors=self._errors, limits=self.limits
+        )
         self._report("http", 1.0)
         return out
 
@@ -395,6 +399,7 @@ class Trace:
             pkt_dir=ft.pkt_dir,
             keylog=self._keys.keylog if ids else None,
             errors=self._errors,
+            limits=self.limits,
         )
         self._report("quic", 1.0)
         return out

@@ -112,3 +112,90 @@ def test_connections_beyond_the_limit_are_counted_not_detailed(tmp_path: Path) -
     with pcapkit.open(p) as t:  # the default: all in detail, no row
         assert len(t.flows_in_detail) == 50
         assert "connection_limit_exceeded" not in set(t.anomalies["name"])
+
+
+# -- per connection: HTTP/2 streams, messages, handshake bytes, QUIC streams and CRYPTO ----
+def _h2frame(ftype: int, flags: int, sid: int, payload: bytes = b"") -> bytes:
+    return (
+        len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + payload
+    )
+
+
+def test_h2_streams_beyond_the_limit_are_counted(tmp_path: Path) -> None:
+    block = bytes([0x82, 0x86, 0x84])  # :method GET, :scheme http, :path /
+    data = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _h2frame(4, 0, 0)
+    data += b"".join(_h2frame(1, 5, 1 + 2 * i, block) for i in range(50))
+    c = Tcp(sport=80).handshake().send(True, data)
+    write_pcap(tmp_path / "h2.pcap", c.frames)
+    with pcapkit.open(tmp_path / "h2.pcap", limits={"h2_streams": 10}) as t:
+        assert t.requests["stream"].tolist() == [1 + 2 * i for i in range(10)]
+        row = t.anomalies[t.anomalies["name"] == "h2_stream_limit_exceeded"].iloc[0]
+        assert "50 streams, the h2_streams limit is 10: 40 more (40 frames)" in row["detail"]
+        assert int(row["flow"]) == 0
+
+
+def test_messages_beyond_the_limit_are_counted(tmp_path: Path) -> None:
+    c = Tcp(sport=80).handshake().send(True, b"GET /e HTTP/1.1\r\nHost: x\r\n\r\n")
+    events = b"".join(b"data: %d\n\n" % i for i in range(30))
+    c.send(False, b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + events)
+    write_pcap(tmp_path / "sse.pcap", c.frames)
+    with pcapkit.open(tmp_path / "sse.pcap", limits={"messages": 10}) as t:
+        assert len(t.messages) == 10
+        row = t.anomalies[t.anomalies["name"] == "message_limit_exceeded"].iloc[0]
+        # request and response heads, 30 events, the end of each message
+        assert "34 messages, the messages limit is 10: 24 more are counted" in row["detail"]
+        assert t.requests["events"].tolist() == [30]  # the timeline still counts them all
+
+
+def test_a_handshake_message_past_the_limit_is_skipped_and_counted(tmp_path: Path) -> None:
+    from fuzz.hostile import tls_handshake_bomb
+
+    p = tls_handshake_bomb(tmp_path / "hs.pcap", 0.25)  # 2^24 - 1 claimed, 256 KiB sent
+    with pcapkit.open(p, limits={"handshake_message_bytes": 1 << 16}) as t:
+        an = t.anomalies
+        assert an["name"].tolist() == ["tls_handshake_too_large", "tls_handshake_truncated"]
+        assert (
+            "declares 16777215 bytes > cap 65536 at 0: its 16777219 bytes are skipped"
+            in (an["detail"].iloc[0])
+        )
+        assert t.records["handshake"].eq("").all()  # no message invented from its bytes
+
+
+def _quic_capture(path: Path, frames: bytes) -> None:
+    from fuzz.build import T0_NS
+    from fuzz.seeds import InitialTemplate, initial_datagram
+
+    dcid = bytes(range(8))
+    t = InitialTemplate(
+        from_client=True, version=1, client_dcid=dcid, dcid=dcid, scid=b"\x01" * 8,
+        token=b"", packet_number=0, plaintext=frames.ljust(1200, b"\x00"),
+    )  # fmt: skip
+    write_pcap(path, [(T0_NS, initial_datagram(t))])
+
+
+def _varint(v: int) -> bytes:
+    from dissectors._wire import encode_varint
+
+    return encode_varint(v)
+
+
+def test_quic_streams_beyond_the_limit_are_counted(tmp_path: Path) -> None:
+    # STREAM frames are not allowed in Initial packets (frame_not_permitted), but they are
+    # applied: the simplest SYNTHETIC way to open many streams without a key log
+    stream = lambda sid: b"\x0e" + _varint(sid) + _varint(0) + _varint(3) + b"abc"  # noqa: E731
+    _quic_capture(tmp_path / "q.pcap", b"".join(stream(4 * i) for i in range(8)))
+    with pcapkit.open(tmp_path / "q.pcap", limits={"quic_streams": 3}) as t:
+        row = t.anomalies[t.anomalies["name"] == "quic_stream_limit_exceeded"].iloc[0]
+        assert (
+            "8 stream directions, the quic_streams limit is 3: 5 more (15 STREAM bytes)"
+            in (row["detail"])
+        )
+
+
+def test_a_crypto_frame_at_an_implausible_offset_is_an_anomaly(tmp_path: Path) -> None:
+    crypto = b"\x06" + _varint(1 << 60) + _varint(5) + b"hello"
+    _quic_capture(tmp_path / "c.pcap", crypto)
+    with pcapkit.open(tmp_path / "c.pcap") as t:
+        row = t.anomalies[t.anomalies["name"] == "crypto_offset_implausible"].iloc[0]
+        assert f"CRYPTO at offset {1 << 60}, 5 bytes: past {4 << 18}, skipped" in row["detail"]
+        assert int(row["frame"]) == 1

@@ -62,6 +62,7 @@ from .crypto import (
     tls13_next_traffic_secret,
 )
 from .handshake import (
+    MAX_HANDSHAKE_MESSAGE_LENGTH,
     Alert,
     Certificate,
     ClientHello,
@@ -114,6 +115,7 @@ from .versions import (
 
 __all__ = [
     "C2S",
+    "MAX_HANDSHAKE_MESSAGES",
     "MAX_SEQ_SEARCH",
     "S2C",
     "Anomaly",
@@ -134,6 +136,10 @@ S2C: Final = "s2c"
 #: is at least 22 bytes on the wire (5 header + 1 type + 16 tag), so a hole of L bytes hid
 #: at most L // 22 records; the cap bounds the work (each trial is one AEAD/MAC check).
 MAX_SEQ_SEARCH: Final = 4096
+#: Handshake messages reassembled per session: a handshake is ~10 messages, a long
+#: connection adds tickets and KeyUpdates; a hostile peer can send millions of empty
+#: ones (4 bytes each).  Beyond, handshake bytes are counted, not reassembled.
+MAX_HANDSHAKE_MESSAGES: Final = 200_000
 _MIN_PROTECTED_RECORD: Final = 22
 
 
@@ -314,7 +320,9 @@ class _Keys:
 class _Dir:
     name: str  # the role: "c2s" = sent by the TLS client
     wire: str  # the caller's label for this direction (differs only if roles were swapped)
-    hs: HandshakeReassembler = field(default_factory=HandshakeReassembler)
+    hs: HandshakeReassembler = field(
+        default_factory=lambda: HandshakeReassembler(skip_oversize=True)
+    )
     keys: _Keys | None = None  # current protection; None = plaintext
     seq: int = 0
     seq_unknown: int = 0  # >0: sequence number lost; how many to try
@@ -347,13 +355,25 @@ class TlsSession:
         start_offsets: Mapping[str, int] | None = None,
         scan_after_gap: bool = False,
         resync: bool = False,
+        max_handshake_message: int = MAX_HANDSHAKE_MESSAGE_LENGTH,
+        max_messages: int = MAX_HANDSHAKE_MESSAGES,
     ) -> None:
         self._keylog = keylog
         self._cache = resumption_cache
         self._scan = scan_after_gap
         self._resync = resync
+        self._max_messages = max_messages
+        self._hs_messages = 0  # handshake messages reassembled, both directions
+        self._hs_over_bytes = 0  # handshake bytes past max_messages (counted only)
         starts = dict(start_offsets or {})
-        self._dirs: dict[str, _Dir] = {d: _Dir(d, d) for d in (C2S, S2C)}
+        self._dirs: dict[str, _Dir] = {
+            d: _Dir(
+                d,
+                d,
+                HandshakeReassembler(max_message_length=max_handshake_message, skip_oversize=True),
+            )
+            for d in (C2S, S2C)
+        }
         self.roles_swapped = False
         self._starts = {d: starts.get(d, 0) for d in (C2S, S2C)}
         self.anomalies: list[Anomaly] = []
@@ -449,6 +469,14 @@ class TlsSession:
                     f"handshake message at handshake offset {partial.offset} cut short "
                     f"({partial.received} of {partial.length if partial.length is not None else '?'} bytes)",
                 )
+        if self._hs_over_bytes:
+            self._anomaly(
+                "message_limit_exceeded",
+                None,
+                None,
+                f"more than {self._max_messages} handshake messages: {self._hs_over_bytes} "
+                "handshake bytes after them are counted, not reassembled",
+            )
         return out
 
     def _feed_items(self, direction: str, items: Iterable[RecordItem]) -> list[RecordResult]:
@@ -896,14 +924,18 @@ class TlsSession:
                     self._anomaly("tls_empty_handshake_record", d.wire, rec.offset, "zero-length")
                 )
                 return (), ()
+            if self._hs_messages >= self._max_messages:
+                # past the message cap: counted, not reassembled nor decoded
+                self._hs_over_bytes += len(plaintext)
+                return (), ()
             try:
                 messages = d.hs.feed(plaintext, record_offset=rec.offset)
-            except HandshakeLimitExceeded as exc:
+            except HandshakeLimitExceeded as exc:  # skipped by its length (skip_oversize)
                 messages = list(exc.messages)
                 anomalies.append(
                     self._anomaly("tls_handshake_too_large", d.wire, rec.offset, str(exc))
                 )
-                d.hs = HandshakeReassembler(start_offset=d.hs.position)
+            self._hs_messages += len(messages)
             decoded: list[DecodedHandshake] = []
             for msg in messages:
                 item = self._decode(d, rec, msg, anomalies)

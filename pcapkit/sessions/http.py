@@ -32,6 +32,7 @@ from dissectors._wire import ascii_decimal as ascii_decimal
 
 from .. import schema
 from ..anomalies import isolate, qualified
+from ..limits import Limits, limit_anomaly
 from ..net.streams import empty_index, tcp_stream
 from ..net.tcp import DirectionIndex
 
@@ -293,13 +294,33 @@ def _gap_stats(ts: list[int]) -> tuple[float | None, float | None, float | None,
 class _Builder:
     """Accumulates rows of the messages and requests tables."""
 
-    def __init__(self, *, redact_secrets: bool) -> None:
+    def __init__(self, *, redact_secrets: bool, limits: Limits | None = None) -> None:
         self.messages = _empty_rows("messages")
         self.requests = _empty_rows("requests")
         self.anomalies: list[dict[str, Any]] = []
         self.h2_windows = _empty_rows("h2_windows")
         self.qpack_blocked = _empty_rows("qpack_blocked")
         self.redact_secrets = redact_secrets
+        self.limits = Limits.default() if limits is None else limits
+        # messages per connection (the messages limit: rows past it are only counted)
+        self.counts: dict[int, int] = {}
+
+    def count_only(self, flow: int, n: int) -> None:
+        """``n`` messages of ``flow`` the dissector did not even hand over (past the limit)."""
+        self.counts[flow] = self.counts.get(flow, 0) + n
+
+    def flow_done(self, flow: int) -> None:
+        """The connection is dissected: say so if it had more messages than the limit."""
+        n, cap = self.counts.get(flow, 0), self.limits["messages"]
+        if n > cap:
+            self.anomalies.append(
+                limit_anomaly(
+                    "message_limit_exceeded",
+                    f"{n} messages, the messages limit is {cap}: {n - cap} more are counted, "
+                    "not listed (--limit messages=N)",
+                    flow=flow,
+                )
+            )
 
     def message(
         self,
@@ -315,6 +336,10 @@ class _Builder:
         request: int | None,
         detail: str,
     ) -> None:
+        n = self.counts.get(flow, 0)
+        self.counts[flow] = n + 1
+        if n >= self.limits["messages"]:
+            return  # past the messages limit: counted (flow_done says how many)
         m = self.messages
         m["flow"].append(flow)
         m["dir"].append(d)
@@ -752,16 +777,39 @@ def _http2(
     from dissectors.http2 import H2Connection, H2Error, H2Frame
 
     st0 = start or {"c2s": 0, "s2c": 0}
-    conn = H2Connection(c2s_start=st0["c2s"], s2c_start=st0["s2c"])
+    streams_cap, frames_cap = b.limits["h2_streams"], b.limits["messages"]
+    conn = H2Connection(c2s_start=st0["c2s"], s2c_start=st0["s2c"], max_streams=streams_cap)
     events: list[Any] = []
+    kept = dropped = 0  # H2Frame events kept, and those past the messages limit
+
+    def keep(new: list[Any]) -> None:
+        nonlocal kept, dropped
+        for e in new:
+            if isinstance(e, H2Frame):
+                if kept > frames_cap:  # one past the cap: flow_done reports the overflow
+                    dropped += 1
+                    continue
+                kept += 1
+            events.append(e)
+
     for _fr, d, off, data in _wire_order(af):
         end = off + len(data)
         if end <= st0[d]:
             continue
         if off < st0[d]:
             data, off = data[st0[d] - off :], st0[d]
-        events += conn.feed(d, data, off)
-    events += conn.close()
+        keep(conn.feed(d, data, off))
+    keep(conn.close())
+    b.count_only(af.flow, dropped)
+    if conn.streams_over_limit:
+        b.anomaly(
+            "h2_stream_limit_exceeded",
+            af.flow,
+            None,
+            f"{len(conn.streams) + conn.streams_over_limit} streams, the h2_streams limit is "
+            f"{streams_cap}: {conn.streams_over_limit} more ({conn.frames_over_limit} frames) "
+            "are counted, not kept (--limit h2_streams=N)",
+        )
     dirs = {"c2s": af.c2s, "s2c": af.s2c}
 
     def stamp_all(d: str, ends: list[int]) -> tuple[list[int], list[int]]:
@@ -1051,6 +1099,7 @@ def build(
     *,
     redact_secrets: bool = True,
     errors: list[dict[str, Any]] | None = None,
+    limits: Limits | None = None,
 ) -> AppTables:
     """Dissect every readable connection into messages and requests rows.
 
@@ -1061,7 +1110,7 @@ def build(
     from dissectors.http1 import looks_like_http1
     from dissectors.http2 import is_h2_preface
 
-    b = _Builder(redact_secrets=redact_secrets)
+    b = _Builder(redact_secrets=redact_secrets, limits=limits)
     first_ts = inp.first_ts_ns
     syn_seen = inp.syn_seen
     hs = inp.tls_done
@@ -1091,7 +1140,10 @@ def build(
             if errors is None:
                 raise
             b.rollback(mark)
+            b.counts.pop(flow, None)
             errors.append(isolate("http", exc, flow=flow))
+            return
+        b.flow_done(flow)
 
     for af in app_flows(inp, errors):
         guarded(af.flow, lambda af=af: one(af))  # type: ignore[misc]

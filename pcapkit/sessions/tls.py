@@ -58,6 +58,7 @@ from dissectors.tls.versions import is_tls13, version_name
 from ..anomalies import isolate
 from ..io.reader import Secret as CaptureSecret
 from ..io.reader import rows_at
+from ..limits import Limits
 from ..net.tcp import DirectionIndex
 
 
@@ -275,6 +276,7 @@ def run_tls(
     index: dict[tuple[int, int], DirectionIndex],
     keys: KeySources,
     errors: list[dict[str, Any]] | None = None,
+    limits: Limits | None = None,
 ) -> list[TlsFlow]:
     """One :class:`TlsFlow` per TCP connection of ``flows`` that carries TLS.
 
@@ -283,6 +285,7 @@ def run_tls(
     (:func:`pcapkit.anomalies.isolate`); the other connections go on.  Without
     ``errors`` the exception propagates.
     """
+    lim = Limits.default() if limits is None else limits
     cache = ResumptionCache()
     out: list[TlsFlow] = []
     pending: list[tuple[int, str, _Walk]] = []  # (flow row, direction, header walk)
@@ -316,7 +319,13 @@ def run_tls(
             return
         # resync: a bad header or a hole over one skips to the next chain of record
         # headers (an anomaly says how many bytes), never the rest of the direction
-        sess = TlsSession(keys.keylog, resumption_cache=cache, resync=True)
+        sess = TlsSession(
+            keys.keylog,
+            resumption_cache=cache,
+            resync=True,
+            max_handshake_message=lim["handshake_message_bytes"],
+            max_messages=lim["messages"],
+        )
         results: list[RecordResult] = []
         expect = [0, 0]
         bulk_from: dict[int, RecordResult] = {}  # direction → the record that made it hopeless
