@@ -266,8 +266,7 @@ def _internal_errors_note(trace: Trace) -> None:
     """One line on stderr when pcapkit failed on part of the capture (isolated
     ``internal_error`` anomalies: the report is complete otherwise, the exit code is
     unchanged)."""
-    an = trace.anomalies
-    n = int((an["name"] == "internal_error").sum()) if len(an) else 0
+    n = len(trace.internal_errors)  # what this command computed, nothing more
     if n:
         click.echo(
             f"pcapkit: {n} internal error(s): pcapkit failed on part of this capture (a bug, "
@@ -356,6 +355,7 @@ def print_table(
             click.echo(r.to_csv(index=False), nl=False)
         else:
             click.echo(text(trace, flow), nl=False)
+        _internal_errors_note(trace)
 
 
 @cli.command(epilog=EXIT_HELP)
@@ -511,6 +511,7 @@ def export(path: str, keylog: str | None, qlog_dir: str) -> None:
     trace, prog = open_trace(path, keylog)
     with trace:
         written = export_qlog(trace, qlog_dir)
+        _internal_errors_note(trace)
         if prog:
             prog.done()
     if not written:

@@ -225,6 +225,12 @@ class Trace:
         )
 
     @property
+    def internal_errors(self) -> list[dict[str, Any]]:
+        """The ``internal_error`` rows of what was computed so far (connections and
+        detectors pcapkit failed on, isolated)."""
+        return list(self._errors)
+
+    @property
     def anomalies(self) -> pd.DataFrame:
         """Everything that could not be parsed, one row each; see
         ``schema.describe("anomalies")``.  ``internal_error`` rows say where pcapkit itself

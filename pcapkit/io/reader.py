@@ -418,7 +418,7 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         if cl > limit:
             detail = (
                 f"record at byte {o} claims {cl} captured bytes (limit {limit}); "
-                "the rest of the file is ignored"
+                f"the rest of the file ({n - o} bytes) is ignored"
             )
             anomalies.append(_anomaly("absurd_caplen", detail, frame=i + 1, offset=o))
         else:
@@ -788,7 +788,8 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
                 anomalies.append(
                     _anomaly(
                         "bad_block",
-                        f"section header at byte {off} has a bad byte-order magic",
+                        f"section header at byte {off} has a bad byte-order magic; the rest "
+                        f"of the file ({n - off} bytes) is ignored",
                         frames + 1,
                         off,
                     )
@@ -805,7 +806,8 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
             anomalies.append(
                 _anomaly(
                     "bad_block",
-                    f"block at byte {off} has an invalid length {blen}; the rest of the file is ignored",
+                    f"block at byte {off} has an invalid length {blen}; the rest of the file "
+                    f"({n - off} bytes) is ignored",
                     frames + 1,
                     off,
                 )
@@ -825,7 +827,8 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
             anomalies.append(
                 _anomaly(
                     "bad_block",
-                    f"block at byte {off}: trailing length differs from {blen}",
+                    f"block at byte {off}: trailing length differs from {blen}; the rest of "
+                    f"the file ({n - off} bytes) is ignored",
                     frames + 1,
                     off,
                 )
