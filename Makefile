@@ -8,7 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-.PHONY: demo test lint bench fixtures golden clean fuzz hostile
+.PHONY: demo test lint bench fixtures golden filters clean fuzz hostile
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -33,12 +33,16 @@ test: $(TEST_VENV)/.stamp
 STRICT := dissectors pcapkit/schema.py pcapkit/anomalies.py pcapkit/net/streams.py \
 	pcapkit/net/tables.py pcapkit/align.py pcapkit/sessions/tls.py pcapkit/sessions/http.py \
 	pcapkit/detect/__init__.py pcapkit/detect/base.py pcapkit/detect/spec.py \
-	pcapkit/detect/registry.py pcapkit/trace.py
+	pcapkit/detect/registry.py pcapkit/trace.py pcapkit/report/gates.py
 
 lint: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks scripts fuzz
 	$(TEST_VENV)/bin/ruff format --check pcapkit dissectors tests benchmarks scripts fuzz
 	$(TEST_VENV)/bin/mypy --strict --follow-imports=silent $(STRICT)
+
+# every finding's display filter on every capture, checked with tshark (~3 min)
+filters: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python scripts/check_filters.py
 
 golden: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python -m pcapkit.report.golden fixtures

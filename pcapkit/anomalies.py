@@ -47,6 +47,8 @@ _ALL = [
             "block (or file) is skipped",
             "gzip_limit_exceeded": "a .gz input inflates past the gzip_ratio or gzip_bytes "
             "limit (a decompression bomb): the capture is read up to there",
+            "gzip_truncated": "the gzip stream ends early or is corrupt part-way; the capture "
+            "is read up to the last byte that inflated",
         },
     ),
     *_declare(
@@ -98,6 +100,8 @@ _ALL = [
             "tls_roles_swapped": "the TLS client is the TCP server",
             "tls_keylog_secret_length": "a key-log secret whose length does not fit the "
             "cipher suite's hash",
+            "tls_keylog_unmatched": "a key log was given but none of its client randoms is a "
+            "ClientHello's in the capture (a key log of another capture?)",
             "tls_keylog_line_malformed": "key-log lines (file, SSLKEYLOGFILE or pcapng "
             "Decryption Secrets Block) that do not parse; their secrets are not used",
             "tls_keylog_unknown_label": "key-log lines with a label this tool does not use "

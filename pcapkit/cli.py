@@ -23,6 +23,7 @@ import click
 
 from . import __version__
 from .errors import PcapkitError
+from .report.json import JSON_KEYS
 from .trace import Trace
 
 # Below this size a capture is analysed faster than a progress bar can be read.
@@ -36,11 +37,22 @@ class Exit(enum.IntEnum):
     FINDINGS = 3
 
 
-EXIT_HELP = (
-    "Exit codes: 0 ok; 1 the input could not be analysed, or an internal error (one line on "
-    "stderr); "
-    "2 usage error; 3 a finding matched --fail-on."
-)
+# The exit codes, one sentence each: every command's epilog is built from the ones it
+# can return (tests/test_cli.py checks them against Exit and the README).
+EXIT_MEANING = {
+    Exit.OK: "0 ok",
+    Exit.ERROR: "1 the input could not be analysed, or pcapkit failed as a whole (one line on stderr)",
+    Exit.USAGE: "2 usage error",
+    Exit.FINDINGS: "3 a finding matched --fail-on, or a --max-* gate failed",
+}
+
+
+def exit_help(*codes: Exit) -> str:
+    return "Exit codes: " + "; ".join(EXIT_MEANING[c] for c in codes) + "."
+
+
+EXIT_HELP = exit_help(Exit.OK, Exit.ERROR, Exit.USAGE, Exit.FINDINGS)  # the group, analyze
+READ_HELP = exit_help(Exit.OK, Exit.ERROR, Exit.USAGE)  # commands without --fail-on
 
 
 class _Progress:
@@ -73,10 +85,12 @@ class _Progress:
 def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """Options shared by every command that opens a capture."""
 
-    @click.argument("path", type=click.Path(dir_okay=False, exists=True))
+    # no click existence checks: a missing, unreadable or wrong file is an input error
+    # (exit 1, one line; open_trace), not a usage error
+    @click.argument("path", type=click.Path(allow_dash=True), metavar="CAPTURE")
     @click.option(
         "--keylog",
-        type=click.Path(dir_okay=False, exists=True),
+        type=click.Path(),
         default=None,
         help="NSS key log (SSLKEYLOGFILE format) for TLS/QUIC; keys embedded in "
         "pcapng Decryption Secrets Blocks are used too.",
@@ -150,7 +164,17 @@ def open_trace(
     settings: dict[str, Any] | None = None,
 ) -> tuple[Trace, _Progress | None]:
     prog = None
-    if sys.stderr.isatty() and os.path.getsize(path) >= PROGRESS_MIN_BYTES:
+    if keylog is not None:
+        try:
+            with open(keylog, "rb"):
+                pass
+        except OSError as exc:
+            fail(f"--keylog {keylog}: {exc.strerror or exc}")
+    try:
+        big = path != "-" and os.path.getsize(path) >= PROGRESS_MIN_BYTES
+    except OSError:
+        big = False  # the open below says what is wrong with it
+    if sys.stderr.isatty() and big:
         prog = _Progress()
     cctx = click.get_current_context(silent=True)
     limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
@@ -166,8 +190,41 @@ def open_trace(
     raise AssertionError("unreachable")
 
 
+def emit(text: str, *, err: bool = False, nl: bool = True, styled: bool = False) -> None:
+    """Print ``text`` with every terminal control character escaped (captured strings are
+    attacker-controlled: an X-Request-Id could retitle or clear the terminal).  With
+    ``styled``, severities and the verdict are coloured — only on a terminal (click
+    strips styles in pipes) and never with ``NO_COLOR`` set (https://no-color.org)."""
+    from .report.escape import printable
+
+    text = printable(text)
+    color = None
+    if styled and not os.environ.get("NO_COLOR"):
+        from .report.text import colorize
+
+        text = colorize(text)
+    elif styled:
+        color = False
+    click.echo(text, err=err, nl=nl, color=color)
+
+
+def emit_json(doc: Any) -> None:
+    """JSON on stdout: json escapes C0 and non-ASCII; DEL is escaped too."""
+    click.echo(json.dumps(doc, indent=2).replace("\x7f", "\\u007f"))
+
+
+class JsonOut:
+    """stdout for the streamed JSON writers (``report.json.write_analysis_json``,
+    ``write_records_json``), escaped as :func:`emit_json` escapes: json escapes C0 and
+    non-ASCII, DEL is escaped here (inside a JSON document it can only be in a string)."""
+
+    def write(self, text: str) -> int:
+        # sys.stdout at call time (click's test runner swaps it); no flush per row
+        return sys.stdout.write(text.replace("\x7f", "\\u007f"))
+
+
 def fail(message: str) -> None:
-    click.echo(f"pcapkit: error: {message}", err=True)
+    emit(f"pcapkit: error: {message}", err=True)
     sys.exit(Exit.ERROR)
 
 
@@ -194,7 +251,9 @@ def cli() -> None:
     type=click.Choice(["text", "json"]),
     default="text",
     show_default=True,
-    help="text for people, json for programs (stable keys: capture, flows, tls, findings, anomalies).",
+    help="text for people, json for programs (top-level keys: "
+    + ", ".join(JSON_KEYS)
+    + "; see the README).",
 )
 @click.option(
     "--all", "show_all", is_flag=True, help="List every flow in text output (default: first 50)."
@@ -214,6 +273,87 @@ def cli() -> None:
     show_default=True,
     help="Hide findings that cost less than this (they do not count for --fail-on either).",
 )
+@click.option(
+    "--flow",
+    "flows",
+    type=int,
+    multiple=True,
+    metavar="N",
+    help="Only this flow (repeatable): its connection and findings.",
+)
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    metavar="KIND[,KIND…]",
+    help="Only findings of these kinds (repeatable).",
+)
+@click.option(
+    "--min-severity",
+    type=click.Choice(["info", "low", "medium", "high"]),
+    default=None,
+    help="Only findings of at least this severity.",
+)
+@click.option(
+    "--since",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only findings that end after this many seconds into the capture.",
+)
+@click.option(
+    "--until",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    help="Only findings that start before this many seconds into the capture.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Only the N worst findings.",
+)
+@click.option(
+    "--max-ttfb-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an HTTP exchange's time to first byte is over MS (or none was "
+    "measured), naming it.",
+)
+@click.option(
+    "--max-ttft-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an exchange's time to first token (SSE event, gRPC message, else "
+    "body byte) is over MS (or none was measured).",
+)
+@click.option(
+    "--max-gap-p95-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when an exchange's p95 gap between events is over MS (or none was measured).",
+)
+@click.option(
+    "--max-handshake-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="MS",
+    help="Exit 3 when a TLS or QUIC handshake took longer than MS (or none was measured).",
+)
+@click.option(
+    "--junit",
+    "junit",
+    type=click.Path(dir_okay=False, writable=True, allow_dash=False),
+    default=None,
+    metavar="FILE",
+    help="Also write JUnit XML for CI: a test case per exchange, handshake, finding and "
+    "gate, failing where the exit code says 3.",
+)
 @threshold_option
 def analyze(
     path: str,
@@ -222,6 +362,17 @@ def analyze(
     show_all: bool,
     fail_on: str | None,
     min_cost_ms: float,
+    flows: tuple[int, ...],
+    kinds: tuple[str, ...],
+    min_severity: str | None,
+    since: float | None,
+    until: float | None,
+    top: int | None,
+    max_ttfb_ms: float | None,
+    max_ttft_ms: float | None,
+    max_gap_p95_ms: float | None,
+    max_handshake_ms: float | None,
+    junit: str | None,
     settings: dict[str, Any],
 ) -> None:
     """Summarise every connection of a capture: bytes, handshake, RTT legs, vantage,
@@ -234,31 +385,89 @@ def analyze(
       pcapkit analyze trace.pcap.gz --format json | jq '.findings[0]'
       pcapkit analyze trace.pcapng --fail-on nagle_delayed_ack,zero_window --min-cost-ms 5
       pcapkit analyze trace.pcapng --set nagle.late_slack_ms=3 --set hol.min_episode_ms=10
+      pcapkit analyze trace.pcapng --flow 3 --min-severity medium --top 5
+      pcapkit analyze trace.pcapng --max-ttft-ms 300 --max-gap-p95-ms 80 --junit out.xml
     """
+    from .detect import KINDS
     from .report import analysis_text, write_analysis_json
+    from .report.narrow import capture_time_ns, narrow, parse_kinds
 
     gate = parse_fail_on(fail_on)
+    limits = {
+        o: v
+        for o, v in (
+            ("--max-ttfb-ms", max_ttfb_ms),
+            ("--max-ttft-ms", max_ttft_ms),
+            ("--max-gap-p95-ms", max_gap_p95_ms),
+            ("--max-handshake-ms", max_handshake_ms),
+        )
+        if v is not None
+    }
+    try:
+        kind_set = parse_kinds(kinds, KINDS) if kinds else None
+    except ValueError as exc:
+        emit(f"pcapkit: error: --kind: {exc}; kinds: {', '.join(KINDS)}", err=True)
+        sys.exit(Exit.USAGE)
     trace, prog = open_trace(path, keylog, settings=settings)
+    failing = None
+    violations: list[Any] = []
     try:
         with trace:
-            findings = trace.findings
-            if min_cost_ms > 0:
-                keep = findings.cost_ms.isna() | (findings.cost_ms >= min_cost_ms)
-                findings = findings[keep.to_numpy(bool)]
+            n_flows = len(trace.flows)
+            bad = [f for f in flows if not 0 <= f < n_flows]
+            if bad:
+                emit(
+                    f"pcapkit: error: --flow {bad[0]}: no such flow (the capture has "
+                    f"{n_flows}: 0–{n_flows - 1})",
+                    err=True,
+                )
+                sys.exit(Exit.USAGE)
+            t0 = trace.capture_summary()["first_ts_ns"]
+            findings = narrow(
+                trace.findings,
+                flows=set(flows) if flows else None,
+                kinds=kind_set,
+                min_severity=min_severity,
+                min_cost_ms=min_cost_ms,
+                since_ns=None if since is None else capture_time_ns(since, t0),
+                until_ns=None if until is None else capture_time_ns(until, t0),
+                top=top,
+            )
+            only = set(flows) if flows else None
             if fmt == "json":
                 if prog:
                     prog.done()
                 # streamed row by row: never the whole document as one string
-                write_analysis_json(trace, sys.stdout, findings=findings)
+                write_analysis_json(trace, JsonOut(), findings=findings, only_flows=only)
             else:
-                text = analysis_text(trace, max_flows=None if show_all else 50, findings=findings)
+                text = analysis_text(
+                    trace,
+                    max_flows=None if show_all or flows else 50,
+                    findings=findings,
+                    only_flows=only,
+                )
                 if prog:
                     prog.done()
-                click.echo(text, nl=False)
+                emit(text, nl=False, styled=True)
+            failing = gate(findings) if gate is not None else None
+            if limits or junit:
+                from .report import gates
+
+                subs = gates.subjects(trace.requests, trace.tls, trace.quic, only)
+                violations = gates.check(limits, subs)
+                for v in violations:
+                    emit(f"pcapkit: {v.line()}", err=True)
+                if junit:
+                    xml = gates.junit_xml(path, subs, findings, limits, violations, failing)
+                    try:
+                        with open(junit, "wb") as fh:
+                            fh.write(xml)
+                    except OSError as exc:
+                        fail(f"--junit {junit}: {exc.strerror or exc}")
             _internal_errors_note(trace)
     except PcapkitError as exc:
         fail(str(exc))
-    if gate is not None and gate(findings):
+    if violations or (failing is not None and bool(failing.any())):
         sys.exit(Exit.FINDINGS)
 
 
@@ -268,7 +477,7 @@ def _internal_errors_note(trace: Trace) -> None:
     unchanged)."""
     n = len(trace.internal_errors)  # what this command computed, nothing more
     if n:
-        click.echo(
+        emit(
             f"pcapkit: {n} internal error(s): pcapkit failed on part of this capture (a bug, "
             "please report it); the anomalies list them as internal_error, the rest of the "
             "report is complete",
@@ -276,8 +485,11 @@ def _internal_errors_note(trace: Trace) -> None:
         )
 
 
-def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
-    """``--fail-on``: a severity name (that or worse) or a comma-separated list of kinds."""
+def parse_fail_on(spec: str | None) -> Callable[[Any], Any] | None:
+    """``--fail-on``: a severity name (that or worse) or a comma-separated list of kinds;
+    the rule as a function of the findings table giving the mask of those it selects."""
+    import pandas as pd
+
     from .detect import KINDS, SEVERITIES
 
     if not spec:
@@ -286,7 +498,7 @@ def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
     if spec in SEVERITIES:
         rank = SEVERITIES.index(spec)
         return lambda df: (
-            bool(df.severity.map(SEVERITIES.index).ge(rank).any()) if len(df) else False
+            df.severity.map(SEVERITIES.index).ge(rank) if len(df) else pd.Series([], dtype=bool)
         )
     kinds = {k.strip() for k in spec.split(",") if k.strip()}
     unknown = kinds - set(KINDS)
@@ -296,10 +508,10 @@ def parse_fail_on(spec: str | None) -> Callable[[Any], bool] | None:
             f"or a severity: {', '.join(SEVERITIES)}",
             param_hint="--fail-on",
         )
-    return lambda df: bool(df.kind.isin(kinds).any())
+    return lambda df: df.kind.isin(kinds)
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
 @click.option("--flow", type=int, default=None, help="Only this flow id.")
 @click.option(
@@ -344,21 +556,30 @@ def print_table(
 
     trace, prog = open_trace(path, keylog, redact=redact, settings=settings)
     with trace:
+        if flow is not None and not 0 <= flow < len(trace.flows):
+            if prog:
+                prog.done()
+            click.echo(
+                f"pcapkit: error: --flow {flow}: no such flow "
+                f"(the capture has {len(trace.flows)}: 0–{len(trace.flows) - 1})",
+                err=True,
+            )
+            sys.exit(Exit.USAGE)
         r = getattr(trace, table)
         if flow is not None:
             r = r[r.flow == flow]
         if prog:
             prog.done()
         if fmt == "json":
-            write_records_json(r, sys.stdout)
+            write_records_json(r, JsonOut())
         elif fmt == "csv":
-            click.echo(r.to_csv(index=False), nl=False)
+            emit(r.to_csv(index=False), nl=False)
         else:
-            click.echo(text(trace, flow), nl=False)
+            emit(text(trace, flow), nl=False)
         _internal_errors_note(trace)
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
 @click.option("--flow", type=int, default=None, help="Only this flow id.")
 @click.option(
@@ -456,7 +677,7 @@ def thresholds(fmt: str, detector: str | None) -> None:
     click.echo(thresholds_text(rows), nl=False)
 
 
-@cli.command(epilog="Exit codes: 0 ok; 2 usage error.")
+@cli.command(epilog=exit_help(Exit.OK, Exit.USAGE))
 @click.option(
     "--format",
     "fmt",
@@ -485,39 +706,122 @@ def limits(fmt: str) -> None:
         click.echo(f"{r.name} = {r.default} {r.unit}\n    {r.reason}")
 
 
-@cli.command(epilog=EXIT_HELP)
+@cli.command(epilog=READ_HELP)
 @trace_options
+@click.option(
+    "--tables",
+    "tables_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="Directory for every table as DIR/<table>.<format> (packets, flows, segments, "
+    "records, tls, quic…, requests, gaps, findings, anomalies).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "csv", "jsonl"]),
+    default="parquet",
+    show_default=True,
+    help="Table format: parquet (needs pyarrow: the [export] extra), csv or jsonl.",
+)
 @click.option(
     "--qlog",
     "qlog_dir",
-    required=True,
+    default=None,
     type=click.Path(file_okay=False),
     help="Directory for one <capture>-flow<N>.sqlog (qlog 0.3, JSON-SEQ) per QUIC connection.",
 )
-def export(path: str, keylog: str | None, qlog_dir: str) -> None:
-    """Export the QUIC connections of a capture as qlog files for qvis.
+def export(
+    path: str, keylog: str | None, tables_dir: str | None, fmt: str, qlog_dir: str | None
+) -> None:
+    """Export a capture's tables for pandas, DuckDB or Polars, and its QUIC connections
+    as qlog files for qvis.
 
-    One JSON-SEQ qlog per connection (network vantage, named from the client's side:
-    its packets are packet_sent, the server's packet_received), with every packet's
-    header and decrypted frames; packets without keys keep their header and say why.
+    --tables writes every table; each *_ts_ns column gets a UTC *_ts timestamp beside
+    it; nested columns (frames, evidence, headers, details) are lists, structs and maps
+    in Parquet, JSON text in CSV, JSON in JSON Lines.  --qlog writes one JSON-SEQ qlog
+    per connection (network vantage, named from the client's side: its packets are
+    packet_sent, the server's packet_received), with every packet's header and decrypted
+    frames; packets without keys keep their header and say why.
 
     \b
     Examples:
+      pcapkit export trace.pcapng --tables out/ --format parquet
       pcapkit export fixtures/h3_streams_drop/client.pcapng --qlog out/qlog
-      pcapkit export trace.pcapng --keylog keys.log --qlog /tmp/q
+      pcapkit export trace.pcapng --keylog keys.log --qlog /tmp/q --tables /tmp/t --format csv
     """
     from .export.qlog import export_qlog
+    from .export.tables import export_tables
 
+    if tables_dir is None and qlog_dir is None:
+        emit("pcapkit: error: export needs --tables DIR or --qlog DIR (or both)", err=True)
+        sys.exit(Exit.USAGE)
     trace, prog = open_trace(path, keylog)
+    written = []
     with trace:
-        written = export_qlog(trace, qlog_dir)
+        if tables_dir is not None:
+            try:
+                written += export_tables(trace, tables_dir, fmt)
+            except RuntimeError as exc:  # no pyarrow for Parquet
+                fail(str(exc))
+        if qlog_dir is not None:
+            quic = export_qlog(trace, qlog_dir)
+            if not quic:
+                emit(f"{path}: no QUIC connections", err=True)
+            written += quic
         _internal_errors_note(trace)
         if prog:
             prog.done()
-    if not written:
-        click.echo(f"{path}: no QUIC connections", err=True)
     for w in written:
-        click.echo(str(w))
+        emit(str(w))
+
+
+@cli.command("slice", epilog=READ_HELP)
+@trace_options
+@click.option(
+    "--flow",
+    "flows",
+    type=int,
+    multiple=True,
+    required=True,
+    metavar="N",
+    help="A flow to keep (repeatable).",
+)
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The pcapng to write.",
+)
+def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str) -> None:
+    """Write some connections of a capture to a new pcapng, with the key-log lines of
+    their TLS/QUIC sessions (and only theirs) embedded as a Decryption Secrets Block:
+    what to share instead of a whole capture (editcap / tshark -w, keys included).
+
+    \b
+    Examples:
+      pcapkit slice trace.pcapng --flow 3 -o flow3.pcapng
+      pcapkit slice trace.pcap --keylog keys.log --flow 3 --flow 7 -o two.pcapng
+    """
+    trace, prog = open_trace(path, keylog)
+    with trace:
+        n_flows = len(trace.flows)
+        bad = [f for f in flows if not 0 <= f < n_flows]
+        if bad:
+            emit(
+                f"pcapkit: error: --flow {bad[0]}: no such flow (the capture has {n_flows}: "
+                f"0–{n_flows - 1})",
+                err=True,
+            )
+            sys.exit(Exit.USAGE)
+        try:
+            n = trace.slice(list(flows), output)
+        except OSError as exc:
+            fail(f"{output}: {exc.strerror or exc}")
+        if prog:
+            prog.done()
+    emit(f"{output}: {n} frames of {len(flows)} flow(s)")
 
 
 @cli.command(
@@ -616,7 +920,7 @@ def main() -> None:
 
         if os.environ.get(STRICT_ENV):
             raise
-        click.echo(
+        emit(  # the message may quote the capture: escaped
             f"pcapkit: internal error: {type(exc).__name__}: {str(exc)[:200]} (a bug, please "
             f"report it; {STRICT_ENV}=1 shows the traceback)",
             err=True,

@@ -601,6 +601,12 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("detail", "str", "a short summary (start line, event data prefix, frame fields)"),
     ],
     "requests": [
+        (
+            "request",
+            "int64",
+            "id of the exchange (its row): messages.request, gaps.request and "
+            "findings.request refer to it",
+        ),
         ("flow", "int64", "flow id"),
         ("stream", "Int64", "HTTP/2 or HTTP/3 stream id; missing for HTTP/1.1"),
         ("protocol", "str", "http/1.1, h2 or h3"),
@@ -750,7 +756,19 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("cost_method", "str", "measured_interval, lower_bound, upper_bound or estimate"),
         ("t_start_ns", "int64", "start of the affected interval"),
         ("t_end_ns", "int64", "end of the affected interval"),
-        ("stream", "Int64", "HTTP/2 or QUIC stream id, where relevant"),
+        (
+            "stream",
+            "Int64",
+            "HTTP/2 or QUIC stream id: the detector's, else its request's when that was "
+            "the only exchange in flight; missing when several streams were delayed",
+        ),
+        (
+            "request",
+            "Int64",
+            "the HTTP exchange it delayed (requests.request): named by the detector, else "
+            "the first exchange of its flow (and stream) in flight during it, else the "
+            "first one begun after it started",
+        ),
         ("vantage", "str", "capture vantage the detector assumed"),
         ("confidence", "float64", "0–1"),
         ("evidence", "object", "list of {frame, role, ts_ns}"),

@@ -221,6 +221,7 @@ class Trace:
             + list(self._app.anomalies)
             + list(self.quic_anomalies)
             + list(self._keys.anomalies)
+            + self._keylog_match()
             + linktype_anomalies(self.raw)
         )
 
@@ -255,6 +256,15 @@ class Trace:
         from .sessions.tls import load_keys
 
         return load_keys(self.keylog, self.secrets)
+
+    def _keylog_match(self) -> list[dict[str, Any]]:
+        """A row when the key log matches no ClientHello of the capture."""
+        from .sessions.tls import keylog_match
+
+        if not len(self._keys.keylog):
+            return []
+        quic = [qf.conn.client_random for qf in self._quic]
+        return keylog_match(self._keys, self._tls, quic)
 
     @property
     def key_sources(self) -> list[str]:
@@ -615,6 +625,34 @@ class Trace:
             c = self._net.dec.cols
             return udp_stream(self.raw.buf, c["payload_off"][sel], c["payload_caplen"][sel])
         return tcp_stream(self.raw.buf, self.stream_index(flow, direction))
+
+    def frame_bytes(self, frame: int) -> bytes:
+        """The captured bytes of ``frame`` (Wireshark's 1-based number), link header on."""
+        if not 1 <= frame <= self.raw.frames:
+            raise KeyError(f"no frame {frame} (the capture has {self.raw.frames})")
+        o = int(self.raw.data_off[frame - 1])
+        return self.raw.buf[o : o + int(self.raw.caplen[frame - 1])].tobytes()
+
+    def slice(self, flows: list[int], path: str | os.PathLike[str]) -> int:
+        """Write the frames of ``flows`` to a pcapng at ``path``, with the key-log lines of
+        their TLS and QUIC sessions (only theirs) in a Decryption Secrets Block, so the
+        slice can be shared and still decrypts.  Returns the number of frames written."""
+        from .io.writer import SECRETS_TLS_KEYLOG, write_frames
+        from .sessions.tls import keylog_lines
+
+        for f in flows:
+            self._flow_dir(f, "c2s")
+        rows = np.nonzero(np.isin(self._net.flows.pkt_flow, np.asarray(flows, np.int64)))[0]
+        wanted = set(flows)
+        randoms = [
+            tf.summary.client_random
+            for tf in self._tls
+            if tf.flow in wanted and tf.summary.client_random
+        ]
+        if any(self._net.flows.proto[f] == PROTO_UDP for f in flows):
+            randoms += [qf.conn.client_random for qf in self._quic if qf.flow in wanted]
+        keys = keylog_lines(self._keys, [r for r in randoms if r])
+        return write_frames(self.raw, rows.tolist(), path, [(SECRETS_TLS_KEYLOG, keys)])
 
     def datagram_frames(self, flow: int, d: int) -> np.ndarray:
         """Packet rows (frame - 1) of one UDP flow direction (``d``: 0 c2s, 1 s2c)."""

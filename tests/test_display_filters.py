@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import pcapkit
@@ -30,8 +31,9 @@ def test_filters_are_widened_to_their_evidence() -> None:
 def test_tshark_accepts_each_filter_and_shows_its_evidence(capture: str) -> None:
     path = FIX / capture
     with pcapkit.open(path) as t:
-        found = [(r.kind, r.display_filter, r.frames) for r in t.findings.itertuples()]
-    for kind, dfilter, frames in found:
+        found = [(r.kind, r.display_filter, r.frames, r.flow) for r in t.findings.itertuples()]
+        pkt_flow = t.packets.flow.to_numpy(dtype=float, na_value=-1)
+    for kind, dfilter, frames, flow in found:
         out = subprocess.run(
             [
                 TSHARK or "tshark",
@@ -51,3 +53,6 @@ def test_tshark_accepts_each_filter_and_shows_its_evidence(capture: str) -> None
         assert out.returncode == 0, (kind, dfilter, out.stderr[-300:])
         shown = {int(x) for x in out.stdout.split()}
         assert set(frames) <= shown, (kind, dfilter, sorted(set(frames) - shown))
+        # nothing outside the connections the finding is about
+        own = {int(pkt_flow[x - 1]) for x in frames} | ({int(flow)} if flow is not pd.NA else set())
+        assert all(int(pkt_flow[x - 1]) in own for x in shown), (kind, dfilter)

@@ -518,3 +518,51 @@ def test_complete_requests_say_so() -> None:
         assert t.requests.request_complete.all()
     with pcapkit.open(FIX / "h3_sse_drop" / "client.pcapng") as t:
         assert t.requests.request_complete.all()
+
+
+# -- join keys ---------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("h2_flow_control", "h2_flow_control_stall"),  # names its stream
+        ("tls_sse_nagle", "sse_batching"),  # names its request
+        ("tls_no_reuse", "tls_resumption_missing"),  # ends before its request begins
+        ("h3_flow_control", "quic_flow_control_stall"),
+    ],
+)
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_findings_join_the_request_they_delayed(name: str, kind: str, vantage: str) -> None:
+    with pcapkit.open(FIX / name / f"{vantage}.pcapng") as t:
+        f = t.findings
+        q = t.requests
+    assert q.request.tolist() == list(range(len(q)))
+    mine = f[f.kind == kind]
+    assert len(mine) and mine.request.notna().all()
+    j = mine.merge(q, on="request", suffixes=("", "_req"))
+    assert len(j) == len(mine)
+    assert (j.flow == j.flow_req).all()
+    named = j.stream.notna()
+    assert (j.stream[named] == j.stream_req[named]).all()
+    for _, r in j.iterrows():  # the exchange was not over before the finding began
+        assert r.last_byte_ts_ns >= r.t_start_ns
+    # messages and gaps point at the same ids
+    assert set(t.messages.request.dropna()) <= set(q.request)
+
+
+def test_findings_of_other_connections_join_nothing() -> None:
+    with pcapkit.open(FIX / "nagle_wwr" / "client.pcapng") as t:
+        assert len(t.requests) == 0
+        assert len(t.findings) and t.findings.request.isna().all()
+
+
+def test_http2_findings_name_the_stream_they_delayed() -> None:
+    """A connection-level finding (TCP head-of-line blocking) names the HTTP/2 stream
+    when it was the only exchange in flight, and none when eight streams waited."""
+    with pcapkit.open(FIX / "h2_sse_drop" / "client.pcapng") as t:
+        f = t.findings.set_index("kind")
+        assert f.loc["tcp_hol_blocking", "stream"] == 1
+        assert f.loc["sse_batching", "stream"] == 1
+    with pcapkit.open(FIX / "h2_hol_drop" / "client.pcapng") as t:
+        hol = t.findings[t.findings.kind == "tcp_hol_blocking"]
+        assert len(hol) == 1 and hol.stream.isna().all() and hol.request.notna().all()
+        assert len(hol.iloc[0].details["h2_victim_streams"]) == 8

@@ -303,3 +303,22 @@ def test_bulk_path_is_taken_without_keys():
     assert any(tf.bulk for tf in t._tls)
     r = t.records
     assert (r.status == "missing_key").sum() >= 20  # the DATA records, header-walked
+
+
+def test_a_key_log_of_another_capture_is_reported() -> None:
+    """Issue 14: a key log whose client randoms match no ClientHello of the capture is an
+    anomaly (not only 'missing_key' on every record); a matching one is not."""
+    from pathlib import Path
+
+    import pcapkit
+
+    fix = Path(__file__).resolve().parent.parent / "fixtures" / "tls_sse_nagle" / "client.pcapng"
+    other = b"CLIENT_RANDOM " + b"ab" * 32 + b" " + b"cd" * 48 + b"\n"
+    with pcapkit.open(fix, other, embedded_keys=False) as t:
+        a = t.anomalies
+        (detail,) = a[a.name == "tls_keylog_unmatched"].detail
+        assert "none of the key log's 1 client random(s) matches one of the 1 ClientHello" in detail
+        assert t.tls.decrypted.tolist() == [False]
+    with pcapkit.open(fix) as t:  # its own keys (the pcapng's DSB)
+        assert "tls_keylog_unmatched" not in set(t.anomalies.name)
+        assert t.tls.decrypted.tolist() == [True]

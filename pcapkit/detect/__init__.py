@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
+
 from ..anomalies import isolate
 from .base import Evidence, Finding, findings_table, frame_filter, severity_for
 from .constants import Coupling
@@ -91,7 +93,61 @@ def run_detectors(
             continue
         out.extend(f for f in found if only is None or f.kind in only)
     out.sort(key=finding_order)
+    try:
+        link_requests(out, ctx.requests)
+    except Exception as exc:  # noqa: BLE001 - the findings stand without their join key
+        if errors is None:
+            raise
+        errors.append(isolate("detect", exc, what="link_requests"))
     return out
+
+
+def link_requests(findings: list[Finding], requests: Any) -> None:
+    """Fill each finding's ``request`` (the exchange it delayed: the detector's
+    ``details["request"]``, else the first exchange of its flow — and stream — in flight
+    between its start and end, else the first one that began after it started: a slow
+    handshake delays the connection's first request). A missing HTTP/2 or HTTP/3
+    ``stream`` is filled when that exchange is the only one it can have delayed (named,
+    or alone in flight); a connection-level finding over several streams keeps none."""
+    if requests is None or len(requests) == 0:
+        return
+    rows = requests[["request", "flow", "stream", "request_start_ts_ns", "last_byte_ts_ns"]]
+    by_flow: dict[int, list[tuple[int, int | None, int, int]]] = {}
+    for r in rows.itertuples(index=False):
+        start = r.request_start_ts_ns
+        end = r.last_byte_ts_ns
+        if start is pd.NA:
+            continue
+        by_flow.setdefault(int(r.flow), []).append(
+            (
+                int(r.request),
+                None if r.stream is pd.NA else int(r.stream),
+                int(start),
+                int(start) if end is pd.NA else int(end),
+            )
+        )
+    streams = {int(r.request): r.stream for r in rows.itertuples(index=False)}
+    for f in findings:
+        if f.request is not None:
+            continue
+        named = f.details.get("request") if isinstance(f.details, dict) else None
+        alone = False  # the one exchange it can have delayed
+        if isinstance(named, int) and named in streams:
+            f.request, alone = named, True
+        elif f.flow is not None:
+            mine = [
+                (req, a, b)
+                for req, stream, a, b in by_flow.get(f.flow, [])
+                if f.stream is None or stream == f.stream
+            ]
+            during = [req for req, a, b in mine if a <= f.t_end_ns and f.t_start_ns <= b]
+            after = [req for req, a, _b in mine if a >= f.t_start_ns]
+            if during or after:
+                f.request = (during or after)[0]
+                alone = len(during) == 1
+        s = streams.get(f.request) if f.request is not None else None
+        if f.stream is None and alone and s is not None and s is not pd.NA:
+            f.stream = int(s)
 
 
 __all__ = [

@@ -63,6 +63,7 @@ class Finding:
     confidence: float = 0.5
     checks: list[str] = field(default_factory=list)
     stream: int | None = None
+    request: int | None = None  # the HTTP exchange it delayed (requests.request)
     severity: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -113,6 +114,7 @@ def findings_table(fs: list[Finding]) -> pd.DataFrame:
         "t_start_ns": np.array([f.t_start_ns for f in fs], np.int64),
         "t_end_ns": np.array([f.t_end_ns for f in fs], np.int64),
         "stream": pd.array([f.stream for f in fs], dtype="Int64"),
+        "request": pd.array([f.request for f in fs], dtype="Int64"),
         "vantage": [f.vantage for f in fs],
         "confidence": np.array([f.confidence for f in fs], np.float64),
         "evidence": [

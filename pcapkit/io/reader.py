@@ -25,14 +25,16 @@ the walk with an anomaly row; the frames before them are kept.
 
 from __future__ import annotations
 
-import gzip
 import mmap
 import os
+import shutil
 import signal
+import stat
 import struct
 import sys
 import tempfile
 import threading
+import zlib
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -227,33 +229,26 @@ def _anomaly(
 # opening
 
 
+# stdin, pipes and other streams are copied to an unlinked temporary file in chunks of
+# this size, then mapped like a file: bounded memory however large the input
+SPOOL_CHUNK = 1 << 20
+STDIN = "-"
 # The gzip_ratio limit is checked once this many bytes are inflated: a small capture of
 # zero-filled frames may compress past the ratio and is no bomb (Apache POI's grace size
 # is 100 KB; 16 MiB of frames is ~0.1 s of reading and ~10^6 frames at worst).
 GZIP_RATIO_GRACE = 16 << 20
+# at most this many bytes come out of one inflate call (deflate reaches ~1000:1: one
+# unbounded call on a 1 MiB chunk of a bomb would hold ~1 GB)
 GZIP_CHUNK = 1 << 20
 
 
-def _inflate(gz: Any, src: BinaryIO, dst: BinaryIO, limits: Limits) -> tuple[int, str | None]:
-    """Copy the inflated stream ``gz`` (reading ``src``) to ``dst`` within the gzip limits;
-    (bytes written, why it stopped early or None)."""
-    ratio, cap = limits["gzip_ratio"], limits["gzip_bytes"]
-    total = 0
-    while True:
-        chunk = gz.read(GZIP_CHUNK)
-        if not chunk:
-            return total, None
-        if total + len(chunk) > cap:
-            dst.write(chunk[: cap - total])
-            return cap, f"inflates past the gzip_bytes limit ({cap} bytes)"
-        dst.write(chunk)
-        total += len(chunk)
-        packed = max(src.tell(), 1)
-        if total >= GZIP_RATIO_GRACE and total > ratio * packed:
-            return total, (
-                f"inflates {total} bytes from {packed} compressed ({total / packed:.0f}x), past "
-                f"the gzip_ratio limit ({ratio}x): a decompression bomb"
-            )
+def _spool(src: BinaryIO, prefix: str) -> BinaryIO:
+    """``src`` read to its end into an unlinked temporary file (rewound)."""
+    tmp = tempfile.TemporaryFile(prefix=prefix)
+    shutil.copyfileobj(src, tmp, SPOOL_CHUNK)
+    tmp.flush()
+    tmp.seek(0)
+    return tmp
 
 
 def _open_bytes(
@@ -261,40 +256,53 @@ def _open_bytes(
 ) -> tuple[Any, bool, list[Any], list[dict[str, Any]]]:
     """Return (buffer, compressed, objects to keep alive/close, anomalies).
 
-    Plain files are mmapped read-only; gzip files are inflated into an unlinked
-    temporary file that is then mmapped, so memory stays bounded for large input, and
-    within the ``gzip_ratio`` / ``gzip_bytes`` limits (past them: the capture is read up
-    to there, with a ``gzip_limit_exceeded`` anomaly).
+    Plain files are mmapped read-only.  ``-`` (stdin), pipes, FIFOs and character
+    devices (``/dev/stdin``) cannot be mapped: they are spooled to an unlinked
+    temporary file first.  gzip input is inflated into an unlinked temporary file
+    that is then mmapped, so memory stays bounded for large input, and within the
+    ``gzip_ratio`` / ``gzip_bytes`` limits (past them: the capture is read up to there,
+    with a ``gzip_limit_exceeded`` anomaly); a gzip stream cut short (or corrupt
+    part-way) keeps what inflated before the cut and says where, as tshark reads the
+    frames before it.
     """
     limits = Limits.default() if limits is None else limits
     anomalies: list[dict[str, Any]] = []
-    f: BinaryIO = open(path, "rb")  # noqa: SIM115 - kept open with the mmap
+    if os.fspath(path) == STDIN:
+        f: BinaryIO = _spool(sys.stdin.buffer, "pcapkit-stdin-")
+    else:
+        f = open(path, "rb")  # noqa: SIM115 - kept open with the mmap
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            piped = f
+            f = _spool(piped, "pcapkit-stream-")
+            piped.close()
     head = f.read(4)
     f.seek(0)
     if head[:2] == GZIP_MAGIC:
         tmp = tempfile.TemporaryFile(prefix="pcapkit-gunzip-")
-        try:
-            with gzip.GzipFile(fileobj=f) as gz:
-                inflated, stop = _inflate(gz, f, tmp, limits)
-            if stop is not None:
-                anomalies.append(
-                    _anomaly(
-                        "gzip_limit_exceeded",
-                        f"the gzip stream {stop}; the capture is read up to there",
-                        offset=inflated,
-                    )
-                )
-        except (OSError, EOFError) as exc:  # corrupt or cut-short gzip stream
-            tmp.flush()
-            if tmp.tell() == 0:
-                f.close()
-                tmp.close()
-                raise NotACapture(f"{path}: gzip stream is corrupt ({exc})") from exc
+        inflated, problem, stop = _gunzip(f, tmp, limits)
         f.close()
         tmp.flush()
-        if tmp.tell() == 0:
+        if inflated == 0:
             tmp.close()
-            raise NotACapture(f"{path}: empty gzip stream")
+            why = f"gzip stream is corrupt ({problem})" if problem else "empty gzip stream"
+            raise NotACapture(f"{path}: {why}")
+        if stop:
+            anomalies.append(
+                _anomaly(
+                    "gzip_limit_exceeded",
+                    f"the gzip stream {stop}; the capture is read up to there",
+                    offset=inflated,
+                )
+            )
+        if problem:
+            anomalies.append(
+                _anomaly(
+                    "gzip_truncated",
+                    f"the gzip stream ends early or is corrupt after {inflated} inflated "
+                    f"bytes ({problem}); the capture is read up to there",
+                    offset=inflated,
+                )
+            )
         mm = mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ)
         return mm, True, [mm, tmp], anomalies
     size = os.fstat(f.fileno()).st_size
@@ -303,6 +311,51 @@ def _open_bytes(
         raise NotACapture(f"{path}: empty file")
     mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     return mm, False, [mm, f], anomalies
+
+
+def _gunzip(src: BinaryIO, dst: BinaryIO, limits: Limits) -> tuple[int, str | None, str | None]:
+    """Inflate every gzip member of ``src`` into ``dst`` chunk by chunk, at most
+    ``GZIP_CHUNK`` bytes out of each inflate call, within the ``gzip_bytes`` and
+    ``gzip_ratio`` limits; (bytes written, what cut the stream short or None, which limit
+    stopped it or None).  What inflated before a cut or a corrupt block is kept
+    (``gzip.GzipFile`` would lose the last chunk read)."""
+    ratio, cap = limits["gzip_ratio"], limits["gzip_bytes"]
+    written = packed = 0
+    d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    while True:
+        chunk = src.read(SPOOL_CHUNK)
+        if not chunk:
+            if not d.eof:
+                return written, "the stream ends before its end-of-stream marker", None
+            return written, None, None
+        packed += len(chunk)
+        while True:  # until this chunk is consumed and no output is pending
+            try:
+                out = d.decompress(chunk, GZIP_CHUNK)
+            except zlib.error as exc:
+                return written, str(exc), None
+            if written + len(out) > cap:
+                dst.write(out[: cap - written])
+                return cap, None, f"inflates past the gzip_bytes limit ({cap} bytes)"
+            dst.write(out)
+            written += len(out)
+            if written >= GZIP_RATIO_GRACE and written > ratio * packed:
+                return (
+                    written,
+                    None,
+                    f"inflates {written} bytes from {packed} compressed "
+                    f"({written / packed:.0f}x), past the gzip_ratio limit ({ratio}x): a "
+                    "decompression bomb",
+                )
+            if d.eof:  # a gzip member ended: another may follow (RFC 1952 §2.2)
+                chunk = d.unused_data
+                if chunk[:2] != GZIP_MAGIC:
+                    return written, None, None  # trailing garbage after the last member
+                d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+                continue
+            chunk = d.unconsumed_tail
+            if not chunk and len(out) < GZIP_CHUNK:
+                break
 
 
 ProgressFn = Callable[[float], None]

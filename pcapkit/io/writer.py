@@ -12,7 +12,7 @@ import struct
 from collections.abc import Iterable
 from typing import BinaryIO
 
-from .reader import LINKTYPE_NONE, read_capture
+from .reader import LINKTYPE_NONE, RawCapture, read_capture
 
 SECRETS_TLS_KEYLOG = 0x544C534B  # "TLSK": NSS key log (pcapng §4.7)
 
@@ -113,6 +113,40 @@ def write_pcap(
             w.write(ts, data)
 
 
+def write_frames(
+    cap: RawCapture,
+    rows: Iterable[int],
+    dst_path: str | os.PathLike[str],
+    secrets: Iterable[tuple[int, bytes]] = (),
+) -> int:
+    """Copy the frames at ``rows`` (0-based, in order) of ``cap`` to a pcapng at
+    ``dst_path`` with each of ``secrets`` (secrets type, data; ``TLSK`` for an NSS key
+    log) in a Decryption Secrets Block before the first packet; interfaces, nanosecond
+    timestamps and original lengths are kept.  Returns the number of frames written."""
+    n = 0
+    with open(dst_path, "wb") as f:
+        w = PcapngWriter(f)
+        for intf in cap.interfaces:
+            w.add_interface(intf.linktype, snaplen=intf.snaplen, name=intf.name)
+        for stype, data in secrets:
+            if data:
+                w.write_secrets(data, stype)
+        buf = cap.buf
+        for i in rows:
+            iface = int(cap.iface[i])
+            if iface < 0 or cap.interfaces[iface].linktype == LINKTYPE_NONE:
+                continue
+            o = int(cap.data_off[i])
+            w.write(
+                iface,
+                int(cap.ts_ns[i]),
+                buf[o : o + int(cap.caplen[i])].tobytes(),
+                int(cap.origlen[i]),
+            )
+            n += 1
+    return n
+
+
 def inject_secrets(
     src_path: str | os.PathLike[str], dst_path: str | os.PathLike[str], keylog: bytes
 ) -> None:
@@ -126,25 +160,7 @@ def inject_secrets(
     """
     cap = read_capture(src_path)
     try:
-        with open(dst_path, "wb") as f:
-            w = PcapngWriter(f)
-            for intf in cap.interfaces:
-                w.add_interface(intf.linktype, snaplen=intf.snaplen, name=intf.name)
-            for s in cap.secrets:
-                w.write_secrets(s.data, s.secrets_type)
-            if keylog:
-                w.write_secrets(keylog, SECRETS_TLS_KEYLOG)
-            buf = cap.buf
-            for i in range(cap.frames):
-                iface = int(cap.iface[i])
-                if iface < 0 or cap.interfaces[iface].linktype == LINKTYPE_NONE:
-                    continue
-                o = int(cap.data_off[i])
-                w.write(
-                    iface,
-                    int(cap.ts_ns[i]),
-                    buf[o : o + int(cap.caplen[i])].tobytes(),
-                    int(cap.origlen[i]),
-                )
+        secrets = [(s.secrets_type, s.data) for s in cap.secrets]
+        write_frames(cap, range(cap.frames), dst_path, secrets + [(SECRETS_TLS_KEYLOG, keylog)])
     finally:
         cap.close()

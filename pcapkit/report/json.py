@@ -66,11 +66,36 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return list(iter_records(df))
 
 
-def _sections(trace: Trace, findings: pd.DataFrame | None) -> Iterator[tuple[str, Any, bool]]:
-    """(key, value, is_rows) of the report, in order; rows are computed lazily."""
+# The report's top-level keys, in order (the README's JSON section and ``--help`` are
+# checked against this list by tests/test_cli.py).
+JSON_KEYS = (
+    "schema_version",
+    "capture",
+    "coverage",
+    "flows",
+    "tls",
+    "quic",
+    "requests",
+    "gaps",
+    "findings",
+    "anomalies",
+)
+
+
+def _sections(
+    trace: Trace, findings: pd.DataFrame | None, only_flows: set[int] | None
+) -> Iterator[tuple[str, Any, bool]]:
+    """(key, value, is_rows) of the report, in :data:`JSON_KEYS` order; rows are computed
+    lazily."""
+    from .narrow import flow_rows
+
     # the detectors run first: a detector that failed is an anomaly the capture's
     # ``anomalies`` count must include
     findings = trace.findings if findings is None else findings
+    requests = trace.requests
+    gaps = trace.gaps
+    if only_flows is not None:
+        gaps = gaps[gaps.request.isin(list(flow_rows(requests, only_flows).index))]
     yield "schema_version", SCHEMA_VERSION, False
     yield (
         "capture",
@@ -78,36 +103,51 @@ def _sections(trace: Trace, findings: pd.DataFrame | None) -> Iterator[tuple[str
         False,
     )
     yield "coverage", to_jsonable(coverage(trace)), False
-    yield "flows", iter_records(trace.flows_in_detail), True  # the connections limit
-    yield "tls", iter_records(trace.tls), True
-    yield "quic", iter_records(trace.quic), True
-    yield "requests", iter_records(trace.requests), True
-    yield "gaps", iter_records(trace.gaps), True
+    # flows: those analysed in detail (the connections limit), narrowed
+    yield "flows", iter_records(flow_rows(trace.flows_in_detail, only_flows)), True
+    yield "tls", iter_records(flow_rows(trace.tls, only_flows)), True
+    yield "quic", iter_records(flow_rows(trace.quic, only_flows)), True
+    yield "requests", iter_records(flow_rows(requests, only_flows)), True
+    yield "gaps", iter_records(gaps), True
     yield "findings", iter_records(findings), True
     yield "anomalies", iter_records(trace.anomalies), True
 
 
-def analysis_json(trace: Trace, findings: pd.DataFrame | None = None) -> dict[str, Any]:
-    return {k: list(v) if rows else v for k, v, rows in _sections(trace, findings)}
+def analysis_json(
+    trace: Trace,
+    findings: pd.DataFrame | None = None,
+    only_flows: set[int] | None = None,
+) -> dict[str, Any]:
+    """The JSON report (:data:`JSON_KEYS`); ``findings`` as narrowed by the caller, the
+    per-flow tables limited to ``only_flows`` when given."""
+    doc = {k: list(v) if rows else v for k, v, rows in _sections(trace, findings, only_flows)}
+    assert tuple(doc) == JSON_KEYS
+    return doc
 
 
 def _indented(value: Any, pad: str) -> str:
     return json.dumps(value, indent=2).replace("\n", "\n" + pad)
 
 
-def write_analysis_json(trace: Trace, fp: IO[str], findings: pd.DataFrame | None = None) -> None:
+def write_analysis_json(
+    trace: Trace,
+    fp: IO[str],
+    findings: pd.DataFrame | None = None,
+    only_flows: set[int] | None = None,
+) -> None:
     """Write :func:`analysis_json`'s document to ``fp`` as ``json.dumps(doc, indent=2)``
     followed by a newline would — row by row, never the whole document in memory."""
     fp.write("{")
-    first = True
-    for key, value, rows in _sections(trace, findings):
-        fp.write(("" if first else ",") + "\n  " + json.dumps(key) + ": ")
-        first = False
+    keys = []
+    for key, value, rows in _sections(trace, findings, only_flows):
+        fp.write(("," if keys else "") + "\n  " + json.dumps(key) + ": ")
+        keys.append(key)
         if rows:
             _write_rows(fp, value)
         else:
             fp.write(_indented(value, "  "))
     fp.write("\n}\n")
+    assert tuple(keys) == JSON_KEYS
 
 
 def _write_rows(fp: IO[str], rows: Iterable[dict[str, Any]]) -> None:

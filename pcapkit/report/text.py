@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -109,6 +110,63 @@ def finding_lines(f: Any) -> list[str]:
     return lines
 
 
+def grouped_finding_lines(group: list[Any]) -> list[str]:
+    """Findings of one kind on one connection direction: the costliest in full, the
+    others one line each (their frames and cost), with one explanation and one remedy."""
+    lines = finding_lines(group[0])
+    if len(group) > 1:
+        lines.insert(1, f"      {len(group)} times on this connection; the costliest:")
+        more = []
+        for f in group[1:]:
+            cost = "" if _na(f.cost_ms) else f" {_ms(f.cost_ms)}"
+            frames = ", ".join(str(x) for x in list(f.frames)[:6])
+            more.append(f"frames {frames}{' …' if len(f.frames) > 6 else ''}{cost}")
+        lines += _wrap("also: " + "; ".join(more), "      ")
+    return lines
+
+
+def _groups(findings: list[Any]) -> list[list[Any]]:
+    """Findings (worst first) grouped by (kind, dir), groups in worst-first order."""
+    out: dict[tuple[Any, Any], list[Any]] = {}
+    for f in findings:
+        out.setdefault((f.kind, f.dir), []).append(f)
+    return list(out.values())
+
+
+def summary_lines(findings: Any, flows: Any) -> list[str]:
+    """The connections with findings, worst first: Wireshark's stream, endpoints, and the
+    kinds found with their count and cost (overlapping waits counted once)."""
+    if findings.empty:
+        return []
+    f = findings[findings.flow.notna()]
+    if f.empty:
+        return []
+    by_flow = flows.set_index("flow")
+    rows = []
+    for flow, g in f.groupby("flow", sort=False):
+        r = by_flow.loc[int(flow)]
+        kinds = [
+            f"{k} ×{int((g.kind == k).sum())}"
+            + (
+                f" ({_ms(time_lost_ms(g[g.kind == k]))})"
+                if (g[g.kind == k].severity != "info").any()
+                else ""
+            )
+            for k in dict.fromkeys(g.kind)
+        ]
+        lost = time_lost_ms(g[g.severity != "info"])
+        rows.append((lost, int(flow), r, kinds))
+    rows.sort(key=lambda x: (-x[0], x[1]))
+    out = ["findings by connection, worst first:"]
+    for lost, flow, r, kinds in rows:
+        out += _wrap(
+            f"flow {flow} ({wireshark_name(r.proto, r.stream)}) {r.server_ip}:{r.server_port}: "
+            f"{_ms(lost) if lost else 'no time lost'} — " + ", ".join(kinds),
+            "  ",
+        )
+    return out
+
+
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
     import textwrap
 
@@ -179,11 +237,17 @@ def verdict(findings: Any, cov: dict[str, Any] | None = None) -> str:
     return line + (f"; {blind}" if blind else "")
 
 
+def wireshark_name(proto: Any, stream: Any) -> str:
+    """How Wireshark names a connection: ``tcp.stream 3`` / ``udp.stream 0``."""
+    return f"{proto}.stream {stream}"
+
+
 def flow_lines(r: Any, t0: int, tls: Any = None) -> list[str]:
     arrow = "→"
     dur = (int(r.last_ts_ns) - int(r.first_ts_ns)) / 1e6
     head = (
-        f"flow {r.flow:<3} {r.proto:<3}  {r.client_ip}:{r.client_port} {arrow} {r.server_ip}:{r.server_port}"
+        f"flow {r.flow:<3} {wireshark_name(r.proto, r.stream)}  {r.client_ip}:{r.client_port} "
+        f"{arrow} {r.server_ip}:{r.server_port}"
         f"   frames {r.first_frame}–{r.last_frame}, +{(int(r.first_ts_ns) - t0) / 1e6:.1f} ms, {_ms(dur)}"
     )
     lines = [head]
@@ -319,8 +383,15 @@ def requests_text(trace: Trace, flow: int | None = None) -> str:
 
 
 def analysis_text(
-    trace: Trace, *, max_flows: int | None = DEFAULT_MAX_FLOWS, findings: Any = None
+    trace: Trace,
+    *,
+    max_flows: int | None = DEFAULT_MAX_FLOWS,
+    findings: Any = None,
+    only_flows: set[int] | None = None,
 ) -> str:
+    """The report of ``pcapkit analyze``: header, a summary of the connections with
+    findings, each connection (limited to ``only_flows`` when given) with its findings
+    grouped by kind, coverage, verdict, anomalies."""
     cap = trace.capture_summary()
     flows = trace.flows
     anomalies = trace.anomalies
@@ -333,7 +404,13 @@ def analysis_text(
     if trace.key_sources:
         out.append(f"  keys from: {'; '.join(trace.key_sources)}")
     t0 = cap["first_ts_ns"] or 0
-    shown = flows if max_flows is None else flows.head(max_flows)
+    findings = trace.findings if findings is None else findings
+    summary = summary_lines(findings, flows)
+    if summary:
+        out.append("")
+        out.extend(summary)
+    listed = flows if only_flows is None else flows[flows.flow.isin(sorted(only_flows))]
+    shown = listed if max_flows is None else listed.head(max_flows)
     tls = {int(x.flow): x for x in trace.tls.itertuples(index=False)}
     quic = {int(x.flow): x for x in trace.quic.itertuples(index=False)}
     reqs: dict[int, list[Any]] = {}
@@ -342,7 +419,6 @@ def analysis_text(
     gaps: dict[int, list[Any]] = {}
     for g in trace.gaps.itertuples(index=False):
         gaps.setdefault(int(g.request), []).append(g)
-    findings = trace.findings if findings is None else findings
     per_flow: dict[int, list[Any]] = {}
     for fnd in findings.itertuples(index=False):
         per_flow.setdefault(-1 if _na(fnd.flow) else int(fnd.flow), []).append(fnd)
@@ -359,14 +435,14 @@ def analysis_text(
             out.append(
                 f"    … {len(flow_reqs) - MAX_REQUESTS_SHOWN} more requests (pcapkit requests)"
             )
-        for fnd in per_flow.get(int(r.flow), []):
-            out.extend(finding_lines(fnd))
-    for fnd in per_flow.get(-1, []):
+        for group in _groups(per_flow.get(int(r.flow), [])):
+            out.extend(grouped_finding_lines(group))
+    for group in _groups(per_flow.get(-1, [])):
         out.append("")
-        out.extend(finding_lines(fnd))
-    if len(shown) < len(flows):
+        out.extend(grouped_finding_lines(group))
+    if len(shown) < len(listed):
         out.append("")
-        out.append(f"… {len(flows) - len(shown)} more flows (use --all, or --format json)")
+        out.append(f"… {len(listed) - len(shown)} more flows (use --all, or --format json)")
     cov = coverage(trace)
     out.append("")
     out.append(coverage_line(cov))
@@ -383,32 +459,36 @@ def analysis_text(
 
 
 def records_text(trace: Trace, flow: int | None = None) -> str:
-    """The alignment table of ``pcapkit records``: one line per TLS record."""
+    """The alignment table of ``pcapkit records``: one line per TLS record (the type column
+    as wide as its longest name: names are never cut)."""
     r = trace.records
     if flow is not None:
         r = r[r.flow == flow]
     if r.empty:
         return "no TLS records\n"
+    rows = []
+    for x in r.itertuples(index=False):
+        ct = CONTENT_TYPES.get(int(x.content_type), str(x.content_type))
+        rows.append((x, str(x.handshake) if x.handshake else ct))
+    w = max(17, *(len(ct) for _, ct in rows))
     head = (
-        f"{'flow':>4} {'dir':<3} {'frames':>11} {'offset':>9} {'len':>6} {'type':<17} "
+        f"{'flow':>4} {'dir':<3} {'frames':>11} {'offset':>9} {'len':>6} {'type':<{w}} "
         f"{'plain':>6} {'segs':>4} {'psh':>3} {'unit':>5} {'n/u':>3}  status"
     )
     out = [head]
-    for x in r.itertuples(index=False):
+    for x, ct in rows:
         frames = (
             f"{x.first_frame}"
             if x.first_frame == x.last_frame
             else f"{x.first_frame}-{x.last_frame}"
         )
-        ct = CONTENT_TYPES.get(int(x.content_type), str(x.content_type))
-        if x.handshake:
-            ct = str(x.handshake)[:17]
         plain = "" if _na(x.plaintext_len) else str(x.plaintext_len)
-        flags = "R" if x.retransmitted else ""
         out.append(
-            f"{x.flow:>4} {x.dir:<3} {frames:>11} {x.offset:>9} {x.length:>6} {ct:<17} {plain:>6} "
-            f"{x.segments:>4} {'yes' if x.psh_end else 'no':>3} {x.push_unit:>5} {x.records_in_unit:>3}  "
-            f"{x.status}{' (retransmitted)' if flags else ''}{f' ({x.missing_bytes} B missing)' if x.missing_bytes else ''}"
+            f"{x.flow:>4} {x.dir:<3} {frames:>11} {x.offset:>9} {x.length:>6} {ct:<{w}} "
+            f"{plain:>6} {x.segments:>4} {'yes' if x.psh_end else 'no':>3} {x.push_unit:>5} "
+            f"{x.records_in_unit:>3}  {x.status}"
+            + (" (retransmitted)" if x.retransmitted else "")
+            + (f" ({x.missing_bytes} B missing)" if x.missing_bytes else "")
         )
     return "\n".join(out) + "\n"
 
@@ -422,3 +502,34 @@ def thresholds_text(rows: list[Any]) -> str:
         out.append(f"{r.name} = {r.default} {r.unit}  {rng}")
         out.extend(_wrap(r.source, "    "))
     return "\n".join(out) + "\n"
+
+
+_SEVERITY_STYLE = {
+    "high": {"fg": "red", "bold": True},
+    "medium": {"fg": "yellow", "bold": True},
+    "low": {"fg": "cyan"},
+    "info": {"dim": True},
+}
+_HEADLINE = re.compile(r"^(\s*▶ )(\S+)( \[)(info|low|medium|high)(.*)$")
+
+
+def colorize(text: str) -> str:
+    """The report with finding headlines (kind bold, severity by colour) and the verdict
+    styled (ANSI; the caller decides whether the output is a terminal)."""
+    import click
+
+    out = []
+    for line in text.split("\n"):
+        m = _HEADLINE.match(line)
+        if m:
+            line = (
+                m.group(1)
+                + click.style(m.group(2), bold=True)
+                + m.group(3)
+                + click.style(m.group(4), **_SEVERITY_STYLE[m.group(4)])  # type: ignore[arg-type]
+                + m.group(5)
+            )
+        elif line.startswith("verdict:"):
+            line = click.style(line, bold=True)
+        out.append(line)
+    return "\n".join(out)

@@ -1190,7 +1190,9 @@ def requests_table(app: AppTables) -> pd.DataFrame:
     n = len(app.requests["flow"])
     if n == 0:
         return schema.frame("requests", n=0)
-    return schema.frame("requests", dict(app.requests), n)
+    data: dict[str, Any] = dict(app.requests)
+    data["request"] = np.arange(n, dtype=np.int64)
+    return schema.frame("requests", data, n)
 
 
 def h2_windows_table(app: AppTables) -> pd.DataFrame:

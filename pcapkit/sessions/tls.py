@@ -914,3 +914,39 @@ def record_overhead(version: int | None, suite_id: int | None) -> int | None:
         return HEADER_LENGTH + s.record_iv_length + s.tag_length
     iv = 0 if version <= TLS10 else s.record_iv_length
     return HEADER_LENGTH + iv + s.mac_length + 1
+
+
+def keylog_match(
+    keys: KeySources, tls_flows: list[TlsFlow], quic_client_randoms: list[bytes]
+) -> list[dict[str, Any]]:
+    """An anomalies row when a key log was given but none of its client randoms is the
+    random of a ClientHello in the capture (a key log of another capture, or a garbage
+    file): without it, "not decrypted: missing_key" would be all the user sees."""
+    kl = keys.keylog
+    if not len(kl):
+        return []
+    randoms = [tf.summary.client_random for tf in tls_flows if tf.summary.client_random]
+    randoms += [r for r in quic_client_randoms if r]
+    if not randoms or any(r in kl for r in randoms):
+        return []
+    return [
+        {
+            "name": "tls_keylog_unmatched",
+            "frame": None,
+            "flow": None,
+            "offset": None,
+            "detail": f"none of the key log's {len(kl)} client random(s) matches one of the "
+            f"{len(randoms)} ClientHello(s) in the capture: a key log of another capture? "
+            f"(keys from: {'; '.join(keys.sources)})",
+        }
+    ]
+
+
+def keylog_lines(keys: KeySources, client_randoms: list[bytes]) -> bytes:
+    """The NSS key-log lines of these sessions only (what a shared slice of a capture
+    needs to stay decryptable, and no other session's secrets)."""
+    out = []
+    for cr in dict.fromkeys(client_randoms):
+        for label, secret in sorted(keys.keylog.secrets_for(cr).items()):
+            out.append(f"{label} {cr.hex()} {secret.reveal().hex()}\n")
+    return "".join(out).encode("ascii")
