@@ -14,8 +14,17 @@ from .trace import StreamBytes, Trace, open
 
 __version__ = "0.1.0"
 
+
+def diff(before, after, **kwargs):  # type: ignore[no-untyped-def]
+    """Compare two captures (paths or traces): :func:`pcapkit.report.diff.diff`."""
+    from .report.diff import diff as _diff
+
+    return _diff(before, after, **kwargs)
+
+
 __all__ = [
     "open",
+    "diff",
     "Trace",
     "StreamBytes",
     "PcapkitError",

@@ -95,6 +95,17 @@ def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="NSS key log (SSLKEYLOGFILE format) for TLS/QUIC; keys embedded in "
         "pcapng Decryption Secrets Blocks are used too.",
     )
+    @limit_option
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return f(*args, **kwargs)
+
+    return wrapper
+
+
+def limit_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--limit NAME=VALUE`` (repeatable) for every command that opens a capture."""
+
     @click.option(
         "--limit",
         "limits",
@@ -483,6 +494,132 @@ def _internal_errors_note(trace: Trace) -> None:
             "report is complete",
             err=True,
         )
+
+
+DIFF_METRICS = (
+    "ttfb_ms",
+    "ttft_ms",
+    "response_ms",
+    "gap_p50_ms",
+    "gap_p95_ms",
+    "gap_max_ms",
+    "events_per_s",
+    "bytes_per_s",
+    "exchange_ms",
+    "handshake_ms",
+    "findings_cost_ms",
+    "connections",
+    "handshakes",
+    "resumed_handshakes",
+    "requests_per_connection",
+)
+
+
+@cli.command(
+    "diff",
+    epilog=READ_HELP[:-1] + "; 3 a metric got worse by more than --fail-on-regression.",
+)
+@click.argument("before", type=click.Path(allow_dash=False), metavar="BEFORE")
+@click.argument("after", type=click.Path(allow_dash=False), metavar="AFTER")
+@click.option(
+    "--keylog",
+    type=click.Path(),
+    default=None,
+    help="NSS key log for both captures (embedded pcapng keys are used too).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: verdict, metrics, requests (<metric>_before/_after), "
+    "unmatched, findings (appeared, gone), noise, notes.",
+)
+@click.option(
+    "--noise-pct",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="A metric changed only when it moved by more than this share of its before value…",
+)
+@click.option(
+    "--noise-ms",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="…and, for times, by more than this many ms.",
+)
+@click.option(
+    "--fail-on-regression",
+    "fail_pct",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="PCT",
+    help="Exit 3 when a --metric (default: every judged metric) got worse by more than "
+    "PCT percent.",
+)
+@click.option(
+    "--metric",
+    "metrics",
+    type=click.Choice(DIFF_METRICS),
+    multiple=True,
+    help="The metric(s) --fail-on-regression watches (repeatable).",
+)
+@limit_option
+def diff(
+    before: str,
+    after: str,
+    keylog: str | None,
+    fmt: str,
+    noise_pct: float,
+    noise_ms: float,
+    fail_pct: float | None,
+    metrics: tuple[str, ...],
+) -> None:
+    """Compare two captures of the same workload — before and after a change: requests
+    matched by x-request-id, traceparent, else method, authority and path in order;
+    TTFB, TTFT, whole response, gaps, events/s and bytes/s per request; turn times of
+    connections without HTTP; handshakes, connections, resumptions; findings that
+    appeared or are gone; a verdict (improved, regressed, unchanged) outside a noise band.
+
+    \b
+    Examples:
+      pcapkit diff before.pcapng after.pcapng
+      pcapkit diff before.pcapng after.pcapng --format json | jq .verdict
+      pcapkit diff a.pcapng b.pcapng --fail-on-regression 10 --metric ttft_ms
+    """
+    from .report.diff import diff as compare
+    from .report.diff import diff_json, diff_text
+
+    traces = []
+    for p in (before, after):
+        t, prog = open_trace(p, keylog)
+        traces.append(t)
+    try:
+        d = compare(traces[0], traces[1], noise_pct=noise_pct, noise_ms=noise_ms)
+    except PcapkitError as exc:
+        fail(str(exc))
+    finally:
+        for t in traces:
+            t.close()
+    for t in traces:
+        _internal_errors_note(t)
+    if fmt == "json":
+        emit_json(diff_json(d))
+    else:
+        emit(diff_text(d), nl=False, styled=True)
+    if fail_pct is not None:
+        worse = d.regressions(fail_pct, list(metrics) or None)
+        for r in worse.itertuples(index=False):
+            by = "from 0" if r.before == 0 else f"{r.change_pct:+.1f}%"
+            emit(
+                f"pcapkit: regression: {r.metric} {r.before:.6g} → {r.after:.6g} "
+                f"({by}, more than {fail_pct:g}%)",
+                err=True,
+            )
+        if len(worse):
+            sys.exit(Exit.FINDINGS)
 
 
 def parse_fail_on(spec: str | None) -> Callable[[Any], Any] | None:

@@ -146,6 +146,7 @@ class StopReason(str, enum.Enum):
     SIZE = "size"  # file size limit reached
     DURATION = "duration"  # time limit reached
     INTERRUPT = "interrupt"  # SIGINT/SIGTERM/SIGHUP (capture without a command)
+    BLOCK = "block"  # the caller's with-block ended (LiveCapture, the pytest plugin)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -608,6 +609,120 @@ def run_and_capture(
     if tail_s < 0:
         raise ValueError("tail_s must be >= 0")
     return _run(interface, Path(output), argv, bpf, count, duration_s, max_bytes, snaplen, tail_s)
+
+
+class LiveCapture:
+    """Capture in the background while the caller's own code makes the traffic.
+
+    ``with LiveCapture("lo", out, bpf="tcp port 8443") as cap: ...`` — dumpcap is capturing
+    when the block starts; for the block's duration ``SSLKEYLOGFILE`` names a fresh private
+    key log (``cap.keylog``), so TLS contexts made by ``ssl.create_default_context()`` in this
+    process or its children log their keys there (contexts built otherwise can be given
+    ``cap.keylog`` themselves, e.g. ``ctx.keylog_filename = str(cap.keylog)``; aioquic's
+    ``secrets_log_file`` too).  When the block ends the capture runs ``tail_s`` longer (the
+    last ACK or FIN in flight) plus :data:`BLOCK_DRAIN_S`, stops, and the key log goes into
+    ``out`` as a Decryption Secrets Block; ``cap.result`` is the :class:`CaptureResult`.
+    ``SSLKEYLOGFILE`` is restored on exit.  No signal handling: the caller's process owns its
+    signals.  Errors as :func:`capture` (:class:`CapturePermissionError` without the rights).
+    """
+
+    def __init__(
+        self,
+        interface: str,
+        output: str | os.PathLike[str],
+        *,
+        bpf: str | None = None,
+        snaplen: int = 0,
+        tail_s: float = DEFAULT_TAIL_S,
+        keylog_env: bool = True,
+    ) -> None:
+        _check_limits(None, None, None, snaplen)
+        if tail_s < 0:
+            raise ValueError("tail_s must be >= 0")
+        self.interface, self.output, self.bpf = interface, Path(output), bpf
+        self.snaplen, self.tail_s, self.keylog_env = snaplen, tail_s, keylog_env
+        self.keylog: Path | None = None
+        self.result: CaptureResult | None = None
+        self._stack: contextlib.ExitStack | None = None
+        self._dc: _Dumpcap | None = None
+        self._raw: Path | None = None
+        self._t0 = 0.0
+        self._latency = 0.0
+        self._old_env: str | None = None
+
+    def __enter__(self) -> LiveCapture:
+        exe = find_engine()
+        _check_output(self.output)
+        self._raw = _sibling_temp(self.output, ".part")
+        self._dc = _Dumpcap(
+            exe, self.interface, self._raw, bpf=self.bpf, count=None, max_bytes=None,
+            snaplen=self.snaplen,
+        )  # fmt: skip
+        stack = contextlib.ExitStack()
+        try:
+            self.keylog = stack.enter_context(_keylog_file())
+            gate = _SignalGate()
+            gate.active = False  # inert: start() only uses it to set the child's mask
+            self._latency = self._dc.start(gate)
+        except BaseException:
+            stack.close()
+            self._cleanup()
+            raise
+        self._stack = stack
+        self._t0 = time.monotonic()
+        if self.keylog_env:
+            self._old_env = os.environ.get("SSLKEYLOGFILE")
+            os.environ["SSLKEYLOGFILE"] = str(self.keylog)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._dc is not None and self._raw is not None and self._stack is not None
+        dc, stack = self._dc, self._stack
+        try:
+            if self.keylog_env:
+                if self._old_env is None:
+                    os.environ.pop("SSLKEYLOGFILE", None)
+                else:
+                    os.environ["SSLKEYLOGFILE"] = self._old_env
+            time.sleep(self.tail_s + BLOCK_DRAIN_S)
+            dc.stop()
+            t_stopped = time.monotonic()
+            if (err := dc.failed()) is not None:
+                raise LiveCaptureError(f"dumpcap failed on {self.interface!r}: {err}")
+            assert self.keylog is not None
+            lines = _finish_output(self._raw, self.output, self.keylog)
+            kernel, engine, ifdrop = dc.counters()
+            cap = read_capture(self.output)
+            try:
+                packets = cap.frames
+            finally:
+                cap.close()
+            self.result = CaptureResult(
+                output=self.output,
+                interface=self.interface,
+                bpf=self.bpf,
+                engine=ENGINE,
+                packets=packets,
+                file_bytes=self.output.stat().st_size,
+                dropped_by_kernel=kernel,
+                dropped_by_engine=engine,
+                dropped_by_interface=ifdrop,
+                stopped_by=StopReason.BLOCK,
+                start_latency_s=self._latency,
+                capture_s=t_stopped - self._t0,
+                keylog_lines=lines,
+            )
+        finally:
+            stack.close()
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._dc is not None:
+            if self._dc.alive():
+                with contextlib.suppress(LiveCaptureError):
+                    self._dc.stop()
+            self._dc.close()
+        _unlink(self._raw)
 
 
 def _run(
