@@ -11,7 +11,9 @@ A mutant is a seed capture (:func:`fuzz.seeds.file_seeds`) changed in one of the
 * ``frames`` — frames dropped, duplicated, swapped or re-timed; the file cut short.
 
 Each mutant goes through :func:`check`: ``pcapkit.open`` and every table, the JSON report
-(streamed), the text report, ``records`` and ``requests`` text, the qlog export.  A
+(streamed), the text report, both narrowed to one flow, ``records`` and ``requests`` text,
+the qlog and CSV table exports, the numeric gates with JUnit XML, ``diff`` of the capture
+with itself and a one-flow ``slice``.  A
 failure is any exception other than a whole-file :class:`pcapkit.errors.PcapkitError`,
 and any ``internal_error`` anomaly (an exception the analysis isolated: still a bug).
 """
@@ -24,7 +26,9 @@ import random
 import struct
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .build import pcap_bytes
 from .mutate import mutate
@@ -176,9 +180,12 @@ def check(path: str, keylog: str | None = None) -> list[Failure]:
     return out
 
 
-def _reports(t: object) -> list[tuple[str, object]]:
+def _reports(t: Any) -> list[tuple[str, Callable[[], object]]]:
     from pcapkit.export.qlog import export_qlog
+    from pcapkit.export.tables import export_tables
     from pcapkit.report import analysis_text, records_text
+    from pcapkit.report import gates as gates_mod
+    from pcapkit.report.diff import diff, diff_json, diff_text
     from pcapkit.report.json import write_analysis_json
     from pcapkit.report.text import requests_text
 
@@ -186,12 +193,43 @@ def _reports(t: object) -> list[tuple[str, object]]:
         with tempfile.TemporaryDirectory() as d:
             export_qlog(t, d)
 
+    def tables() -> None:  # pcapkit export --tables DIR --format csv
+        with tempfile.TemporaryDirectory() as d:
+            export_tables(t, d, "csv")
+
+    def narrowed() -> None:  # pcapkit analyze --flow 0 (JSON and text)
+        if len(t.flows):
+            write_analysis_json(t, io.StringIO(), only_flows={0})
+            analysis_text(t, max_flows=None, only_flows={0})
+
+    def gates() -> None:  # pcapkit analyze --max-* 1 --junit FILE
+        limits = {o: 1.0 for o in ("--max-ttfb-ms", "--max-ttft-ms", "--max-gap-p95-ms")}
+        limits["--max-handshake-ms"] = 1.0
+        subs = gates_mod.subjects(t.requests, t.tls, t.quic)
+        violations = gates_mod.check(limits, subs)
+        gates_mod.junit_xml(t.path, subs, t.findings, limits, violations)
+
+    def compare() -> None:  # pcapkit diff CAPTURE CAPTURE
+        d = diff(t, t)
+        diff_json(d)
+        diff_text(d)
+
+    def sliced() -> None:  # pcapkit slice CAPTURE --flow 0
+        if len(t.flows):
+            with tempfile.TemporaryDirectory() as d:
+                t.slice([0], os.path.join(d, "s.pcapng"))
+
     return [
         ("json", lambda: write_analysis_json(t, io.StringIO())),
         ("text", lambda: analysis_text(t, max_flows=None)),
         ("records_text", lambda: records_text(t)),
         ("requests_text", lambda: requests_text(t)),
         ("qlog", qlog),
+        ("export_tables", tables),
+        ("narrowed", narrowed),
+        ("gates", gates),
+        ("diff", compare),
+        ("slice", sliced),
     ]
 
 

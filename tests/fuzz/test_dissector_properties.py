@@ -16,10 +16,19 @@ from fuzz.seeds import dissector_seeds
 from fuzz.targets import TARGETS, run_one
 
 NAMES = sorted(TARGETS)
+# deterministic in the suite (the same examples every run, no example database): the
+# random long runs are ``make fuzz``
+SETTINGS = dict(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(**SETTINGS)
 @given(data=st.binary(max_size=3000))
 def test_any_bytes(name: str, data: bytes) -> None:
     err = run_one(TARGETS[name], data)
@@ -27,7 +36,7 @@ def test_any_bytes(name: str, data: bytes) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(**SETTINGS)
 @given(pick=st.integers(min_value=0), seed=st.integers(min_value=0, max_value=2**32))
 def test_mutated_seeds(name: str, pick: int, seed: int) -> None:
     pool = dissector_seeds()[name]
