@@ -1047,21 +1047,32 @@ _register_optional_groups()
 
 
 def main() -> None:
+    # imported before the analysis: the last resort below must not need memory or imports
+    # (out of memory, compiling the escape pattern raised a second MemoryError)
+    from .anomalies import STRICT_ENV
+    from .report.escape import printable
+
     try:
         cli.main(standalone_mode=True)
     except KeyboardInterrupt:
         click.echo("pcapkit: interrupted", err=True)
         sys.exit(130)
     except Exception as exc:  # the last resort: one line, never a traceback (issue 15)
-        from .anomalies import STRICT_ENV
-
         if os.environ.get(STRICT_ENV):
             raise
-        emit(  # the message may quote the capture: escaped
-            f"pcapkit: internal error: {type(exc).__name__}: {str(exc)[:200]} (a bug, please "
-            f"report it; {STRICT_ENV}=1 shows the traceback)",
-            err=True,
-        )
+        if isinstance(exc, MemoryError):
+            line = (
+                "pcapkit: out of memory: this capture needs more memory than the process may "
+                "use; lower a resource limit (pcapkit limits; --limit NAME=VALUE) or raise the "
+                "memory limit"
+            )
+        else:  # the message may quote the capture: escaped
+            line = printable(
+                f"pcapkit: internal error: {type(exc).__name__}: {str(exc)[:200]} (a bug, "
+                f"please report it; {STRICT_ENV}=1 shows the traceback)"
+            )
+        del exc  # its traceback holds the analysis' memory
+        sys.stderr.write(line + "\n")
         sys.exit(Exit.ERROR)
 
 

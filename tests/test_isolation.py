@@ -137,3 +137,30 @@ def test_a_failure_of_the_whole_analysis_is_one_line_exit_1(monkeypatch) -> None
     with pytest.raises(SystemExit) as e:
         main()
     assert e.value.code == 1
+
+
+@pytest.mark.parametrize(
+    "exc, expected",
+    [
+        # SYNTHETIC: a message quoting the capture (a terminal title escape) is escaped
+        (Planted("bad \x1b]0;owned\x07 header"), "internal error: Planted: bad \\x1b]0;owned"),
+        # out of memory (a full-size hostile input under a memory cap): a hint, no traceback
+        (MemoryError("Unable to allocate 977. KiB"), "out of memory"),
+    ],
+)
+def test_the_last_resort_is_one_escaped_line(monkeypatch, capsys, exc, expected) -> None:
+    import pcapkit.trace as trace_mod
+
+    def boom(*a, **k):
+        raise exc
+
+    monkeypatch.setattr(trace_mod, "build_flows", boom)
+    from pcapkit.cli import main
+
+    monkeypatch.setattr("sys.argv", ["pcapkit", "analyze", str(NO_REUSE)])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err
+    assert e.value.code == 1
+    assert err.count("\n") == 1 and expected in err, err
+    assert "\x1b" not in err and "Traceback" not in err

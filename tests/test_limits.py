@@ -64,6 +64,21 @@ def test_gzip_bomb_stops_at_the_ratio(tmp_path: Path) -> None:
         assert int(row["offset"]) == 16 << 20
 
 
+def test_gzip_ratio_counts_compressed_bytes_consumed_not_read(tmp_path: Path, monkeypatch) -> None:
+    """The ratio divides by the compressed bytes inflated so far, not by the whole chunk
+    read: with the grace at 1 MiB, a 64 MiB bomb (its ~64 KB read at once) stops at
+    1 MiB — dividing by the bytes read let it run to ~7 MiB (the full-size 1 GB bomb
+    reached 100 MiB, 6.6 M frames, and ran out of a 2 GB address space)."""
+    from pcapkit.io import reader
+
+    monkeypatch.setattr(reader, "GZIP_RATIO_GRACE", 1 << 20)
+    p = gzip_bomb(tmp_path / "bomb.pcap.gz", 64 << 20)
+    with pcapkit.open(p) as t:
+        assert t.frames == (1 << 20) // 16 - 2  # the grace, less the file header
+        an = t.anomalies
+        assert int(an[an["name"] == "gzip_limit_exceeded"].iloc[0]["offset"]) == 1 << 20
+
+
 def test_gzip_bytes_and_an_ordinary_gzip(tmp_path: Path) -> None:
     raw = (ROOT / "fixtures" / "h2_sse_drop" / "client.pcapng").read_bytes()
     p = tmp_path / "c.pcapng.gz"

@@ -339,12 +339,15 @@ def _gunzip(src: BinaryIO, dst: BinaryIO, limits: Limits) -> tuple[int, str | No
                 return cap, None, f"inflates past the gzip_bytes limit ({cap} bytes)"
             dst.write(out)
             written += len(out)
-            if written >= GZIP_RATIO_GRACE and written > ratio * packed:
+            # compressed bytes consumed so far (not merely read: a 1 MiB read of a bomb
+            # holds ~1 GB of output)
+            used = max(packed - len(d.unconsumed_tail), 1)
+            if written >= GZIP_RATIO_GRACE and written > ratio * used:
                 return (
                     written,
                     None,
-                    f"inflates {written} bytes from {packed} compressed "
-                    f"({written / packed:.0f}x), past the gzip_ratio limit ({ratio}x): a "
+                    f"inflates {written} bytes from {used} compressed "
+                    f"({written / used:.0f}x), past the gzip_ratio limit ({ratio}x): a "
                     "decompression bomb",
                 )
             if d.eof:  # a gzip member ended: another may follow (RFC 1952 §2.2)
