@@ -1046,12 +1046,29 @@ def _register_optional_groups() -> None:
 _register_optional_groups()
 
 
+def _arrow_system_allocator() -> None:
+    """Arrow's default allocator (mimalloc) reserves address space it does not touch:
+    ~1 GB more than the resident memory on 10^6 connections, which counts against a
+    ``ulimit -v`` (the 10^6-SYN hostile input ran out of a 2 GB address space with it and
+    fits without it).  The command line lets Arrow (pandas' strings) use malloc as numpy
+    does, unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses; the library leaves that to its
+    caller."""
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def main() -> None:
     # imported before the analysis: the last resort below must not need memory or imports
     # (out of memory, compiling the escape pattern raised a second MemoryError)
     from .anomalies import STRICT_ENV
     from .report.escape import printable
 
+    _arrow_system_allocator()
     try:
         cli.main(standalone_mode=True)
     except KeyboardInterrupt:
