@@ -35,6 +35,7 @@ RANKS = {
     "export": 7,
     "cli": 8,
     "api": 8,  # pcapkit/__init__.py: the façade users import
+    "pytest_plugin": 8,  # the pytest11 entry point (issue 18): a user of the façade, as the CLI is
 }
 # names with a leading underscore that are public API of the standard library
 PUBLIC_UNDERSCORE = {"_exit", "_replace", "_asdict", "_fields", "_make"}
