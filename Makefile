@@ -8,7 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-.PHONY: demo test lint bench fixtures golden filters notebooks clean
+.PHONY: demo test lint bench fixtures golden filters notebooks clean fuzz hostile
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -37,8 +37,8 @@ STRICT := dissectors pcapkit/schema.py pcapkit/anomalies.py pcapkit/net/streams.
 	pcapkit/pytest_plugin.py pcapkit/io/capture.py pcapkit/vantage.py
 
 lint: $(TEST_VENV)/.stamp
-	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks scripts
-	$(TEST_VENV)/bin/ruff format --check pcapkit dissectors tests benchmarks scripts
+	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks scripts fuzz
+	$(TEST_VENV)/bin/ruff format --check pcapkit dissectors tests benchmarks scripts fuzz
 	$(TEST_VENV)/bin/mypy --strict --follow-imports=silent $(STRICT)
 
 # every finding's display filter on every capture, checked with tshark (~3 min)
@@ -59,9 +59,22 @@ bench: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/gen_capture.py -n 1000000 -o benchmarks/out/big.pcap --seed 1
 	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap --reps 3 --out benchmarks/RESULTS.md
 
+# Fuzzing (issue 15, fuzz/run.py): SECONDS for the file-level fuzzer plus SECONDS for the
+# dissector entry points together (ENGINE=atheris: coverage-guided, needs `pip install
+# atheris`).  One process: the machine is shared.  Crashes land in fuzz/work/crashes.
+SECONDS ?= 600
+ENGINE ?= random
+fuzz: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python -m fuzz.run all --seconds $$(( $(SECONDS) * 2 )) --engine $(ENGINE)
+
+# The issue's hostile inputs at full size, each under a 2 GB address-space limit
+# (tests/test_hostile.py runs them scaled down).
+hostile: $(TEST_VENV)/.stamp
+	PCAPKIT_HOSTILE_SCALE=1 $(TEST_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_hostile.py
+
 fixtures: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/pip install -q -e '.[lab]'
 	$(TEST_VENV)/bin/pcapkit lab fixtures -o fixtures
 
 clean:
-	rm -rf $(DEMO_VENV) $(TEST_VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(DEMO_VENV) $(TEST_VENV) build *.egg-info .pytest_cache .hypothesis fuzz/work

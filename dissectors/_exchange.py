@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._wire import ascii_decimal
+
 
 class HeaderFields:
     """Mixin for a decoded header block with ``headers`` (lower-case names, in order,
@@ -62,7 +64,7 @@ class HttpExchange:
     @property
     def status(self) -> int | None:
         v = self.response_headers.get(":status") if self.response_headers else None
-        return int(v) if v is not None and v.isdigit() else None
+        return ascii_decimal(v)  # RFC 9113 §8.3.2 / RFC 9114 §4.3.2: 3DIGIT
 
     @property
     def content_type(self) -> str | None:

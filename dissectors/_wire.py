@@ -148,3 +148,36 @@ def encode_varint(value: int) -> bytes:
     if value < 1 << 62:
         return (value | 0xC000_0000_0000_0000).to_bytes(8, "big")
     raise ValueError("varint too large")
+
+
+#: Digits accepted by :func:`ascii_decimal` by default: every protocol number we read
+#: (a body length, a status code, a gRPC status, a retry delay) fits in 19 digits
+#: (< 2^63); longer is not a number any peer sends, and ``int()`` of a hostile
+#: 100,000-digit string costs quadratic time (Python 3.11 refuses past 4,300 digits).
+MAX_DECIMAL_DIGITS = 19
+
+
+def ascii_decimal(
+    text: str | bytes | bytearray | None, *, max_digits: int = MAX_DECIMAL_DIGITS
+) -> int | None:
+    """The value of a protocol integer written as ``1*DIGIT``, or None.
+
+    The one parser of every decimal number on the wire (HTTP/1.1 Content-Length and
+    status, HTTP/2 and HTTP/3 ``:status``, ``grpc-status``, SSE ``retry``,
+    ``Retry-After``).  DIGIT is ASCII ``0``–``9`` only (RFC 5234 Appendix B.1, used by
+    RFC 9110 §5.6.1 and RFC 9112); ``str.isdigit()`` also accepts ``²`` and ``٣`` (and
+    ``int()`` then raises on the first and reads the second), ``int()`` accepts
+    ``" 7"``, ``"+7"`` and ``"7_0"``.  None for an empty string, anything else than
+    ASCII digits, or more than ``max_digits`` of them.
+    """
+    if text is None:
+        return None
+    if isinstance(text, str):
+        if not text.isascii():
+            return None
+        raw = text.encode("ascii")
+    else:
+        raw = bytes(text)
+    if not 0 < len(raw) <= max_digits or not raw.isdigit():  # bytes.isdigit: ASCII only
+        return None
+    return int(raw)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote
 
-from ._wire import Buffer
+from ._wire import Buffer, ascii_decimal
 from .http2 import C2S, S2C, Direction, H2Stream, HeaderBlock
 
 __all__ = [
@@ -251,7 +251,7 @@ def _status_from(block: HeaderBlock, trailers_only: bool) -> GrpcStatus | None:
         return None
     msg = block.get("grpc-message")
     return GrpcStatus(
-        code=int(raw) if raw.isdigit() else None,
+        code=ascii_decimal(raw),  # PROTOCOL-HTTP2.md: Status → 1*DIGIT
         # "grpc-message" is percent-encoded UTF-8 (PROTOCOL-HTTP2.md, Responses)
         message=unquote(msg, errors="replace") if msg is not None else None,
         trailers_only=trailers_only,

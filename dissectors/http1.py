@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._wire import Buffer
+from ._wire import Buffer, ascii_decimal
 from .errors import LimitExceeded, Malformed
 
 __all__ = [
@@ -241,6 +241,14 @@ class Http1HeadTooLarge(LimitExceeded):
         self.records: tuple[Http1Item, ...] = ()
 
 
+def _status_code(digits: bytes, offset: int) -> int:
+    """The status code of a status line (RFC 9112 §4: ``status-code = 3DIGIT``)."""
+    code = ascii_decimal(digits)
+    if code is None:
+        raise Http1Malformed(f"bad status code {digits[:10]!r}", offset=offset)
+    return code
+
+
 def looks_like_http1(data: bytes) -> bool:
     """Content-based recognition: a request line's method or a status line's version."""
     head = bytes(data[:16]).lstrip(b"\r\n")
@@ -421,7 +429,10 @@ class Http1Parser:
                 ms = _STATUS_LINE.match(start)
                 if not ms:
                     return None
-                facts = {"status": int(ms.group(2)), "version": ms.group(1).decode("ascii")}
+                facts = {
+                    "status": ascii_decimal(ms.group(2)),
+                    "version": ms.group(1).decode("ascii"),
+                }
             fields: tuple[tuple[str, str], ...] = ()
             for k in range(len(lines), 1, -1):  # the longest prefix of lines that parses
                 try:
@@ -542,7 +553,7 @@ class Http1Parser:
                 length=end,
                 message=self._count,
                 is_request=False,
-                status=int(ms.group(2)),
+                status=_status_code(ms.group(2), offset),
                 reason=(ms.group(3) or b"").decode("latin-1"),
                 version=ms.group(1).decode("ascii"),
                 headers=fields,
@@ -594,11 +605,12 @@ class Http1Parser:
             self._state = _CLOSE
             return
         if cl is not None:
-            vals = {v.strip() for v in cl.split(",")}
-            if len(vals) != 1 or not next(iter(vals)).isdigit():
+            vals = {ascii_decimal(v.strip(" \t")) for v in cl.split(",")}
+            if len(vals) != 1 or None in vals:
                 # RFC 9112 §6.3 rule 5: invalid or differing Content-Length is unrecoverable
                 raise Http1Malformed(f"invalid Content-Length {cl!r}", offset=head.offset)
-            length = int(next(iter(vals)))
+            length = next(iter(vals))
+            assert length is not None
             self._msg = _Message(n, "content-length", remaining=length, tunnel_after=tunnel)
             if length == 0:
                 self._end(out, "content-length")

@@ -69,6 +69,7 @@ __all__ = [
     "FRAME_HEADER_LENGTH",
     "MAX_HEADER_BLOCK_LENGTH",
     "MAX_HEADER_LIST_SIZE",
+    "MAX_STREAMS",
     "MAX_WINDOW_SIZE",
     "PREFACE",
     "S2C",
@@ -122,6 +123,12 @@ DEFAULT_HEADER_TABLE_SIZE: Final = 4096
 #: protocol has no limit (CONTINUATION can go on forever — the 2024 "CONTINUATION flood"
 #: attacks); 1 MiB is 64 maximum-size frames, far above any real request or response.
 MAX_HEADER_BLOCK_LENGTH: Final = 1 << 20
+#: Streams kept per connection (:attr:`H2Connection.streams`).  RFC 9113 lets a peer open
+#: up to 2^30 over a connection's life; browsers and gRPC channels open hundreds to
+#: thousands.  Beyond, frames are still framed (and header blocks HPACK-decoded, to keep
+#: the dynamic table right) but neither kept nor returned: only counted
+#: (:attr:`H2Connection.streams_over_limit`, :attr:`H2Connection.frames_over_limit`).
+MAX_STREAMS: Final = 10_000
 #: Cap on a decoded header list (RFC 7541 §4.1 entry sizes: name + value + 32).  hpack's own
 #: default is 64 KiB, which real servers exceed with large cookies; 1 MiB bounds the memory a
 #: hostile block can make the decoder allocate while keeping every plausible real list.
@@ -587,6 +594,7 @@ class H2Connection:
     ``expect_preface=False`` for a capture that starts mid-connection; ``c2s_start`` /
     ``s2c_start`` are the stream offsets where HTTP/2 begins (after an HTTP/1.1 Upgrade,
     RFC 7540 §3.2).  ``keep_bodies=False`` keeps only body lengths, not bytes.
+    ``max_streams`` bounds the streams kept (:data:`MAX_STREAMS`).
     """
 
     def __init__(
@@ -597,7 +605,12 @@ class H2Connection:
         s2c_start: int = 0,
         keep_bodies: bool = True,
         max_header_list_size: int = MAX_HEADER_LIST_SIZE,
+        max_streams: int = MAX_STREAMS,
     ) -> None:
+        self.max_streams = max_streams
+        self._over: set[int] = set()  # stream ids beyond max_streams
+        #: frames of the streams beyond ``max_streams`` (framed, counted, not returned)
+        self.frames_over_limit = 0
         self.keep_bodies = keep_bodies
         self._whole = expect_preface  # the capture holds the connection from its start
         self._dirs: dict[Direction, _Dir] = {
@@ -866,10 +879,19 @@ class H2Connection:
             st.pos += pos
 
     # -- frame semantics ----------------------------------------------------------------
+    @property
+    def streams_over_limit(self) -> int:
+        """Streams opened beyond ``max_streams`` (not kept)."""
+        return len(self._over)
+
     def _stream(self, sid: int) -> H2Stream:
         s = self.streams.get(sid)
         if s is None:
-            s = self.streams[sid] = H2Stream(stream_id=sid)
+            s = H2Stream(stream_id=sid)  # beyond the limit: filled, then dropped
+            if sid in self._over or len(self.streams) >= self.max_streams:
+                self._over.add(sid)
+            else:
+                self.streams[sid] = s
         return s
 
     def _swin(self, sender: Direction, sid: int) -> int:
@@ -937,6 +959,10 @@ class H2Connection:
                 problems.append(("frame_size_error", f"{frame_type_name(ftype)}: {exc}"))
                 if ftype in (FrameType.HEADERS, FrameType.PUSH_PROMISE):
                     self._hpack_lost[d] = True  # its block is never decoded
+        if sid in self._over:  # a stream beyond max_streams: counted, not returned
+            self.frames_over_limit += 1
+            out.extend(e for e in after if isinstance(e, H2Error))
+            return
         row = H2Frame(
             direction=d,
             offset=off,

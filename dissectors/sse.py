@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._wire import Buffer
+from ._wire import Buffer, ascii_decimal
 from .errors import LimitExceeded
 
 __all__ = ["MAX_EVENT_BYTES", "SseComment", "SseEvent", "SseParser", "SseItem"]
@@ -177,8 +177,11 @@ class SseParser:
             if "\x00" not in value:
                 self._last_id = value
         elif name == "retry":
-            if value.isascii() and value.isdigit():
-                self._retry = int(value)
+            # HTML §9.2.6: "If the field value consists of only ASCII digits" (a value
+            # too long to be a delay in ms is ignored like any other non-number)
+            ms = ascii_decimal(value)
+            if ms is not None:
+                self._retry = ms
 
     def _dispatch(self, end: int, out: list[SseItem]) -> None:
         start = self._ev_start

@@ -13,6 +13,8 @@ every name the code can emit is declared here.
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +28,7 @@ from . import schema
 @dataclass(frozen=True, slots=True)
 class Anomaly:
     name: str
-    layer: str  # io, net, tls, quic, http1, sse, h2, h3, http
+    layer: str  # io, net, tls, quic, http1, sse, h2, h3, http, internal
     meaning: str
 
 
@@ -43,6 +45,8 @@ _ALL = [
             "stops or resynchronises there",
             "bad_block": "a pcapng block with a bad length, magic or layout; the rest of the "
             "block (or file) is skipped",
+            "gzip_limit_exceeded": "a .gz input inflates past the gzip_ratio or gzip_bytes "
+            "limit (a decompression bomb): the capture is read up to there",
             "gzip_truncated": "the gzip stream ends early or is corrupt part-way; the capture "
             "is read up to the last byte that inflated",
         },
@@ -68,16 +72,23 @@ _ALL = [
         {
             "tls_bad_record": "bytes where a TLS record header should be; the direction's "
             "record layer is lost from there",
-            "tls_record_malformed": "a record header that cannot be TLS (type, version or "
-            "length); the record walk stops",
-            "tls_record_overflow": "a record longer than RFC 8446 §5.1/§5.2 allow",
+            "tls_record_malformed": "bytes where a record header should be that cannot be TLS "
+            "(content type or version): skipped up to the next chain of record headers, or the "
+            "end of the direction; the detail says how many bytes and where records resume",
+            "tls_record_overflow": "a record longer than RFC 5246 §6.2.3 / RFC 8446 §5.1-§5.2 "
+            "allow: not decrypted, but its header still frames the records after it",
+            "tls_record_sync_lost": "a capture hole covered a record header: the captured bytes "
+            "after it are skipped up to the next chain of record headers (or the end of the "
+            "direction); the detail says how many",
             "tls_record_incomplete": "a record with bytes never captured (a hole)",
             "tls_empty_handshake_record": "a handshake record of zero length (RFC 8446 §5.1 "
             "forbids it)",
             "tls_handshake_malformed": "a handshake message (TLS, or QUIC CRYPTO) that does "
             "not parse",
             "tls_handshake_truncated": "a handshake message cut short at the end of the capture",
-            "tls_handshake_too_large": "a handshake message above the buffering cap",
+            "tls_handshake_too_large": "a handshake message above the buffering cap "
+            "(handshake_message_bytes): skipped by the length its header declares, its bytes "
+            "counted, never buffered",
             "tls_handshake_lost": "handshake bytes lost to a hole; the messages they held "
             "are unknown",
             "tls_handshake_spans_key_change": "a handshake message continues across a key "
@@ -123,6 +134,12 @@ _ALL = [
             "9000 §14.1)",
             "transport_parameters_malformed": "a quic_transport_parameters extension that "
             "does not parse (RFC 9000 §18); the connection's limits are unknown",
+            "crypto_offset_implausible": "a CRYPTO frame ending past any handshake's size "
+            "(4 x handshake_message_bytes): its data is skipped, the detail says how much",
+            "reassembly_limit_exceeded": "a QUIC stream with more data than is held per stream "
+            "(64 MiB): the rest is counted, not kept",
+            "quic_stream_limit_exceeded": "a connection opened more streams than the "
+            "quic_streams limit: the data of later streams is counted, not reassembled",
         },
     ),
     *_declare(
@@ -153,6 +170,8 @@ _ALL = [
             "h2_header_block_too_large": "a header block above the cap; its headers are unknown",
             "h2_hpack_decoding_error": "HPACK could not decode a header block (RFC 7541); later "
             "blocks of that direction are unknown",
+            "h2_stream_limit_exceeded": "a connection opened more streams than the h2_streams "
+            "limit: frames of later streams are framed and counted, not kept",
         },
     ),
     *_declare(
@@ -184,6 +203,25 @@ _ALL = [
             "a record that did not decrypt; what follows is not dissected",
         },
     ),
+    *_declare(
+        "limits",
+        {
+            "connection_limit_exceeded": "more connections than the connections limit: the "
+            "rest are counted and listed in flows, not dissected (TLS, QUIC, HTTP) nor "
+            "examined by the detectors; the detail says how many packets and bytes",
+            "message_limit_exceeded": "a connection with more messages than the messages "
+            "limit (rows of the messages table, TLS handshake messages): later ones are "
+            "counted, not listed",
+        },
+    ),
+    *_declare(
+        "internal",
+        {
+            "internal_error": "pcapkit failed on one connection or in one detector (a bug: "
+            "please report it with the detail); that connection's layer or that detector's "
+            "findings are missing, the rest of the analysis went on",
+        },
+    ),
 ]
 ANOMALIES: dict[str, Anomaly] = {a.name: a for a in _ALL}
 if len(ANOMALIES) != len(_ALL):  # pragma: no cover - a declaration error
@@ -198,6 +236,38 @@ def qualified(protocol: str, name: str) -> str:
     RFC 9114 error codes already carry it)."""
     prefix = PREFIXES[protocol]
     return name if name.startswith(prefix) else prefix + name
+
+
+# PCAPKIT_STRICT=1 re-raises what isolate() would turn into a row (debugging, tests)
+STRICT_ENV = "PCAPKIT_STRICT"
+# the detail keeps this much of an exception's message (it may quote captured bytes)
+INTERNAL_DETAIL_CHARS = 200
+
+
+def isolate(
+    layer: str, exc: Exception, *, flow: int | None = None, what: str = ""
+) -> dict[str, Any]:
+    """The ``internal_error`` row of an unexpected exception while ``layer`` worked on one
+    connection (``flow``) or one detector (``what``): the caller drops that unit's output
+    and goes on (Wireshark marks a malformed packet and goes on).  The detail names the
+    layer, the unit, the exception's type and message and where it was raised.  With
+    ``PCAPKIT_STRICT=1`` in the environment the exception is raised again instead."""
+    if os.environ.get(STRICT_ENV):
+        raise exc
+    where = ""
+    for fs in traceback.extract_tb(exc.__traceback__):
+        parts = fs.filename.replace(os.sep, "/").split("/")
+        for root in ("pcapkit", "dissectors"):
+            if root in parts:
+                where = "/".join(parts[parts.index(root) :]) + f":{fs.lineno}"
+    msg = str(exc)
+    if len(msg) > INTERNAL_DETAIL_CHARS:
+        msg = msg[: INTERNAL_DETAIL_CHARS - 1] + "…"
+    unit = " ".join(x for x in (what, "" if flow is None else f"flow {flow}") if x)
+    detail = f"{layer}{' ' + unit if unit else ''}: {type(exc).__name__}: {msg}"
+    if where:
+        detail += f" (at {where})"
+    return {"name": "internal_error", "frame": None, "flow": flow, "offset": None, "detail": detail}
 
 
 def describe() -> pd.DataFrame:

@@ -1,8 +1,11 @@
 """Command line: ``pcapkit analyze trace.pcap`` (thin over the library).
 
 Exit codes (also in ``pcapkit --help`` and the README): 0 ok, 1 error (the input
-could not be analysed: not a capture, unsupported link type, unreadable),
-2 usage error (also a bad ``--set`` threshold), 3 findings matched ``--fail-on``.
+could not be analysed: not a capture, unsupported link type, unreadable; or pcapkit
+itself failed as a whole — one line on stderr, never a traceback), 2 usage error (also a
+bad ``--set`` threshold), 3 findings matched ``--fail-on``.  pcapkit failing on one
+connection or in one detector does not change the exit code: it is an ``internal_error``
+anomaly and a line on stderr.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class Exit(enum.IntEnum):
 # can return (tests/test_cli.py checks them against Exit and the README).
 EXIT_MEANING = {
     Exit.OK: "0 ok",
-    Exit.ERROR: "1 the input could not be analysed (one line on stderr)",
+    Exit.ERROR: "1 the input could not be analysed, or pcapkit failed as a whole (one line on stderr)",
     Exit.USAGE: "2 usage error",
     Exit.FINDINGS: "3 a finding matched --fail-on, or a --max-* gate failed",
 }
@@ -92,11 +95,50 @@ def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
         help="NSS key log (SSLKEYLOGFILE format) for TLS/QUIC; keys embedded in "
         "pcapng Decryption Secrets Blocks are used too.",
     )
+    @limit_option
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return f(*args, **kwargs)
 
     return wrapper
+
+
+def limit_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--limit NAME=VALUE`` (repeatable) for every command that opens a capture."""
+
+    @click.option(
+        "--limit",
+        "limits",
+        multiple=True,
+        metavar="NAME=VALUE",
+        callback=_limits,
+        help="Set a resource limit, e.g. --limit connections=50000 (repeatable; "
+        "`pcapkit limits` lists names, defaults and reasons).",
+    )
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        # open_trace reads the limits from the context: the commands need not pass them
+        click.get_current_context().meta[LIMITS_KEY] = kwargs.pop("limits")
+        return f(*args, **kwargs)
+
+    return wrapper
+
+
+LIMITS_KEY = "pcapkit.limits"
+
+
+def _limits(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
+    """``--limit NAME=VALUE`` checked against :mod:`pcapkit.limits`: a bad one is a usage
+    error."""
+    from .limits import LimitError, parse_settings, resolve
+
+    try:
+        settings = parse_settings(value)
+        resolve(settings)
+    except LimitError as exc:
+        click.echo(f"pcapkit: error: --limit: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    return settings
 
 
 def _settings(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
@@ -145,8 +187,13 @@ def open_trace(
         big = False  # the open below says what is wrong with it
     if sys.stderr.isatty() and big:
         prog = _Progress()
+    cctx = click.get_current_context(silent=True)
+    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
     try:
-        return Trace(path, keylog, progress=prog, redact=redact, thresholds=settings), prog
+        trace = Trace(
+            path, keylog, progress=prog, redact=redact, thresholds=settings, limits=limits
+        )
+        return trace, prog
     except PcapkitError as exc:
         fail(str(exc))
     except OSError as exc:
@@ -175,6 +222,16 @@ def emit(text: str, *, err: bool = False, nl: bool = True, styled: bool = False)
 def emit_json(doc: Any) -> None:
     """JSON on stdout: json escapes C0 and non-ASCII; DEL is escaped too."""
     click.echo(json.dumps(doc, indent=2).replace("\x7f", "\\u007f"))
+
+
+class JsonOut:
+    """stdout for the streamed JSON writers (``report.json.write_analysis_json``,
+    ``write_records_json``), escaped as :func:`emit_json` escapes: json escapes C0 and
+    non-ASCII, DEL is escaped here (inside a JSON document it can only be in a string)."""
+
+    def write(self, text: str) -> int:
+        # sys.stdout at call time (click's test runner swaps it); no flush per row
+        return sys.stdout.write(text.replace("\x7f", "\\u007f"))
 
 
 def fail(message: str) -> None:
@@ -343,7 +400,7 @@ def analyze(
       pcapkit analyze trace.pcapng --max-ttft-ms 300 --max-gap-p95-ms 80 --junit out.xml
     """
     from .detect import KINDS
-    from .report import analysis_json, analysis_text
+    from .report import analysis_text, write_analysis_json
     from .report.narrow import capture_time_ns, narrow, parse_kinds
 
     gate = parse_fail_on(fail_on)
@@ -396,10 +453,10 @@ def analyze(
                     prog.done()
                 click.echo(page, nl=False)
             elif fmt == "json":
-                doc = analysis_json(trace, findings=findings, only_flows=only)
                 if prog:
                     prog.done()
-                emit_json(doc)
+                # streamed row by row: never the whole document as one string
+                write_analysis_json(trace, JsonOut(), findings=findings, only_flows=only)
             else:
                 text = analysis_text(
                     trace,
@@ -425,10 +482,25 @@ def analyze(
                             fh.write(xml)
                     except OSError as exc:
                         fail(f"--junit {junit}: {exc.strerror or exc}")
+            _internal_errors_note(trace)
     except PcapkitError as exc:
         fail(str(exc))
     if violations or (failing is not None and bool(failing.any())):
         sys.exit(Exit.FINDINGS)
+
+
+def _internal_errors_note(trace: Trace) -> None:
+    """One line on stderr when pcapkit failed on part of the capture (isolated
+    ``internal_error`` anomalies: the report is complete otherwise, the exit code is
+    unchanged)."""
+    n = len(trace.internal_errors)  # what this command computed, nothing more
+    if n:
+        emit(
+            f"pcapkit: {n} internal error(s): pcapkit failed on part of this capture (a bug, "
+            "please report it); the anomalies list them as internal_error, the rest of the "
+            "report is complete",
+            err=True,
+        )
 
 
 DIFF_METRICS = (
@@ -501,6 +573,7 @@ DIFF_METRICS = (
     multiple=True,
     help="The metric(s) --fail-on-regression watches (repeatable).",
 )
+@limit_option
 def diff(
     before: str,
     after: str,
@@ -537,6 +610,8 @@ def diff(
     finally:
         for t in traces:
             t.close()
+    for t in traces:
+        _internal_errors_note(t)
     if fmt == "json":
         emit_json(diff_json(d))
     else:
@@ -621,7 +696,7 @@ def print_table(
     settings: dict[str, Any] | None = None,
 ) -> None:
     """One Trace table as text (``text(trace, flow)``), JSON records or CSV."""
-    from .report.json import records as df_records
+    from .report.json import write_records_json
 
     trace, prog = open_trace(path, keylog, redact=redact, settings=settings)
     with trace:
@@ -640,11 +715,12 @@ def print_table(
         if prog:
             prog.done()
         if fmt == "json":
-            emit_json(df_records(r))
+            write_records_json(r, JsonOut())
         elif fmt == "csv":
             emit(r.to_csv(index=False), nl=False)
         else:
             emit(text(trace, flow), nl=False)
+        _internal_errors_note(trace)
 
 
 @cli.command(epilog=READ_HELP)
@@ -745,6 +821,35 @@ def thresholds(fmt: str, detector: str | None) -> None:
     click.echo(thresholds_text(rows), nl=False)
 
 
+@cli.command(epilog=exit_help(Exit.OK, Exit.USAGE))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text for people; json: one object per limit.",
+)
+def limits(fmt: str) -> None:
+    """Every resource limit you can set with --limit NAME=VALUE (or pcapkit.open(path,
+    limits={NAME: VALUE})): its default, unit and why that value.  Past a limit the
+    analysis goes on and an anomaly (*_limit_exceeded) says what was only counted.
+
+    \b
+    Examples:
+      pcapkit limits
+      pcapkit analyze big.pcap --limit connections=100000 --limit messages=1000000
+    """
+    from .limits import describe
+
+    d = describe()
+    if fmt == "json":
+        click.echo(json.dumps(d.to_dict("records"), indent=2))
+        return
+    for r in d.itertuples(index=False):
+        click.echo(f"{r.name} = {r.default} {r.unit}\n    {r.reason}")
+
+
 @cli.command(epilog=READ_HELP)
 @trace_options
 @click.option(
@@ -808,6 +913,7 @@ def export(
             if not quic:
                 emit(f"{path}: no QUIC connections", err=True)
             written += quic
+        _internal_errors_note(trace)
         if prog:
             prog.done()
     for w in written:
@@ -963,6 +1069,7 @@ def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str
     help="text for people; json: one object with offset_ms, drift_ppm, uncertainty_ms "
     "(stable) and the fit's details.",
 )
+@limit_option
 def merge(client: str, server: str, output: str, fmt: str) -> None:
     """Put a client capture and a server capture of the same traffic on one timeline.
 
@@ -986,8 +1093,10 @@ def merge(client: str, server: str, output: str, fmt: str) -> None:
     """
     from .vantage import merge as merge_captures
 
+    cctx = click.get_current_context(silent=True)
+    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
     try:
-        clock, n = merge_captures(client, server, output)
+        clock, n = merge_captures(client, server, output, limits)
     except PcapkitError as exc:
         fail(str(exc))
         return
@@ -1104,12 +1213,51 @@ def _register_optional_groups() -> None:
 _register_optional_groups()
 
 
+def _arrow_system_allocator() -> None:
+    """Arrow's default allocator (mimalloc) reserves address space it does not touch:
+    ~1 GB more than the resident memory on 10^6 connections, which counts against a
+    ``ulimit -v`` (the 10^6-SYN hostile input ran out of a 2 GB address space with it and
+    fits without it).  The command line lets Arrow (pandas' strings) use malloc as numpy
+    does, unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses; the library leaves that to its
+    caller."""
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return
+    try:
+        import pyarrow as pa
+    except ImportError:
+        return
+    pa.set_memory_pool(pa.system_memory_pool())
+
+
 def main() -> None:
+    # imported before the analysis: the last resort below must not need memory or imports
+    # (out of memory, compiling the escape pattern raised a second MemoryError)
+    from .anomalies import STRICT_ENV
+    from .report.escape import printable
+
+    _arrow_system_allocator()
     try:
         cli.main(standalone_mode=True)
     except KeyboardInterrupt:
         click.echo("pcapkit: interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # the last resort: one line, never a traceback (issue 15)
+        if os.environ.get(STRICT_ENV):
+            raise
+        if isinstance(exc, MemoryError):
+            line = (
+                "pcapkit: out of memory: this capture needs more memory than the process may "
+                "use; lower a resource limit (pcapkit limits; --limit NAME=VALUE) or raise the "
+                "memory limit"
+            )
+        else:  # the message may quote the capture: escaped
+            line = printable(
+                f"pcapkit: internal error: {type(exc).__name__}: {str(exc)[:200]} (a bug, "
+                f"please report it; {STRICT_ENV}=1 shows the traceback)"
+            )
+        del exc  # its traceback holds the analysis' memory
+        sys.stderr.write(line + "\n")
+        sys.exit(Exit.ERROR)
 
 
 if __name__ == "__main__":

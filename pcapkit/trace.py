@@ -13,6 +13,19 @@ is a pandas DataFrame with the columns declared in :mod:`pcapkit.schema`
 * ``findings``, ``gaps`` — :mod:`pcapkit.detect`;
 * ``anomalies`` — every layer's rows, :mod:`pcapkit.anomalies`.
 
+Limits (issue 15, :mod:`pcapkit.limits`): ``pcapkit.open(path, limits={...})`` bounds
+what a capture can claim (gzip inflation, connections analysed in detail, streams and
+messages per connection, handshake bytes buffered); past a limit the analysis goes on and
+an anomaly says what was only counted.  Connections beyond the ``connections`` limit keep
+their rows in ``packets``, ``flows`` and ``segments`` but are not dissected (TLS, QUIC,
+HTTP) nor examined by the detectors (:attr:`Trace.flows_in_detail`).
+
+Failure isolation (issue 15): an unexpected exception while the TLS, QUIC or HTTP layer
+dissects one connection, or inside one detector, drops that unit's output and becomes an
+``internal_error`` row of ``anomalies`` (layer, flow or detector, exception type and
+message, where it was raised); the analysis goes on.  Detector errors join the table once
+the findings were computed.  ``PCAPKIT_STRICT=1`` raises them instead (debugging).
+
 ``Trace.stream(flow, "c2s"|"s2c")`` returns one direction's reassembled bytes;
 ``Trace.plaintext(flow, dir)`` the decrypted application data of one direction.
 """
@@ -23,15 +36,17 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pandas as pd
 
 from . import schema
-from .anomalies import anomalies_table
+from .anomalies import anomalies_table, isolate
 from .errors import UnsupportedLinkType
 from .io.reader import LINKTYPE_NONE, RawCapture, read_capture
+from .limits import Limits, limit_anomaly
+from .limits import resolve as resolve_limits
 from .net.decode import LINKTYPE_NAMES, PROTO_TCP, PROTO_UDP, SUPPORTED_LINKTYPES, Decoded, decode
 from .net.flows import FlowTable, build_flows
 from .net.streams import StreamBytes, empty_index, tcp_stream, udp_stream
@@ -47,6 +62,7 @@ from .net.tcp import DirectionIndex, TcpAnalysis, analyze_tcp
 __all__ = ["Progress", "StreamBytes", "Trace", "open"]
 
 Progress = Callable[[str, float], None]
+_T = TypeVar("_T")
 DIR_CODES = {"c2s": 0, "s2c": 1}
 
 
@@ -73,19 +89,26 @@ class Trace:
         redact: bool = True,
         embedded_keys: bool = True,
         thresholds: Mapping[str, Any] | None = None,
+        limits: Mapping[str, Any] | None = None,
         retime: Callable[[np.ndarray], np.ndarray] | None = None,
     ) -> None:
         if thresholds:  # a bad name or value fails here, not after the read
             from .detect.registry import resolve_thresholds
 
             resolve_thresholds(thresholds)
+        self.limits: Limits = resolve_limits(limits)
         self.thresholds = dict(thresholds or {})
+        # internal_error rows of the connections and detectors that failed (isolated)
+        self._errors: list[dict[str, Any]] = []
+        self._anomaly_cache: tuple[int, pd.DataFrame] | None = None
         self.path = os.fspath(path)
         self.redact_secrets = redact
         self.embedded_keys = embedded_keys
         self._progress = progress
         self._report("read", 0.0)
-        self.raw: RawCapture = read_capture(self.path, lambda f: self._report("read", f))
+        self.raw: RawCapture = read_capture(
+            self.path, lambda f: self._report("read", f), limits=self.limits
+        )
         self._report("read", 1.0)
         if retime is not None:  # another clock (pcapkit.vantage): before any table is built
             self.raw.ts_ns = np.asarray(retime(self.raw.ts_ns), np.int64)
@@ -157,21 +180,88 @@ class Trace:
         see ``schema.describe("sack_blocks")``."""
         return sack_blocks_table(self._net.dec, self.packets)
 
+    # -- the connections limit ------------------------------------------------------
     @cached_property
-    def anomalies(self) -> pd.DataFrame:
-        """Everything that could not be parsed, one row each; see
-        ``schema.describe("anomalies")``."""
-        rows = (
-            list(self.raw.anomalies)
+    def _detail(self) -> np.ndarray:
+        """Per flow: analysed in detail (``connections`` limit; connections that carried
+        payload first, then in capture order)."""
+        ft = self._net.flows
+        n, cap = ft.count, self.limits["connections"]
+        if n <= cap:
+            return np.ones(n, bool)
+        pf = ft.pkt_flow
+        sel = pf >= 0
+        pay = self._net.dec.cols["payload_caplen"]
+        carried = np.bincount(pf[sel], weights=pay[sel], minlength=n) > 0
+        keep = np.zeros(n, bool)
+        keep[np.lexsort((np.arange(n), ~carried))[:cap]] = True
+        return keep
+
+    def _in_detail(self, flows: list[int]) -> list[int]:
+        keep = self._detail
+        return [f for f in flows if keep[f]]
+
+    @property
+    def flows_in_detail(self) -> pd.DataFrame:
+        """The rows of :attr:`flows` analysed in detail: all of them unless the capture
+        holds more connections than the ``connections`` limit."""
+        keep = self._detail
+        return self.flows if keep.all() else self.flows[keep].reset_index(drop=True)
+
+    def _limit_anomalies(self) -> list[dict[str, Any]]:
+        keep = self._detail
+        if keep.all():
+            return []
+        ft = self._net.flows
+        beyond = ~keep
+        pf = ft.pkt_flow
+        pk = (pf >= 0) & beyond[np.maximum(pf, 0)]
+        nbytes = int(self._net.dec.cols["payload_caplen"][pk].sum())
+        cap = self.limits["connections"]
+        return [
+            limit_anomaly(
+                "connection_limit_exceeded",
+                f"{ft.count} connections, the connections limit is {cap}: {int(beyond.sum())} "
+                f"more ({int(pk.sum())} packets, {nbytes} payload bytes) are counted and "
+                "listed in flows, not dissected (TLS, QUIC, HTTP), examined by the detectors "
+                "nor listed in the JSON report's flows (--limit connections=N)",
+                frame=int(np.nonzero(pk)[0][0]) + 1 if pk.any() else None,
+            )
+        ]
+
+    @cached_property
+    def _layer_anomalies(self) -> list[dict[str, Any]]:
+        return (
+            self._limit_anomalies()
+            + list(self.raw.anomalies)
             + list(self._net.dec.anomalies)
             + list(self._net.tcp.anomalies)
+            + self._tls_anomalies()
             + list(self._app.anomalies)
             + list(self.quic_anomalies)
             + list(self._keys.anomalies)
             + self._keylog_match()
             + linktype_anomalies(self.raw)
         )
-        return anomalies_table(rows, self._net.flows.pkt_flow)
+
+    @property
+    def internal_errors(self) -> list[dict[str, Any]]:
+        """The ``internal_error`` rows of what was computed so far (connections and
+        detectors pcapkit failed on, isolated)."""
+        return list(self._errors)
+
+    @property
+    def anomalies(self) -> pd.DataFrame:
+        """Everything that could not be parsed, one row each; see
+        ``schema.describe("anomalies")``.  ``internal_error`` rows say where pcapkit itself
+        failed on one connection or in one detector (those of detectors once the findings
+        were computed)."""
+        rows = self._layer_anomalies
+        n = len(self._errors)
+        if self._anomaly_cache is None or self._anomaly_cache[0] != n:
+            table = anomalies_table(rows + self._errors, self._net.flows.pkt_flow)
+            self._anomaly_cache = (n, table)
+        return self._anomaly_cache[1]
 
     # -- TLS -------------------------------------------------------------------
     @property
@@ -208,10 +298,17 @@ class Trace:
         net = self._net
         self._report("tls", 0.0)
         keys = self._keys
-        tcp_flows = np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist()
-        out = run_tls(self.raw.buf, tcp_flows, net.tcp.index, keys)
+        tcp_flows = self._in_detail(np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist())
+        out = run_tls(
+            self.raw.buf, tcp_flows, net.tcp.index, keys, errors=self._errors, limits=self.limits
+        )
         self._report("tls", 1.0)
         return out
+
+    def _tls_anomalies(self) -> list[dict[str, Any]]:
+        from .sessions.tls import anomaly_rows
+
+        return anomaly_rows(self._tls, self._net.tcp.index)
 
     @cached_property
     def records(self) -> pd.DataFrame:
@@ -270,7 +367,7 @@ class Trace:
         flows = self.flows
         inp = HttpInputs(
             buf=self.raw.buf,
-            tcp_flows=np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist(),
+            tcp_flows=self._in_detail(np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist()),
             index=net.tcp.index,
             tls_flows=self._tls,
             records=self.records,
@@ -279,7 +376,9 @@ class Trace:
             tls_done=self._handshake_times,
             quic_flows=self._quic,
         )
-        out = build(inp, redact_secrets=self.redact_secrets)
+        out = build(
+            inp, redact_secrets=self.redact_secrets, errors=self._errors, limits=self.limits
+        )
         self._report("http", 1.0)
         return out
 
@@ -323,6 +422,7 @@ class Trace:
         self._report("quic", 0.0)
         c, ft, buf = self._net.dec.cols, self._net.flows, self.raw.buf
         ids = quic_flow_ids(buf, c["payload_off"], c["payload_caplen"], ft.proto, ft.first_idx)
+        ids = self._in_detail(ids)
         out = run_quic(
             ids,
             buf=buf,
@@ -333,16 +433,36 @@ class Trace:
             pkt_flow=ft.pkt_flow,
             pkt_dir=ft.pkt_dir,
             keylog=self._keys.keylog if ids else None,
+            errors=self._errors,
+            limits=self.limits,
         )
         self._report("quic", 1.0)
         return out
+
+    def _quic_table(self, fn: Callable[[list[Any]], _T]) -> _T:
+        """``fn(self._quic)``; a connection on which ``fn`` fails is dropped from every
+        QUIC table built after (an ``internal_error`` row), the others are kept."""
+        try:
+            return fn(self._quic)
+        except Exception as exc:  # noqa: BLE001 - find the connection, keep the others
+            bad = []
+            for qf in self._quic:
+                try:
+                    fn([qf])
+                except Exception as e:  # noqa: BLE001
+                    bad.append(qf)
+                    self._errors.append(isolate("quic", e, flow=qf.flow, what=fn.__name__))
+            if not bad:
+                raise exc from None  # not one connection's failure
+            self._quic[:] = [qf for qf in self._quic if qf not in bad]
+            return fn(self._quic)
 
     @cached_property
     def quic(self) -> pd.DataFrame:
         """One row per QUIC connection; see ``schema.describe("quic")``."""
         from .sessions.quic import summary_rows
 
-        rows = summary_rows(self._quic)
+        rows = self._quic_table(summary_rows)
         n = len(rows["flow"])
         if n == 0:
             return schema.frame("quic", n=0)
@@ -362,7 +482,7 @@ class Trace:
         """QUIC frames (not PADDING) with the columns of ``schema.describe("messages")``."""
         from .sessions.quic import message_rows
 
-        m = message_rows(self._quic)
+        m = self._quic_table(message_rows)
         n = len(m["flow"])
         if n == 0:
             return schema.frame("messages", n=0)
@@ -379,14 +499,14 @@ class Trace:
         """What the QUIC dissector could not parse (rows of the "anomalies" schema)."""
         from .sessions.quic import anomaly_rows
 
-        return anomaly_rows(self._quic)
+        return self._quic_table(anomaly_rows)
 
     @cached_property
     def quic_packets(self) -> pd.DataFrame:
         """One row per QUIC packet; see ``schema.describe("quic_packets")``."""
         from .sessions.quic import packet_table
 
-        return packet_table(self._quic)
+        return self._quic_table(packet_table)
 
     @cached_property
     def quic_frames(self) -> pd.DataFrame:
@@ -394,7 +514,7 @@ class Trace:
         ``schema.describe("quic_frames")``."""
         from .sessions.quic import frame_table
 
-        return frame_table(self._quic)
+        return self._quic_table(frame_table)
 
     @cached_property
     def quic_tls(self) -> pd.DataFrame:
@@ -402,14 +522,14 @@ class Trace:
         transport parameters; see ``schema.describe("quic_tls")``."""
         from .sessions.quic import tls_table
 
-        return tls_table(self._quic)
+        return self._quic_table(tls_table)
 
     @cached_property
     def quic_handshake(self) -> pd.DataFrame:
         """Handshake milestones per QUIC connection; see ``schema.describe("quic_handshake")``."""
         from .sessions.quic import handshake_table
 
-        return handshake_table(self._quic)
+        return self._quic_table(handshake_table)
 
     def quic_stream(self, flow: int, stream_id: int, direction: str) -> StreamBytes:
         """Reassembled bytes of one QUIC stream direction (``c2s``/``s2c`` of the flow).
@@ -446,10 +566,16 @@ class Trace:
         """The tables, indexed per flow for the detectors (:mod:`pcapkit.detect`)."""
         from .detect import DetectContext
 
+        packets, flows, segments = self.packets, self.flows, self.segments
+        if not self._detail.all():  # the detectors examine the connections in detail only
+            ids = np.nonzero(self._detail)[0]
+            packets = packets[packets["flow"].isin(ids).to_numpy(bool)].reset_index(drop=True)
+            flows = self.flows_in_detail
+            segments = segments[segments["flow"].isin(ids).to_numpy(bool)].reset_index(drop=True)
         return DetectContext(
-            self.packets,
-            self.flows,
-            self.segments,
+            packets,
+            flows,
+            segments,
             self.records,
             self.tls,
             requests=self.requests,
@@ -470,7 +596,7 @@ class Trace:
         from .detect import run_detectors
 
         self._report("detect", 0.0)
-        out = run_detectors(self.detect_context, settings=self.thresholds)
+        out = run_detectors(self.detect_context, settings=self.thresholds, errors=self._errors)
         self._report("detect", 1.0)
         return out
 
@@ -617,6 +743,7 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     redact: bool = True,
     embedded_keys: bool = True,
     thresholds: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> Trace:
     """Open a pcap/pcapng capture (optionally gzip-compressed).
 
@@ -628,8 +755,10 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
     ``thresholds`` sets detector thresholds by name, e.g. ``{"nagle.late_slack_ms":
     3.0}`` (``pcapkit thresholds`` lists them with defaults, units and sources; an
     unknown name or a bad value raises :class:`pcapkit.detect.ThresholdError`, a
-    ``ValueError``).  Raises :class:`pcapkit.errors.PcapkitError` subclasses for
-    whole-file problems.
+    ``ValueError``).  ``limits`` sets resource limits by name, e.g. ``{"connections":
+    50_000}`` (``pcapkit limits`` lists them with defaults and reasons; a bad one raises
+    :class:`pcapkit.limits.LimitError`, a ``ValueError``).  Raises
+    :class:`pcapkit.errors.PcapkitError` subclasses for whole-file problems.
 
     ``path`` may be a list of two captures, ``[client, server]``, of the same traffic
     from its two ends: the result is a :class:`pcapkit.vantage.TwoVantageTrace`, the
@@ -648,6 +777,7 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
             redact=redact,
             embedded_keys=embedded_keys,
             thresholds=thresholds,
+            limits=limits,
         )
     return Trace(
         cast("str | os.PathLike[str]", path),
@@ -656,4 +786,5 @@ def open(  # noqa: A001 - the public name users type: pcapkit.open(path)
         redact=redact,
         embedded_keys=embedded_keys,
         thresholds=thresholds,
+        limits=limits,
     )

@@ -55,6 +55,7 @@ from . import schema
 from .errors import PcapkitError
 from .io.reader import RawCapture, read_capture, rows_at
 from .io.writer import SECRETS_TLS_KEYLOG, PcapngWriter
+from .limits import resolve as resolve_limits
 from .net.decode import PROTO_TCP, PROTO_UDP, decode
 from .net.flows import build_flows
 from .trace import Progress, Trace
@@ -462,14 +463,16 @@ def merge(
     client: str | os.PathLike[str],
     server: str | os.PathLike[str],
     output: str | os.PathLike[str],
+    limits: Mapping[str, Any] | None = None,
 ) -> tuple[ClockFit, int]:
     """Align ``server``'s clock to ``client``'s and write both to the pcapng ``output``
     (:func:`write_merged`): ``pcapkit merge``.  Returns the fit and the frames written.
     Raises :class:`NoCommonTraffic` (and nothing is written) when the two share no
-    traffic."""
-    ra = read_capture(client)
+    traffic.  ``limits`` as :func:`pcapkit.open`'s (the reader's apply)."""
+    lim = resolve_limits(limits)
+    ra = read_capture(client, limits=lim)
     try:
-        rb = read_capture(server)
+        rb = read_capture(server, limits=lim)
         try:
             clock = _fit_files(wire_keys(ra), wire_keys(rb), ra.path, rb.path)
             return clock, write_merged(ra, rb, clock, output)
@@ -498,6 +501,7 @@ class TwoVantageTrace(Trace):
         redact: bool = True,
         embedded_keys: bool = True,
         thresholds: Mapping[str, Any] | None = None,
+        limits: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
             client,
@@ -506,10 +510,11 @@ class TwoVantageTrace(Trace):
             redact=redact,
             embedded_keys=embedded_keys,
             thresholds=thresholds,
+            limits=limits,
         )
         try:
             ka = wire_keys(self.raw)
-            rb = read_capture(server)
+            rb = read_capture(server, limits=self.limits)
             try:
                 kb = wire_keys(rb)
             finally:
@@ -525,6 +530,7 @@ class TwoVantageTrace(Trace):
                 redact=redact,
                 embedded_keys=embedded_keys,
                 thresholds=thresholds,
+                limits=limits,
                 retime=self.clock.to_first,
             )
         except BaseException:

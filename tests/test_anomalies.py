@@ -82,7 +82,9 @@ def test_registry_describes_each_name() -> None:
     d = describe()
     assert list(d["name"]) == list(ANOMALIES)
     assert d["meaning"].str.len().min() > 15
-    assert set(d["layer"]) == {"io", "net", "tls", "quic", "http1", "sse", "h2", "h3", "http"}
+    assert set(d["layer"]) == {
+        "io", "net", "tls", "quic", "http1", "sse", "h2", "h3", "http", "limits", "internal",
+    }  # fmt: skip
     assert qualified("h3", "h3_frame_unexpected") == "h3_frame_unexpected"
     assert qualified("h3", "frame_truncated") == "h3_frame_truncated"
     assert qualified("h2", "frame_truncated") == "h2_frame_truncated"

@@ -1,7 +1,7 @@
 """The import contract of DESIGN.md §1: imports go one way, down the layers.
 
     dissectors  (imports nothing from pcapkit)
-    base        schema, errors, anomalies, _parallel (any layer may use them)
+    base        schema, errors, anomalies, limits, _parallel (any layer may use them)
     io ← net ← sessions ← align ← detect ← trace, vantage ← report / export / plot ← cli,
     pcapkit/__init__
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BASE = {"schema", "errors", "anomalies", "_parallel"}
+BASE = {"schema", "errors", "anomalies", "limits", "_parallel"}
 RANKS = {
     "base": 0,
     "io": 1,

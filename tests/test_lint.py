@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TREES = ["pcapkit", "dissectors", "tests", "benchmarks", "scripts"]
+TREES = ["pcapkit", "dissectors", "tests", "benchmarks", "scripts", "fuzz"]
 
 
 def _tool(name: str) -> str:

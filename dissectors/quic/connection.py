@@ -36,8 +36,10 @@ from typing import Any, Final
 
 from ..errors import DissectError
 from ..tls.handshake import (
+    MAX_HANDSHAKE_MESSAGE_LENGTH,
     ClientHello,
     EncryptedExtensions,
+    HandshakeLimitExceeded,
     HandshakeMessage,
     HandshakeReassembler,
     HandshakeType,
@@ -100,6 +102,16 @@ _PEER: Final = {C2S: S2C, S2C: C2S}
 #: datagram with a payload that is smaller than the smallest allowed maximum datagram
 #: size of 1200 bytes."
 MIN_INITIAL_DATAGRAM: Final = 1200
+
+#: Streams reassembled per connection (:meth:`QuicConnection.streams`).  RFC 9000 §4.6
+#: lets a peer open up to 2^60; an HTTP/3 connection opens one per request.  Data of
+#: later streams is counted (:attr:`QuicConnection.stream_bytes_over_limit`), not kept.
+MAX_STREAMS: Final = 10_000
+#: A CRYPTO frame ending past this offset of its packet number space is implausible: a
+#: handshake flight is a few kilobytes (a long certificate chain ~100 KiB), and a
+#: receiver may close with CRYPTO_BUFFER_EXCEEDED past its buffer (RFC 9000 §7.5).
+#: Its data is not buffered; a ``crypto_offset_implausible`` anomaly counts it.
+MAX_CRYPTO_OFFSET: Final = 4 * MAX_HANDSHAKE_MESSAGE_LENGTH
 
 #: Secrets by client_random: a :class:`KeyLog` or ``{client_random: {label: bytes}}``.
 KeylogSecrets = KeyLog | Mapping[bytes, Mapping[str, Any]] | None
@@ -293,10 +305,13 @@ class _Phases:
 class _Dir:
     __slots__ = ("largest", "crypto", "hs", "hs_failed", "prot", "phases", "cids", "first_pn")
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_message: int) -> None:
         self.largest = {s: -1 for s in PacketSpace}
         self.crypto = {s: Reassembler(max_bytes=max_bytes) for s in PacketSpace}
-        self.hs = {s: HandshakeReassembler() for s in PacketSpace}
+        self.hs = {
+            s: HandshakeReassembler(max_message_length=max_message, skip_oversize=True)
+            for s in PacketSpace
+        }
         self.hs_failed: set[PacketSpace] = set()
         # candidate protections per key kind ("handshake", "0rtt"), narrowed to one on success
         self.prot: dict[str, list[PacketProtection]] = {}
@@ -328,10 +343,18 @@ class QuicConnection:
         *,
         max_stream_bytes: int = MAX_REASSEMBLY_BYTES,
         keep_plaintext: bool = False,
+        max_streams: int = MAX_STREAMS,
+        max_handshake_message: int = MAX_HANDSHAKE_MESSAGE_LENGTH,
     ) -> None:
         self._keylog = keylog_secrets
         self._keep_plaintext = keep_plaintext
         self._max_bytes = max_stream_bytes
+        self._max_streams = max_streams
+        self._max_message = max_handshake_message
+        self._max_crypto = 4 * max_handshake_message
+        self._over: set[tuple[int, str]] = set()  # (stream, dir) beyond max_streams
+        #: STREAM data bytes of the streams beyond ``max_streams`` (counted, not kept)
+        self.stream_bytes_over_limit = 0
         self.packets: list[PacketRecord] = []
         self.stream_frames: list[StreamFrameRow] = []
         self.tls_messages: list[TlsMessageRow] = []
@@ -353,7 +376,10 @@ class QuicConnection:
         self.retry_scid: bytes | None = None
         self.close: ConnectionClose | None = None
         self._timing: dict[str, HandshakeEvent] = {}
-        self._dirs = {C2S: _Dir(max_stream_bytes), S2C: _Dir(max_stream_bytes)}
+        self._dirs = {
+            C2S: _Dir(max_stream_bytes, max_handshake_message),
+            S2C: _Dir(max_stream_bytes, max_handshake_message),
+        }
         self._key_dcid: bytes | None = None
         self._client_version: int | None = None  # version of the client's latest Initial
         # DCIDs of the client's Initials, in order (the ODCIDs a Retry may answer)
@@ -394,8 +420,14 @@ class QuicConnection:
         return frozenset(self._dirs[direction].cids)
 
     def streams(self) -> list[tuple[int, str]]:
-        """(stream_id, direction) of every stream that carried STREAM frames, sorted."""
+        """(stream_id, direction) of every stream that carried STREAM frames, sorted
+        (at most ``max_streams``)."""
         return sorted(self._streams)
+
+    @property
+    def streams_over_limit(self) -> int:
+        """Stream directions beyond ``max_streams`` (their data counted, not kept)."""
+        return len(self._over)
 
     def stream_bytes(self, stream_id: int, direction: str) -> StreamData:
         """Reassembled data of one stream direction (``c2s``/``s2c``), holes listed."""
@@ -567,7 +599,9 @@ class QuicConnection:
         (the key log's key); the Initial CRYPTO streams and the hello facts restart."""
         for st in self._dirs.values():
             st.crypto[PacketSpace.INITIAL] = Reassembler(max_bytes=self._max_bytes)
-            st.hs[PacketSpace.INITIAL] = HandshakeReassembler()
+            st.hs[PacketSpace.INITIAL] = HandshakeReassembler(
+                max_message_length=self._max_message, skip_oversize=True
+            )
             st.hs_failed.discard(PacketSpace.INITIAL)
             st.largest[PacketSpace.INITIAL] = -1
         self.client_random = None
@@ -854,9 +888,21 @@ class QuicConnection:
         key = (f.stream_id, d)
         r = self._streams.get(key)
         if r is None:
+            if key in self._over or len(self._streams) >= self._max_streams:
+                self._over.add(key)  # beyond max_streams: counted, not reassembled
+                self.stream_bytes_over_limit += f.length
+                return
             r = self._streams[key] = Reassembler(max_bytes=self._max_bytes)
         had_fin = r.final_size is not None
+        dropped_before = r.dropped
         res = r.add(f.offset, f.data, fin=f.fin)
+        if res.dropped_bytes and not dropped_before:
+            self._anomaly(
+                "reassembly_limit_exceeded",
+                frame,
+                f"stream {f.stream_id} {d}: data past {self._max_bytes} bytes held is counted, "
+                f"not kept (from offset {f.offset})",
+            )
         if res.conflict:
             self._anomaly(
                 "stream_data_conflict", frame, f"stream {f.stream_id} {d} at offset {f.offset}"
@@ -877,6 +923,16 @@ class QuicConnection:
 
     def _crypto(self, d: str, space: PacketSpace, f: Crypto, frame: int, ts_ns: int) -> None:
         st = self._dirs[d]
+        if f.offset + f.length > self._max_crypto:
+            # no handshake reaches this offset: not buffered (the gap before it would
+            # stall the handshake stream anyway), counted
+            self._anomaly(
+                "crypto_offset_implausible",
+                frame,
+                f"{d} {space.value} CRYPTO at offset {f.offset}, {f.length} bytes: past "
+                f"{self._max_crypto}, skipped",
+            )
+            return
         res = st.crypto[space].add(f.offset, f.data)
         if res.conflict:
             self._anomaly(
@@ -887,6 +943,9 @@ class QuicConnection:
             return
         try:
             msgs = st.hs[space].feed(data)
+        except HandshakeLimitExceeded as e:  # skipped by its declared length
+            self._anomaly("tls_handshake_too_large", frame, f"{d} {space.value}: {e}")
+            msgs = list(e.messages)
         except DissectError as e:
             st.hs_failed.add(space)
             self._anomaly("tls_handshake_malformed", frame, f"{d} {space.value}: {e}")

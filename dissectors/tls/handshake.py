@@ -236,7 +236,8 @@ class IncompleteHandshake:
 class HandshakeLimitExceeded(LimitExceeded):
     """A message longer than :data:`MAX_HANDSHAKE_MESSAGE_LENGTH`.
 
-    ``messages`` holds the messages the same ``feed`` call completed before it.
+    ``messages`` holds the messages the same ``feed`` call completed before it (with
+    ``skip_oversize``: every message that call completed, before and after).
     """
 
     def __init__(
@@ -251,12 +252,27 @@ class HandshakeLimitExceeded(LimitExceeded):
 
 
 class HandshakeReassembler:
-    """Rebuild handshake messages from the handshake fragments of one direction."""
+    """Rebuild handshake messages from the handshake fragments of one direction.
 
-    __slots__ = ("_buf", "_start", "_pos", "_first_record", "_max", "_error")
+    A message whose header declares more than ``max_message_length`` bytes raises
+    :class:`HandshakeLimitExceeded`, and the reassembler stops — or, with
+    ``skip_oversize``, its bytes are skipped by the length its header declares (never
+    buffered; :attr:`skipped` counts them) and the messages after it parse as usual: the
+    exception is raised once, at the end of the ``feed`` call that met the header, with
+    every message that call completed.
+    """
+
+    __slots__ = (
+        "_buf", "_start", "_pos", "_first_record", "_max", "_error", "_skip_oversize",
+        "_skip", "_skip_msg", "skipped",
+    )  # fmt: skip
 
     def __init__(
-        self, *, start_offset: int = 0, max_message_length: int = MAX_HANDSHAKE_MESSAGE_LENGTH
+        self,
+        *,
+        start_offset: int = 0,
+        max_message_length: int = MAX_HANDSHAKE_MESSAGE_LENGTH,
+        skip_oversize: bool = False,
     ) -> None:
         self._buf = bytearray()
         self._start = start_offset  # handshake-stream offset of _buf[0]
@@ -264,6 +280,10 @@ class HandshakeReassembler:
         self._first_record: int | None = None
         self._max = max_message_length
         self._error: tuple[str, int] | None = None
+        self._skip_oversize = skip_oversize
+        self._skip = 0  # bytes of an oversize message still to skip
+        self._skip_msg: tuple[int, int, int] | None = None  # its (offset, type, length)
+        self.skipped = 0  # bytes of oversize messages skipped so far
 
     @property
     def buffered(self) -> int:
@@ -281,20 +301,38 @@ class HandshakeReassembler:
         out: list[HandshakeMessage] = []
         if len(data) == 0:
             return out
+        if self._skip:  # the rest of an oversize message: counted, never buffered
+            k = min(self._skip, len(data))
+            self._skip -= k
+            self.skipped += k
+            self._pos += k
+            self._start += k
+            data = memoryview(data)[k:]
+            if not data:
+                return out
         if not self._buf:
             self._first_record = record_offset
         self._buf += data
         self._pos += len(data)
         b = self._buf
         i = 0
+        over: list[tuple[str, int]] = []
         while len(b) - i >= 4:
             n = (b[i + 1] << 16) | (b[i + 2] << 8) | b[i + 3]
             if n > self._max:
                 off = self._start + i
                 why = f"handshake message type {b[i]} declares {n} bytes > cap {self._max} at {off}"
-                self._error = (why, off)
-                self._buf = bytearray()
-                raise HandshakeLimitExceeded(why, offset=off, messages=tuple(out))
+                if not self._skip_oversize:
+                    self._error = (why, off)
+                    self._buf = bytearray()
+                    raise HandshakeLimitExceeded(why, offset=off, messages=tuple(out))
+                take = min(len(b) - i, 4 + n)  # skip it by its declared length
+                self._skip_msg = (off, b[i], 4 + n)
+                self._skip = 4 + n - take
+                self.skipped += take
+                i += take
+                over.append((f"{why}: its {4 + n} bytes are skipped, not buffered", off))
+                continue
             if len(b) - i < 4 + n:
                 break
             out.append(
@@ -312,6 +350,8 @@ class HandshakeReassembler:
         if i:
             del b[:i]
             self._start += i
+        if over:
+            raise HandshakeLimitExceeded(over[0][0], offset=over[0][1], messages=tuple(out))
         return out
 
     def reset(self, skip: int = 0) -> IncompleteHandshake | None:
@@ -322,6 +362,7 @@ class HandshakeReassembler:
         """
         dropped = self._incomplete()
         self._buf = bytearray()
+        self._skip = 0
         self._pos += skip
         self._start = self._pos
         return dropped
@@ -330,10 +371,16 @@ class HandshakeReassembler:
         """End of input: a message still in progress is reported, not raised."""
         dropped = self._incomplete()
         self._buf = bytearray()
+        self._skip = 0
         self._start = self._pos
         return [dropped] if dropped is not None else []
 
     def _incomplete(self) -> IncompleteHandshake | None:
+        if self._skip and self._skip_msg is not None:  # an oversize message, cut short
+            off, t, length = self._skip_msg
+            return IncompleteHandshake(
+                offset=off, msg_type=t, length=length, received=length - self._skip
+            )
         b = self._buf
         if not b:
             return None

@@ -54,6 +54,17 @@ Gaps (holes in the reassembled TCP stream), see :meth:`RecordParser.feed_gap`:
   (``reason="resynchronised"``).  Even then the records' sequence numbers are unknown, which
   the session layer has to take into account.
 
+Resynchronisation (``resync=True``, what the session layer of pcapkit uses): a header
+that cannot be TLS (content type or version) does not stop the parser.  It loses the
+boundary there and scans for ``RESYNC_CHAIN`` chained headers as after a hole; the
+skipped span is a :class:`StreamGap` with ``cause="malformed_header"`` (and the reason in
+``detail``).  A header whose type and version are valid but whose length breaks a rule of
+the record layer (above 2^14 + 2048, or a zero-length handshake, alert or
+ChangeCipherSpec) keeps its framing: the length says where the next record starts, so it
+is returned as a :class:`TlsRecord` for the session to flag (``tls_record_overflow``,
+``tls_empty_handshake_record``), and no byte after it is lost.  A length field is 16 bits,
+so such a record holds at most 65,540 bytes.
+
 :meth:`RecordParser.close` never raises for a short tail: a record cut by the end of the
 stream is returned as an :class:`IncompleteRecord` with ``missing > 0``, and a tail shorter
 than a header as a :class:`StreamGap` with ``reason="truncated_header"`` — the caller turns
@@ -192,10 +203,19 @@ class StreamGap:
     length: int
     reason: str
     missing: int
+    #: what lost the boundary: ``"hole"`` (bytes never captured) or ``"malformed_header"``
+    #: (bytes that cannot be a record header, with the reason in ``detail``)
+    cause: str = "hole"
+    detail: str = ""
 
     @property
     def end(self) -> int:
         return self.offset + self.length
+
+    @property
+    def skipped(self) -> int:
+        """Captured bytes of the span that could not be framed as records."""
+        return self.length - self.missing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -250,16 +270,24 @@ def _check_header(
     content_type: int, version: int, length: int, offset: int, max_length: int
 ) -> str | None:
     """Return why this header cannot be a TLS record, or ``None`` if it can."""
-    if content_type not in _VALID_TYPES:
-        return f"unknown content type {content_type} at offset {offset}"
-    if version >> 8 != 3:
-        return f"record version 0x{version:04x} (major != 3) at offset {offset}"
+    why = _check_type_version(content_type, version, offset)
+    if why is not None:
+        return why
     if length > max_length:
         return f"record length {length} > {max_length} at offset {offset}"
     if length == 0 and content_type in _NONEMPTY_TYPES:
         # RFC 5246 §6.2.1: "Implementations MUST NOT send zero-length fragments of
         # Handshake, Alert, or ChangeCipherSpec content types."
         return f"zero-length {ContentType(content_type).name} record at offset {offset}"
+    return None
+
+
+def _check_type_version(content_type: int, version: int, offset: int) -> str | None:
+    """Why these bytes cannot start a record header at all (the framing is unknown)."""
+    if content_type not in _VALID_TYPES:
+        return f"unknown content type {content_type} at offset {offset}"
+    if version >> 8 != 3:
+        return f"record version 0x{version:04x} (major != 3) at offset {offset}"
     return None
 
 
@@ -393,6 +421,9 @@ class RecordParser:
         "_max_length",
         "_start",
         "_v2",
+        "_resync",
+        "_lost_cause",
+        "_lost_detail",
     )
 
     def __init__(
@@ -402,6 +433,7 @@ class RecordParser:
         scan_after_gap: bool = False,
         max_length: int = MAX_CIPHERTEXT_LENGTH,
         accept_sslv2_hello: bool = True,
+        resync: bool = False,
     ) -> None:
         self._buf = bytearray()
         self._rec_start = start_offset
@@ -420,6 +452,12 @@ class RecordParser:
         self._error: tuple[str, int] | None = None
         self._max_length = max_length
         self._v2 = accept_sslv2_hello
+        # resync: never fail; a bad header loses the boundary (scanned for, as after a
+        # hole) and a record whose only fault is its length keeps its framing
+        self._resync = resync
+        self._scan = scan_after_gap or resync
+        self._lost_cause = "hole"
+        self._lost_detail = ""
 
     # -- state --------------------------------------------------------------
     @property
@@ -486,11 +524,19 @@ class RecordParser:
                 # Fast path: parse whole records straight from the input.
                 while n - i >= HEADER_LENGTH:
                     total = self._frame(mv, i, self._pos)
-                    if i + total > n:
+                    if total < 0 or i + total > n:
                         break
-                    out.append(self._make(mv[i : i + total], self._pos))
+                    item = self._make(mv[i : i + total], self._pos)
+                    if item is None:
+                        total = -1
+                        break
+                    out.append(item)
                     self._pos += total
                     i += total
+                else:
+                    total = 0
+                if total < 0:  # a bad header (resync): scan from it
+                    continue
                 self._rec_start = self._pos
                 self._buf += mv[i:]
                 self._pos += n - i
@@ -504,33 +550,58 @@ class RecordParser:
             self._pos += take
             i += take
             b = self._buf
-            if len(b) == HEADER_LENGTH:
-                self._frame(b, 0, self._rec_start)
+            if len(b) == HEADER_LENGTH and self._frame(b, 0, self._rec_start) < 0:
+                # a bad header (resync): the bytes after it are scanned from the header on
+                rest = bytes(b) + bytes(mv[i:])
+                self._pos = self._rec_start
+                mv, i, n = memoryview(rest), 0, len(rest)
+                continue
             if len(b) >= HEADER_LENGTH and len(b) == self._cur_total:
-                out.append(self._make(b, self._rec_start))
+                item = self._make(b, self._rec_start)
+                if item is None:
+                    rest = bytes(b) + bytes(mv[i:])
+                    self._pos = self._rec_start
+                    mv, i, n = memoryview(rest), 0, len(rest)
+                    continue
+                out.append(item)
                 self._buf = bytearray()
                 self._rec_start = self._pos
 
     def _frame(self, b: Buffer, i: int, offset: int) -> int:
-        """Validate the header at ``b[i:i+5]``; return the record's wire length."""
+        """Validate the header at ``b[i:i+5]``; return the record's wire length (-1: a bad
+        header, the boundary is lost there; only with ``resync``, which never raises)."""
         if self._v2 and offset == self._start:
             total = _sslv2_hello_length(b[i], b[i + 1], b[i + 2], b[i + 3])
             if total is not None:
                 self._cur_total, self._cur_v2 = total, True
                 return total
         length = (b[i + 3] << 8) | b[i + 4]
-        why = _check_header(b[i], (b[i + 1] << 8) | b[i + 2], length, offset, self._max_length)
-        if why is not None:
-            self._fail(why, offset)
+        version = (b[i + 1] << 8) | b[i + 2]
+        if self._resync:
+            # only type and version decide whether this is a header: a bad length keeps
+            # the framing (the session flags the record)
+            why = _check_type_version(b[i], version, offset)
+            if why is not None:
+                self._lose_sync(offset, why)
+                return -1
+        else:
+            why = _check_header(b[i], version, length, offset, self._max_length)
+            if why is not None:
+                self._fail(why, offset)
         self._cur_total, self._cur_v2 = HEADER_LENGTH + length, False
         return HEADER_LENGTH + length
 
-    def _make(self, b: Buffer, offset: int) -> TlsRecord | Sslv2ClientHello:
+    def _make(self, b: Buffer, offset: int) -> TlsRecord | Sslv2ClientHello | None:
+        """The record of ``b`` (None: an SSLv2 hello that does not parse, with ``resync``:
+        the boundary is lost at ``offset``)."""
         if self._cur_v2:
             self._cur_v2 = False
             try:
                 return _parse_sslv2_hello(bytes(b), offset)
             except DissectError as exc:
+                if self._resync:
+                    self._lose_sync(offset, str(exc))
+                    return None
                 self._fail(str(exc), offset)
         return TlsRecord(
             offset=offset,
@@ -600,6 +671,8 @@ class RecordParser:
                         length=self._pos - self._lost_start,
                         reason="lost_boundary",
                         missing=self._lost_missing,
+                        cause=self._lost_cause,
+                        detail=self._lost_detail,
                     )
                 )
         elif self._buf:
@@ -656,7 +729,19 @@ class RecordParser:
         self._mode = _DESYNC
         self._lost_start = lost_start
         self._lost_missing = gap_end - self._pos
+        self._lost_cause, self._lost_detail = "hole", ""
         self._pos = gap_end
+        self._buf = bytearray()
+        self._cur_v2 = False
+
+    def _lose_sync(self, offset: int, why: str) -> None:
+        """A bad header at stream offset ``offset`` (resync): the boundary is lost there;
+        the caller feeds the bytes from the header on to the scan."""
+        self._mode = _DESYNC
+        self._lost_start = offset
+        self._lost_missing = 0
+        self._lost_cause, self._lost_detail = "malformed_header", why
+        self._pos = offset
         self._buf = bytearray()
         self._cur_v2 = False
 
@@ -707,6 +792,8 @@ class RecordParser:
                         length=base + p - self._lost_start,
                         reason="resynchronised",
                         missing=self._lost_missing,
+                        cause=self._lost_cause,
+                        detail=self._lost_detail,
                     )
                 )
                 rest = bytes(b[p:])

@@ -62,6 +62,7 @@ from .crypto import (
     tls13_next_traffic_secret,
 )
 from .handshake import (
+    MAX_HANDSHAKE_MESSAGE_LENGTH,
     Alert,
     Certificate,
     ClientHello,
@@ -93,6 +94,7 @@ from .keylog import (
 )
 from .record import (
     HEADER_LENGTH,
+    MAX_CIPHERTEXT_LENGTH,
     MAX_PLAINTEXT_LENGTH,
     MAX_TLS13_CIPHERTEXT_LENGTH,
     IncompleteRecord,
@@ -113,6 +115,7 @@ from .versions import (
 
 __all__ = [
     "C2S",
+    "MAX_HANDSHAKE_MESSAGES",
     "MAX_SEQ_SEARCH",
     "S2C",
     "Anomaly",
@@ -133,6 +136,10 @@ S2C: Final = "s2c"
 #: is at least 22 bytes on the wire (5 header + 1 type + 16 tag), so a hole of L bytes hid
 #: at most L // 22 records; the cap bounds the work (each trial is one AEAD/MAC check).
 MAX_SEQ_SEARCH: Final = 4096
+#: Handshake messages reassembled per session: a handshake is ~10 messages, a long
+#: connection adds tickets and KeyUpdates; a hostile peer can send millions of empty
+#: ones (4 bytes each).  Beyond, handshake bytes are counted, not reassembled.
+MAX_HANDSHAKE_MESSAGES: Final = 200_000
 _MIN_PROTECTED_RECORD: Final = 22
 
 
@@ -313,7 +320,9 @@ class _Keys:
 class _Dir:
     name: str  # the role: "c2s" = sent by the TLS client
     wire: str  # the caller's label for this direction (differs only if roles were swapped)
-    hs: HandshakeReassembler = field(default_factory=HandshakeReassembler)
+    hs: HandshakeReassembler = field(
+        default_factory=lambda: HandshakeReassembler(skip_oversize=True)
+    )
     keys: _Keys | None = None  # current protection; None = plaintext
     seq: int = 0
     seq_unknown: int = 0  # >0: sequence number lost; how many to try
@@ -345,12 +354,26 @@ class TlsSession:
         resumption_cache: ResumptionCache | None = None,
         start_offsets: Mapping[str, int] | None = None,
         scan_after_gap: bool = False,
+        resync: bool = False,
+        max_handshake_message: int = MAX_HANDSHAKE_MESSAGE_LENGTH,
+        max_messages: int = MAX_HANDSHAKE_MESSAGES,
     ) -> None:
         self._keylog = keylog
         self._cache = resumption_cache
         self._scan = scan_after_gap
+        self._resync = resync
+        self._max_messages = max_messages
+        self._hs_messages = 0  # handshake messages reassembled, both directions
+        self._hs_over_bytes = 0  # handshake bytes past max_messages (counted only)
         starts = dict(start_offsets or {})
-        self._dirs: dict[str, _Dir] = {d: _Dir(d, d) for d in (C2S, S2C)}
+        self._dirs: dict[str, _Dir] = {
+            d: _Dir(
+                d,
+                d,
+                HandshakeReassembler(max_message_length=max_handshake_message, skip_oversize=True),
+            )
+            for d in (C2S, S2C)
+        }
         self.roles_swapped = False
         self._starts = {d: starts.get(d, 0) for d in (C2S, S2C)}
         self.anomalies: list[Anomaly] = []
@@ -398,7 +421,9 @@ class TlsSession:
     def _parser(self, direction: str) -> RecordParser:
         d = self._dir(direction)
         if d.parser is None:
-            d.parser = RecordParser(start_offset=self._starts[direction], scan_after_gap=self._scan)
+            d.parser = RecordParser(
+                start_offset=self._starts[direction], scan_after_gap=self._scan, resync=self._resync
+            )
         return d.parser
 
     def feed_data(self, direction: str, data: bytes | bytearray | memoryview) -> list[RecordResult]:
@@ -406,7 +431,10 @@ class TlsSession:
 
         A header that cannot be TLS ends that direction: a ``tls_record_malformed``
         anomaly is recorded, the records before it are returned, and later bytes of the
-        direction are ignored (the TCP analysis goes on; DESIGN.md §4).
+        direction are ignored (the TCP analysis goes on; DESIGN.md §4) — unless the session
+        was made with ``resync=True``: then the bytes up to the next chain of record headers
+        are skipped (the anomaly says how many), and a record whose only fault is its length
+        is kept and flagged (``tls_record_overflow``).
         """
         d = self._dir(direction)
         if d.halted:
@@ -441,6 +469,14 @@ class TlsSession:
                     f"handshake message at handshake offset {partial.offset} cut short "
                     f"({partial.received} of {partial.length if partial.length is not None else '?'} bytes)",
                 )
+        if self._hs_over_bytes:
+            self._anomaly(
+                "message_limit_exceeded",
+                None,
+                None,
+                f"more than {self._max_messages} handshake messages: {self._hs_over_bytes} "
+                "handshake bytes after them are counted, not reassembled",
+            )
         return out
 
     def _feed_items(self, direction: str, items: Iterable[RecordItem]) -> list[RecordResult]:
@@ -524,6 +560,34 @@ class TlsSession:
         return is_tls13(self.version)
 
     def _on_stream_gap(self, d: _Dir, gap: StreamGap) -> None:
+        # every captured byte given up on is an anomaly with its offset and count
+        where = (
+            f"records resume at offset {gap.end}"
+            if gap.reason == "resynchronised"
+            else "no record header follows in the direction"
+        )
+        if gap.cause == "malformed_header":
+            self._anomaly(
+                "tls_record_malformed",
+                d.wire,
+                gap.offset,
+                f"{gap.detail}; {gap.skipped} bytes skipped, {where}",
+            )
+        elif gap.reason == "truncated_header":
+            self._anomaly(
+                "tls_record_incomplete",
+                d.wire,
+                gap.offset,
+                f"the stream ends inside a record header ({gap.skipped} of 5 bytes)",
+            )
+        elif gap.skipped > 0:
+            self._anomaly(
+                "tls_record_sync_lost",
+                d.wire,
+                gap.offset,
+                f"a hole of {gap.missing} bytes covered a record header; {gap.skipped} "
+                f"captured bytes skipped, {where}",
+            )
         dropped = d.hs.reset()
         if dropped is not None:
             self._anomaly(
@@ -618,6 +682,26 @@ class TlsSession:
             and self.client_hello is not None
             and self.client_hello.early_data
         )
+
+        if fragment_len > MAX_CIPHERTEXT_LENGTH:
+            # RFC 5246 §6.2.3: "The length MUST NOT exceed 2^14 + 2048." (RFC 8446 §5.2:
+            # 2^14 + 256.)  Not decrypted; its header still frames it, so the records after
+            # it are read (RecordParser(resync=True) hands such records over).
+            seq = None
+            if d.keys is not None and not d.seq_unknown:
+                seq = d.seq
+                d.seq += 1
+            anomalies.append(
+                self._anomaly(
+                    "tls_record_overflow",
+                    d.wire,
+                    rec.offset,
+                    f"record of {fragment_len} bytes > 2^14 + 2048: skipped, not decrypted",
+                )
+            )
+            return self._result(
+                d, rec, DecryptStatus.BAD_RECORD, Epoch.PLAINTEXT, seq=seq, anomalies=anomalies
+            )
 
         if tls13 and fragment_len > MAX_TLS13_CIPHERTEXT_LENGTH:
             # RFC 8446 §5.2: "The length MUST NOT exceed 2^14 + 256 bytes.  An endpoint that
@@ -840,14 +924,18 @@ class TlsSession:
                     self._anomaly("tls_empty_handshake_record", d.wire, rec.offset, "zero-length")
                 )
                 return (), ()
+            if self._hs_messages >= self._max_messages:
+                # past the message cap: counted, not reassembled nor decoded
+                self._hs_over_bytes += len(plaintext)
+                return (), ()
             try:
                 messages = d.hs.feed(plaintext, record_offset=rec.offset)
-            except HandshakeLimitExceeded as exc:
+            except HandshakeLimitExceeded as exc:  # skipped by its length (skip_oversize)
                 messages = list(exc.messages)
                 anomalies.append(
                     self._anomaly("tls_handshake_too_large", d.wire, rec.offset, str(exc))
                 )
-                d.hs = HandshakeReassembler(start_offset=d.hs.position)
+            self._hs_messages += len(messages)
             decoded: list[DecodedHandshake] = []
             for msg in messages:
                 item = self._decode(d, rec, msg, anomalies)

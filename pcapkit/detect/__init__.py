@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..anomalies import isolate
 from .base import Evidence, Finding, findings_table, frame_filter, severity_for
 from .constants import Coupling
 from .context import DetectContext
@@ -62,11 +63,15 @@ def run_detectors(
     ctx: DetectContext,
     only: set[str] | None = None,
     settings: Mapping[str, Any] | None = None,
+    errors: list[dict[str, Any]] | None = None,
 ) -> list[Finding]:
     """Run every registered detector (or those emitting one of ``only``), worst first.
 
     ``settings`` sets thresholds by name (``{"nagle.late_slack_ms": 3.0}``, see
-    :func:`thresholds`); a bad name or value raises :class:`ThresholdError`.
+    :func:`thresholds`); a bad name or value raises :class:`ThresholdError`.  With an
+    ``errors`` list, a detector that raises loses its findings and adds an
+    ``internal_error`` row there (:func:`pcapkit.anomalies.isolate`); the detectors after
+    it run (those that read its kinds see none).  Without it the exception propagates.
     """
     kwargs = resolve_thresholds(settings)
     ctx.set_coupling(Coupling(**kwargs.pop("tcp", {})))
@@ -75,14 +80,25 @@ def run_detectors(
         if only is not None and not (set(det.spec.kind_names) & only):
             continue
         ctx.prior = sorted(out, key=finding_order)
-        found = det.detect(ctx, **kwargs.get(det.name, {}))
-        for f in found:
-            if f.kind not in det.spec.kind_names:
-                raise TypeError(f"detector {det.name} emitted {f.kind!r}, not one of its kinds")
-            f.display_filter = with_evidence(f.display_filter, f.frames)
+        try:
+            found = det.detect(ctx, **kwargs.get(det.name, {}))
+            for f in found:
+                if f.kind not in det.spec.kind_names:
+                    raise TypeError(f"detector {det.name} emitted {f.kind!r}, not one of its kinds")
+                f.display_filter = with_evidence(f.display_filter, f.frames)
+        except Exception as exc:  # noqa: BLE001 - one detector's bug, not the capture's
+            if errors is None:
+                raise
+            errors.append(isolate("detect", exc, what=f"detector {det.name}"))
+            continue
         out.extend(f for f in found if only is None or f.kind in only)
     out.sort(key=finding_order)
-    link_requests(out, ctx.requests)
+    try:
+        link_requests(out, ctx.requests)
+    except Exception as exc:  # noqa: BLE001 - the findings stand without their join key
+        if errors is None:
+            raise
+        errors.append(isolate("detect", exc, what="link_requests"))
     return out
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..schema import is_missing as _na
+from ..sessions.http import ascii_decimal
 from .base import Evidence, Finding, frame_filter
 from .constants import ContentType
 from .context import DetectContext
@@ -172,8 +173,8 @@ def _sse_batching(ctx: DetectContext) -> list[Finding]:
 def _retry_after_s(v: Any) -> float | None:
     if _na(v):
         return None
-    s = str(v).strip()
-    return float(s) if s.isdigit() else None
+    s = ascii_decimal(str(v).strip(" \t"))  # RFC 9110 §10.2.3: delay-seconds = 1*DIGIT
+    return None if s is None else float(s)
 
 
 def _rate_limited(ctx: DetectContext) -> list[Finding]:

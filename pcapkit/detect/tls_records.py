@@ -776,7 +776,10 @@ def detect_spanning(
     rec_off = r["offset"].astype(np.int64)
     rec_len = r["length"].astype(np.int64)
     bi = np.searchsorted(starts, rec_off, side="right") - 1
-    into = np.where(bi >= 0, rec_off - starts[np.maximum(bi, 0)], rec_off)
+    if starts.shape[0]:
+        into = np.where(bi >= 0, rec_off - starts[np.maximum(bi, 0)], rec_off)
+    else:  # no transfer start (np.where would index the empty array anyway)
+        into = rec_off
     # the first application record of each transfer
     first_of: dict[int, int] = {}
     for k in range(rec_off.shape[0]):

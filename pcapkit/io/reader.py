@@ -45,6 +45,7 @@ import numpy as np
 
 from .._parallel import thread_count
 from ..errors import CaptureTooBroken, NotACapture
+from ..limits import Limits
 
 # Largest caplen accepted in a classic pcap record.  Wireshark's own limit for
 # "normal" link types is 262144 (WTAP_MAX_PACKET_SIZE_STANDARD); loopback
@@ -170,6 +171,8 @@ class RawCapture:
             base += part.shape[0]
         if sum(g.shape[0] for g in got) != hi - lo:
             return None
+        if not got:  # no frames asked for
+            return np.zeros((0, HEAD_BYTES), np.uint8)
         return got[0] if len(got) == 1 else np.concatenate(got)
 
     def frame_bytes(self, frame: int) -> bytes:
@@ -230,6 +233,13 @@ def _anomaly(
 # this size, then mapped like a file: bounded memory however large the input
 SPOOL_CHUNK = 1 << 20
 STDIN = "-"
+# The gzip_ratio limit is checked once this many bytes are inflated: a small capture of
+# zero-filled frames may compress past the ratio and is no bomb (Apache POI's grace size
+# is 100 KB; 16 MiB of frames is ~0.1 s of reading and ~10^6 frames at worst).
+GZIP_RATIO_GRACE = 16 << 20
+# at most this many bytes come out of one inflate call (deflate reaches ~1000:1: one
+# unbounded call on a 1 MiB chunk of a bomb would hold ~1 GB)
+GZIP_CHUNK = 1 << 20
 
 
 def _spool(src: BinaryIO, prefix: str) -> BinaryIO:
@@ -241,16 +251,21 @@ def _spool(src: BinaryIO, prefix: str) -> BinaryIO:
     return tmp
 
 
-def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any], list[dict[str, Any]]]:
+def _open_bytes(
+    path: str | os.PathLike[str], limits: Limits | None = None
+) -> tuple[Any, bool, list[Any], list[dict[str, Any]]]:
     """Return (buffer, compressed, objects to keep alive/close, anomalies).
 
     Plain files are mmapped read-only.  ``-`` (stdin), pipes, FIFOs and character
     devices (``/dev/stdin``) cannot be mapped: they are spooled to an unlinked
     temporary file first.  gzip input is inflated into an unlinked temporary file
-    that is then mmapped, so memory stays bounded for large input; a gzip stream cut
-    short (or corrupt part-way) keeps what inflated before the cut and says where, as
-    tshark reads the frames before it.
+    that is then mmapped, so memory stays bounded for large input, and within the
+    ``gzip_ratio`` / ``gzip_bytes`` limits (past them: the capture is read up to there,
+    with a ``gzip_limit_exceeded`` anomaly); a gzip stream cut short (or corrupt
+    part-way) keeps what inflated before the cut and says where, as tshark reads the
+    frames before it.
     """
+    limits = Limits.default() if limits is None else limits
     anomalies: list[dict[str, Any]] = []
     if os.fspath(path) == STDIN:
         f: BinaryIO = _spool(sys.stdin.buffer, "pcapkit-stdin-")
@@ -264,13 +279,21 @@ def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any], lis
     f.seek(0)
     if head[:2] == GZIP_MAGIC:
         tmp = tempfile.TemporaryFile(prefix="pcapkit-gunzip-")
-        inflated, problem = _gunzip(f, tmp)
+        inflated, problem, stop = _gunzip(f, tmp, limits)
         f.close()
         tmp.flush()
         if inflated == 0:
             tmp.close()
             why = f"gzip stream is corrupt ({problem})" if problem else "empty gzip stream"
             raise NotACapture(f"{path}: {why}")
+        if stop:
+            anomalies.append(
+                _anomaly(
+                    "gzip_limit_exceeded",
+                    f"the gzip stream {stop}; the capture is read up to there",
+                    offset=inflated,
+                )
+            )
         if problem:
             anomalies.append(
                 _anomaly(
@@ -290,32 +313,52 @@ def _open_bytes(path: str | os.PathLike[str]) -> tuple[Any, bool, list[Any], lis
     return mm, False, [mm, f], anomalies
 
 
-def _gunzip(src: BinaryIO, dst: BinaryIO) -> tuple[int, str | None]:
-    """Inflate every gzip member of ``src`` into ``dst`` chunk by chunk; (bytes written,
-    what stopped it early or None).  What inflated before a cut or a corrupt block is
-    kept (``gzip.GzipFile`` would lose the last chunk read)."""
-    written = 0
+def _gunzip(src: BinaryIO, dst: BinaryIO, limits: Limits) -> tuple[int, str | None, str | None]:
+    """Inflate every gzip member of ``src`` into ``dst`` chunk by chunk, at most
+    ``GZIP_CHUNK`` bytes out of each inflate call, within the ``gzip_bytes`` and
+    ``gzip_ratio`` limits; (bytes written, what cut the stream short or None, which limit
+    stopped it or None).  What inflated before a cut or a corrupt block is kept
+    (``gzip.GzipFile`` would lose the last chunk read)."""
+    ratio, cap = limits["gzip_ratio"], limits["gzip_bytes"]
+    written = packed = 0
     d = zlib.decompressobj(zlib.MAX_WBITS | 16)
     while True:
         chunk = src.read(SPOOL_CHUNK)
         if not chunk:
             if not d.eof:
-                return written, "the stream ends before its end-of-stream marker"
-            return written, None
-        while chunk:
+                return written, "the stream ends before its end-of-stream marker", None
+            return written, None, None
+        packed += len(chunk)
+        while True:  # until this chunk is consumed and no output is pending
             try:
-                out = d.decompress(chunk)
+                out = d.decompress(chunk, GZIP_CHUNK)
             except zlib.error as exc:
-                return written, str(exc)
+                return written, str(exc), None
+            if written + len(out) > cap:
+                dst.write(out[: cap - written])
+                return cap, None, f"inflates past the gzip_bytes limit ({cap} bytes)"
             dst.write(out)
             written += len(out)
+            # compressed bytes consumed so far (not merely read: a 1 MiB read of a bomb
+            # holds ~1 GB of output)
+            used = max(packed - len(d.unconsumed_tail), 1)
+            if written >= GZIP_RATIO_GRACE and written > ratio * used:
+                return (
+                    written,
+                    None,
+                    f"inflates {written} bytes from {used} compressed "
+                    f"({written / used:.0f}x), past the gzip_ratio limit ({ratio}x): a "
+                    "decompression bomb",
+                )
             if d.eof:  # a gzip member ended: another may follow (RFC 1952 §2.2)
                 chunk = d.unused_data
                 if chunk[:2] != GZIP_MAGIC:
-                    return written, None  # trailing garbage after the last member
+                    return written, None, None  # trailing garbage after the last member
                 d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-            else:
-                chunk = b""
+                continue
+            chunk = d.unconsumed_tail
+            if not chunk and len(out) < GZIP_CHUNK:
+                break
 
 
 ProgressFn = Callable[[float], None]
@@ -323,14 +366,19 @@ ProgressFn = Callable[[float], None]
 PROGRESS_EVERY = 1 << 16
 
 
-def read_capture(path: str | os.PathLike[str], progress: ProgressFn | None = None) -> RawCapture:
+def read_capture(
+    path: str | os.PathLike[str],
+    progress: ProgressFn | None = None,
+    limits: Limits | None = None,
+) -> RawCapture:
     """Read a pcap or pcapng file (optionally gzip-compressed).
 
     Raises :class:`~pcapkit.errors.NotACapture` when the file is neither;
     everything after a valid file header that cannot be read becomes an anomaly.
-    ``progress`` (optional) is called with the fraction of the file walked.
+    ``progress`` (optional) is called with the fraction of the file walked; ``limits``
+    (:mod:`pcapkit.limits`, default: the defaults) bounds a gzip input.
     """
-    mm, compressed, keep, opened = _open_bytes(path)
+    mm, compressed, keep, opened = _open_bytes(path, limits)
     try:
         magic = bytes(mm[:4])
         if magic in PCAP_MAGICS:
@@ -426,13 +474,14 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         if cl > limit:
             detail = (
                 f"record at byte {o} claims {cl} captured bytes (limit {limit}); "
-                "the rest of the file is ignored"
+                f"the rest of the file ({n - o} bytes) is ignored"
             )
             anomalies.append(_anomaly("absurd_caplen", detail, frame=i + 1, offset=o))
         else:
             detail = f"last record at byte {o} needs {cl} bytes, only {n - o - rec_hdr} remain"
             anomalies.append(_anomaly("truncated_record", detail, frame=i + 1, offset=o))
         rec, hdr = rec[:i], hdr[:i]
+        head_parts = _first_rows(head_parts, i)  # one head row per kept frame, no more
     elif off < n:
         anomalies.append(
             _anomaly(
@@ -467,6 +516,18 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
         anomalies=anomalies,
         head_parts=head_parts,
     )
+
+
+def _first_rows(parts: list[np.ndarray], n: int) -> list[np.ndarray]:
+    """The first ``n`` rows of consecutive row blocks (the walk gathered rows for records
+    that validation then cut: a cut or absurd first record leaves none)."""
+    out: list[np.ndarray] = []
+    for part in parts:
+        if n <= 0:
+            break
+        out.append(part[:n])
+        n -= part.shape[0]
+    return out
 
 
 # Files at least this big have the second half of their record walk done by a
@@ -783,7 +844,8 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
                 anomalies.append(
                     _anomaly(
                         "bad_block",
-                        f"section header at byte {off} has a bad byte-order magic",
+                        f"section header at byte {off} has a bad byte-order magic; the rest "
+                        f"of the file ({n - off} bytes) is ignored",
                         frames + 1,
                         off,
                     )
@@ -800,7 +862,8 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
             anomalies.append(
                 _anomaly(
                     "bad_block",
-                    f"block at byte {off} has an invalid length {blen}; the rest of the file is ignored",
+                    f"block at byte {off} has an invalid length {blen}; the rest of the file "
+                    f"({n - off} bytes) is ignored",
                     frames + 1,
                     off,
                 )
@@ -820,7 +883,8 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
             anomalies.append(
                 _anomaly(
                     "bad_block",
-                    f"block at byte {off}: trailing length differs from {blen}",
+                    f"block at byte {off}: trailing length differs from {blen}; the rest of "
+                    f"the file ({n - off} bytes) is ignored",
                     frames + 1,
                     off,
                 )

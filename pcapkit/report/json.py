@@ -15,12 +15,18 @@ Top-level keys (stable contract, documented in the README):
 * ``anomalies`` — one object per anomaly row (``name``, ``frame``, ``flow``,
   ``offset``, ``detail``).
 * ``schema_version`` — bumped only when a key changes meaning or disappears.
+
+:func:`write_analysis_json` streams the same document to a file object, one row at a
+time (a capture with a million connections is written without building the document or
+one string of it in memory); its output is byte for byte ``json.dumps(doc, indent=2)``.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -49,12 +55,15 @@ def to_jsonable(v: Any) -> Any:
     return v
 
 
-def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def iter_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
+    """The rows of ``df`` as JSON-ready dicts, one at a time."""
     cols = list(df.columns)
-    out = []
     for row in df.itertuples(index=False, name=None):
-        out.append({c: to_jsonable(x) for c, x in zip(cols, row, strict=True)})
-    return out
+        yield {c: to_jsonable(x) for c, x in zip(cols, row, strict=True)}
+
+
+def records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return list(iter_records(df))
 
 
 # The report's top-level keys, in order (the README's JSON section and ``--help`` are
@@ -73,6 +82,37 @@ JSON_KEYS = (
 )
 
 
+def _sections(
+    trace: Trace, findings: pd.DataFrame | None, only_flows: set[int] | None
+) -> Iterator[tuple[str, Any, bool]]:
+    """(key, value, is_rows) of the report, in :data:`JSON_KEYS` order; rows are computed
+    lazily."""
+    from .narrow import flow_rows
+
+    # the detectors run first: a detector that failed is an anomaly the capture's
+    # ``anomalies`` count must include
+    findings = trace.findings if findings is None else findings
+    requests = trace.requests
+    gaps = trace.gaps
+    if only_flows is not None:
+        gaps = gaps[gaps.request.isin(list(flow_rows(requests, only_flows).index))]
+    yield "schema_version", SCHEMA_VERSION, False
+    yield (
+        "capture",
+        to_jsonable({**trace.capture_summary(), "key_sources": trace.key_sources}),
+        False,
+    )
+    yield "coverage", to_jsonable(coverage(trace)), False
+    # flows: those analysed in detail (the connections limit), narrowed
+    yield "flows", iter_records(flow_rows(trace.flows_in_detail, only_flows)), True
+    yield "tls", iter_records(flow_rows(trace.tls, only_flows)), True
+    yield "quic", iter_records(flow_rows(trace.quic, only_flows)), True
+    yield "requests", iter_records(flow_rows(requests, only_flows)), True
+    yield "gaps", iter_records(gaps), True
+    yield "findings", iter_records(findings), True
+    yield "anomalies", iter_records(trace.anomalies), True
+
+
 def analysis_json(
     trace: Trace,
     findings: pd.DataFrame | None = None,
@@ -80,23 +120,50 @@ def analysis_json(
 ) -> dict[str, Any]:
     """The JSON report (:data:`JSON_KEYS`); ``findings`` as narrowed by the caller, the
     per-flow tables limited to ``only_flows`` when given."""
-    from .narrow import flow_rows
-
-    requests = trace.requests
-    gaps = trace.gaps
-    if only_flows is not None:
-        gaps = gaps[gaps.request.isin(list(flow_rows(requests, only_flows).index))]
-    doc = {
-        "schema_version": SCHEMA_VERSION,
-        "capture": to_jsonable({**trace.capture_summary(), "key_sources": trace.key_sources}),
-        "coverage": to_jsonable(coverage(trace)),
-        "flows": records(flow_rows(trace.flows, only_flows)),
-        "tls": records(flow_rows(trace.tls, only_flows)),
-        "quic": records(flow_rows(trace.quic, only_flows)),
-        "requests": records(flow_rows(requests, only_flows)),
-        "gaps": records(gaps),
-        "findings": records(trace.findings if findings is None else findings),
-        "anomalies": records(trace.anomalies),
-    }
+    doc = {k: list(v) if rows else v for k, v, rows in _sections(trace, findings, only_flows)}
     assert tuple(doc) == JSON_KEYS
     return doc
+
+
+def _indented(value: Any, pad: str) -> str:
+    return json.dumps(value, indent=2).replace("\n", "\n" + pad)
+
+
+def write_analysis_json(
+    trace: Trace,
+    fp: IO[str],
+    findings: pd.DataFrame | None = None,
+    only_flows: set[int] | None = None,
+) -> None:
+    """Write :func:`analysis_json`'s document to ``fp`` as ``json.dumps(doc, indent=2)``
+    followed by a newline would — row by row, never the whole document in memory."""
+    fp.write("{")
+    keys = []
+    for key, value, rows in _sections(trace, findings, only_flows):
+        fp.write(("," if keys else "") + "\n  " + json.dumps(key) + ": ")
+        keys.append(key)
+        if rows:
+            _write_rows(fp, value)
+        else:
+            fp.write(_indented(value, "  "))
+    fp.write("\n}\n")
+    assert tuple(keys) == JSON_KEYS
+
+
+def _write_rows(fp: IO[str], rows: Iterable[dict[str, Any]]) -> None:
+    fp.write("[")
+    empty = True
+    for row in rows:
+        fp.write(("\n    " if empty else ",\n    ") + _indented(row, "    "))
+        empty = False
+    fp.write("]" if empty else "\n  ]")
+
+
+def write_records_json(df: pd.DataFrame, fp: IO[str]) -> None:
+    """``json.dumps(records(df), indent=2)`` and a newline, written row by row."""
+    fp.write("[")
+    empty = True
+    for row in iter_records(df):
+        fp.write(("\n  " if empty else ",\n  ") + _indented(row, "  "))
+        empty = False
+    fp.write("]\n" if empty else "\n]\n")

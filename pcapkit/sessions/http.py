@@ -26,8 +26,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# the one parser of decimal protocol integers, re-exported for the layers above (only
+# ``sessions`` imports ``dissectors``, DESIGN.md §1): detectors read header values with it
+from dissectors._wire import ascii_decimal as ascii_decimal
+
 from .. import schema
-from ..anomalies import qualified
+from ..anomalies import isolate, qualified
+from ..limits import Limits, limit_anomaly
 from ..net.streams import empty_index, tcp_stream
 from ..net.tcp import DirectionIndex
 
@@ -131,8 +136,8 @@ def _tls_direction(tf: Any, name: str, rec_lookup: Any) -> AppDirection:
         kk = np.minimum(k, offs.shape[0] - 1)
         rf = np.where(ok, frames[kk], -1)
         rt = np.where(ok, ts[kk], -1)
-    else:
-        rf = rt = np.zeros(0, np.int64)
+    else:  # no record rows to stamp from: one unknown stamp per record, never fewer
+        rf = rt = np.full(len(rec_off), -1, np.int64)
     st = np.asarray(starts, np.int64)
 
     def stamp(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -188,8 +193,9 @@ class HttpInputs:
         return self.index.get((flow, d)) or empty_index()
 
 
-def app_flows(inp: HttpInputs) -> list[AppFlow]:
-    """Every TCP connection whose application bytes pcapkit can read."""
+def app_flows(inp: HttpInputs, errors: list[dict[str, Any]] | None = None) -> list[AppFlow]:
+    """Every TCP connection whose application bytes pcapkit can read (a connection whose
+    bytes cannot be gathered is an ``internal_error`` row in ``errors``, if given)."""
     from dissectors.http1 import looks_like_http1
     from dissectors.http2 import is_h2_preface
 
@@ -199,27 +205,37 @@ def app_flows(inp: HttpInputs) -> list[AppFlow]:
     lookup = _record_lookup(inp.records)
     tls_by_flow = {tf.flow: tf for tf in inp.tls_flows}
     out: list[AppFlow] = []
-    for f in inp.tcp_flows:
+
+    def one(f: int) -> AppFlow | None:
         tf = tls_by_flow.get(f)
         if tf is not None:
             sm = tf.summary
             if not sm.decrypted_records:
-                continue
+                return None
             c2s = _tls_direction(tf, "c2s", lookup)
             s2c = _tls_direction(tf, "s2c", lookup)
-            out.append(AppFlow(f, sm.alpn, c2s, s2c))
-        else:
-            # cleartext: look at the first bytes before copying a whole stream out of the
-            # capture (most TCP connections of a large capture are not HTTP)
-            ci, si = inp.direction_index(f, 0), inp.direction_index(f, 1)
-            ch = stream_head(buf, ci, HEAD_PROBE_BYTES)
-            sh = stream_head(buf, si, HEAD_PROBE_BYTES)
-            if not (is_h2_preface(ch) or looks_like_http1(ch or sh)):
-                continue
-            c2s = _tcp_direction(buf, ci)
-            s2c = _tcp_direction(buf, si)
-            if c2s.data or s2c.data:
-                out.append(AppFlow(f, None, c2s, s2c))
+            return AppFlow(f, sm.alpn, c2s, s2c)
+        # cleartext: look at the first bytes before copying a whole stream out of the
+        # capture (most TCP connections of a large capture are not HTTP)
+        ci, si = inp.direction_index(f, 0), inp.direction_index(f, 1)
+        ch = stream_head(buf, ci, HEAD_PROBE_BYTES)
+        sh = stream_head(buf, si, HEAD_PROBE_BYTES)
+        if not (is_h2_preface(ch) or looks_like_http1(ch or sh)):
+            return None
+        c2s = _tcp_direction(buf, ci)
+        s2c = _tcp_direction(buf, si)
+        return AppFlow(f, None, c2s, s2c) if c2s.data or s2c.data else None
+
+    for f in inp.tcp_flows:
+        try:
+            af = one(f)
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            errors.append(isolate("http", exc, flow=f))
+            continue
+        if af is not None:
+            out.append(af)
     return out
 
 
@@ -278,13 +294,33 @@ def _gap_stats(ts: list[int]) -> tuple[float | None, float | None, float | None,
 class _Builder:
     """Accumulates rows of the messages and requests tables."""
 
-    def __init__(self, *, redact_secrets: bool) -> None:
+    def __init__(self, *, redact_secrets: bool, limits: Limits | None = None) -> None:
         self.messages = _empty_rows("messages")
         self.requests = _empty_rows("requests")
         self.anomalies: list[dict[str, Any]] = []
         self.h2_windows = _empty_rows("h2_windows")
         self.qpack_blocked = _empty_rows("qpack_blocked")
         self.redact_secrets = redact_secrets
+        self.limits = Limits.default() if limits is None else limits
+        # messages per connection (the messages limit: rows past it are only counted)
+        self.counts: dict[int, int] = {}
+
+    def count_only(self, flow: int, n: int) -> None:
+        """``n`` messages of ``flow`` the dissector did not even hand over (past the limit)."""
+        self.counts[flow] = self.counts.get(flow, 0) + n
+
+    def flow_done(self, flow: int) -> None:
+        """The connection is dissected: say so if it had more messages than the limit."""
+        n, cap = self.counts.get(flow, 0), self.limits["messages"]
+        if n > cap:
+            self.anomalies.append(
+                limit_anomaly(
+                    "message_limit_exceeded",
+                    f"{n} messages, the messages limit is {cap}: {n - cap} more are counted, "
+                    "not listed (--limit messages=N)",
+                    flow=flow,
+                )
+            )
 
     def message(
         self,
@@ -300,6 +336,10 @@ class _Builder:
         request: int | None,
         detail: str,
     ) -> None:
+        n = self.counts.get(flow, 0)
+        self.counts[flow] = n + 1
+        if n >= self.limits["messages"]:
+            return  # past the messages limit: counted (flow_done says how many)
         m = self.messages
         m["flow"].append(flow)
         m["dir"].append(d)
@@ -337,6 +377,20 @@ class _Builder:
         self.anomalies.append(
             {"name": name, "frame": None, "flow": flow, "offset": offset, "detail": detail}
         )
+
+    def _tables(self) -> list[dict[str, list[Any]]]:
+        return [self.messages, self.requests, self.h2_windows, self.qpack_blocked]
+
+    def mark(self) -> tuple[list[int], int]:
+        """Where every table ends now (:meth:`rollback` cuts back to it)."""
+        return [len(next(iter(t.values()), [])) for t in self._tables()], len(self.anomalies)
+
+    def rollback(self, mark: tuple[list[int], int]) -> None:
+        """Drop every row added since ``mark`` (a connection that failed half way)."""
+        for t, n in zip(self._tables(), mark[0], strict=True):
+            for col in t.values():
+                del col[n:]
+        del self.anomalies[mark[1] :]
 
 
 def _one(stamp: Stamp, pos: int) -> tuple[int, int]:
@@ -695,6 +749,8 @@ def _wire_order(af: AppFlow) -> list[tuple[int, str, int, bytes]]:
     units: list[tuple[int, str, int, bytes]] = []
     for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
         cuts = ad.cuts.tolist()
+        if not cuts:  # nothing sent this way (a server that never answered)
+            continue
         frames = ad.cut_frames.tolist()
         ends = cuts[1:] + [len(ad.data)]
         for a, e, fr in zip(cuts, ends, frames, strict=True):
@@ -721,16 +777,39 @@ def _http2(
     from dissectors.http2 import H2Connection, H2Error, H2Frame
 
     st0 = start or {"c2s": 0, "s2c": 0}
-    conn = H2Connection(c2s_start=st0["c2s"], s2c_start=st0["s2c"])
+    streams_cap, frames_cap = b.limits["h2_streams"], b.limits["messages"]
+    conn = H2Connection(c2s_start=st0["c2s"], s2c_start=st0["s2c"], max_streams=streams_cap)
     events: list[Any] = []
+    kept = dropped = 0  # H2Frame events kept, and those past the messages limit
+
+    def keep(new: list[Any]) -> None:
+        nonlocal kept, dropped
+        for e in new:
+            if isinstance(e, H2Frame):
+                if kept > frames_cap:  # one past the cap: flow_done reports the overflow
+                    dropped += 1
+                    continue
+                kept += 1
+            events.append(e)
+
     for _fr, d, off, data in _wire_order(af):
         end = off + len(data)
         if end <= st0[d]:
             continue
         if off < st0[d]:
             data, off = data[st0[d] - off :], st0[d]
-        events += conn.feed(d, data, off)
-    events += conn.close()
+        keep(conn.feed(d, data, off))
+    keep(conn.close())
+    b.count_only(af.flow, dropped)
+    if conn.streams_over_limit:
+        b.anomaly(
+            "h2_stream_limit_exceeded",
+            af.flow,
+            None,
+            f"{len(conn.streams) + conn.streams_over_limit} streams, the h2_streams limit is "
+            f"{streams_cap}: {conn.streams_over_limit} more ({conn.frames_over_limit} frames) "
+            "are counted, not kept (--limit h2_streams=N)",
+        )
     dirs = {"c2s": af.c2s, "s2c": af.s2c}
 
     def stamp_all(d: str, ends: list[int]) -> tuple[list[int], list[int]]:
@@ -770,9 +849,7 @@ def _http2(
             "method": up[0].method if up else st.method,
             "authority": up[0].get("host") if up else st.authority,
             "path": up[0].target if up else st.path,
-            "status": int(st.status)
-            if st.status is not None and str(st.status).isdigit()
-            else None,
+            "status": st.status,
             "request_frame": rf,
             "response_frame": sf,
             "response_head_frame": sf,
@@ -947,7 +1024,7 @@ def _http3(b: _Builder, qf: Any) -> None:
             "method": strm.method,
             "authority": strm.authority,
             "path": strm.path,
-            "status": int(strm.status) if strm.status and str(strm.status).isdigit() else None,
+            "status": strm.status,
             "request_frame": rf,
             "response_frame": sf,
             "response_head_frame": sf,
@@ -1017,16 +1094,28 @@ def _http3(b: _Builder, qf: Any) -> None:
         b.anomaly(qualified("h3", e.name), qf.flow, getattr(e, "offset", None), str(e.detail))
 
 
-def build(inp: HttpInputs, *, redact_secrets: bool = True) -> AppTables:
-    """Dissect every readable connection into messages and requests rows."""
+def build(
+    inp: HttpInputs,
+    *,
+    redact_secrets: bool = True,
+    errors: list[dict[str, Any]] | None = None,
+    limits: Limits | None = None,
+) -> AppTables:
+    """Dissect every readable connection into messages and requests rows.
+
+    An unexpected exception while dissecting one connection drops that connection's rows
+    and becomes an ``internal_error`` row in ``errors`` (:func:`pcapkit.anomalies.isolate`);
+    the other connections go on.  Without ``errors`` the exception propagates.
+    """
     from dissectors.http1 import looks_like_http1
     from dissectors.http2 import is_h2_preface
 
-    b = _Builder(redact_secrets=redact_secrets)
+    b = _Builder(redact_secrets=redact_secrets, limits=limits)
     first_ts = inp.first_ts_ns
     syn_seen = inp.syn_seen
     hs = inp.tls_done
-    for af in app_flows(inp):
+
+    def one(af: AppFlow) -> None:
         conn_times = {
             "syn_ts_ns": int(first_ts[af.flow]) if syn_seen[af.flow] else -1,
             "tls_done_ts_ns": hs.get(af.flow, (-1, -1))[1],
@@ -1038,13 +1127,29 @@ def build(inp: HttpInputs, *, redact_secrets: bool = True) -> AppTables:
         elif alpn in ("http/1.1", "http/1.0") or looks_like_http1(head):
             _http1(b, af, conn_times)
         else:
-            continue  # not HTTP: nothing of this layer to report
+            return  # not HTTP: nothing of this layer to report
         for d, ad in (("c2s", af.c2s), ("s2c", af.s2c)):
             if ad.stop:
                 b.anomaly("app_stream_truncated", af.flow, ad.stop_offset, f"{d}: {ad.stop}")
+
+    def guarded(flow: int, fn: Callable[[], None]) -> None:
+        mark = b.mark()
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            b.rollback(mark)
+            b.counts.pop(flow, None)
+            errors.append(isolate("http", exc, flow=flow))
+            return
+        b.flow_done(flow)
+
+    for af in app_flows(inp, errors):
+        guarded(af.flow, lambda af=af: one(af))  # type: ignore[misc]
     for qf in inp.quic_flows:
         if qf.conn.alpn and qf.conn.alpn.startswith("h3"):
-            _http3(b, qf)
+            guarded(qf.flow, lambda qf=qf: _http3(b, qf))  # type: ignore[misc]
     return AppTables(b.messages, b.requests, b.anomalies, b.h2_windows, b.qpack_blocked)
 
 

@@ -60,6 +60,8 @@ from dissectors.tls.suites import group_name
 from dissectors.tls.versions import version_name
 
 from .. import schema
+from ..anomalies import isolate
+from ..limits import Limits, limit_anomaly
 from ..net.decode import PROTO_UDP
 from .timing import Split, split_handshake
 
@@ -101,6 +103,7 @@ class QuicFlow:
     # on the wire (the datagram index and size of Trace.quic_packets)
     datagram_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     datagram_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    limits: Limits = field(default_factory=Limits.default)
 
     def flow_dir(self, quic_direction: str) -> str:
         """The flow direction (``Trace.flows`` roles) of a QUIC direction."""
@@ -146,8 +149,13 @@ def run_quic(
     pkt_flow: np.ndarray,
     pkt_dir: np.ndarray,
     keylog: Any = None,
+    errors: list[dict[str, Any]] | None = None,
+    limits: Limits | None = None,
 ) -> list[QuicFlow]:
     """Dissect each of ``flows`` (from :func:`quic_flow_ids`) as one QUIC connection.
+
+    An unexpected exception while dissecting one connection drops it and becomes an
+    ``internal_error`` row in ``errors`` (:func:`pcapkit.anomalies.isolate`).
 
     Per-packet arrays (one entry per frame, 0-based): capture time ``ts_ns``, the L4
     payload's offset in ``buf``, captured and on-the-wire length; the flow table's
@@ -157,6 +165,7 @@ def run_quic(
     """
     if not flows:
         return []
+    lim = Limits.default() if limits is None else limits
     # packets of the QUIC flows grouped by flow, frame order inside each group
     sel = np.nonzero(np.isin(pkt_flow, np.asarray(flows, np.int64)))[0]
     order = sel[np.argsort(pkt_flow[sel], kind="stable")]
@@ -170,18 +179,28 @@ def run_quic(
         if rows.shape[0] == 0:
             continue
         swapped = int(pkt_dir[rows[0]]) == 1  # the first datagram is the QUIC client's
-        conn = QuicConnection(keylog)
-        for i, o, ln, t, d in zip(
-            rows.tolist(),
-            payload_off[rows].tolist(),
-            payload_caplen[rows].tolist(),
-            ts_ns[rows].tolist(),
-            pkt_dir[rows].tolist(),
-            strict=True,
-        ):
-            if ln <= 0:
-                continue
-            conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
+        conn = QuicConnection(
+            keylog,
+            max_streams=lim["quic_streams"],
+            max_handshake_message=lim["handshake_message_bytes"],
+        )
+        try:
+            for i, o, ln, t, d in zip(
+                rows.tolist(),
+                payload_off[rows].tolist(),
+                payload_caplen[rows].tolist(),
+                ts_ns[rows].tolist(),
+                pkt_dir[rows].tolist(),
+                strict=True,
+            ):
+                if ln <= 0:
+                    continue
+                conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            errors.append(isolate("quic", exc, flow=f))
+            continue
         out.append(
             QuicFlow(
                 flow=f,
@@ -190,6 +209,7 @@ def run_quic(
                 datagrams=int(rows.shape[0]),
                 datagram_frames=(rows + 1).astype(np.int64),
                 datagram_bytes=np.asarray(payload_len[rows], np.int64),
+                limits=lim,
             )
         )
     return out
@@ -317,13 +337,17 @@ def message_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
     }
     for qf in flows:
         dmap = {d: qf.flow_dir(d) for d in DIRS}
+        left = qf.limits["messages"]  # rows per connection (message_limit_exceeded)
         for p in qf.conn.packets:
-            if not p.frames:
+            if not p.frames or left <= 0:
                 continue
             d = dmap[p.direction]
             for f in p.frames:
                 if isinstance(f, Padding):
                     continue
+                left -= 1
+                if left < 0:
+                    break
                 if isinstance(f, (Stream, Crypto)):
                     off, ln = f.offset, f.length
                 else:
@@ -351,6 +375,29 @@ def anomaly_rows(flows: list[QuicFlow]) -> list[dict[str, Any]]:
         for qf in flows
         for a in qf.conn.anomalies
     ]
+    for qf in flows:  # the limits: what was only counted
+        c, lim = qf.conn, qf.limits
+        if c.streams_over_limit:
+            out.append(
+                limit_anomaly(
+                    "quic_stream_limit_exceeded",
+                    f"{len(c.streams()) + c.streams_over_limit} stream directions, the "
+                    f"quic_streams limit is {lim['quic_streams']}: {c.streams_over_limit} more "
+                    f"({c.stream_bytes_over_limit} STREAM bytes) are counted, not reassembled "
+                    "(--limit quic_streams=N)",
+                    flow=qf.flow,
+                )
+            )
+        n = sum(1 for p in c.packets for f in p.frames if not isinstance(f, Padding))
+        if n > lim["messages"]:
+            out.append(
+                limit_anomaly(
+                    "message_limit_exceeded",
+                    f"{n} QUIC frames, the messages limit is {lim['messages']}: {n - lim['messages']} "
+                    "more are counted, not listed in messages (--limit messages=N)",
+                    flow=qf.flow,
+                )
+            )
     for qf in flows:
         for m in qf.conn.tls_messages:
             err = _transport_params(m.decoded, qf.conn.version)[1]

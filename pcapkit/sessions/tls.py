@@ -9,6 +9,14 @@ becomes readable at the frame that completed the contiguous prefix up to it
 order.  Holes become ``feed_gap`` calls, so a record straddling a hole is
 reported as incomplete, never invented.
 
+Nothing is dropped silently (issue 15): a hole over a record header, or bytes that
+cannot be a header, make the record layer skip to the next chain of record headers
+(``RecordParser(resync=True)``; :func:`walk_all` for the header walk), and each skip is
+an anomaly row (``tls_record_sync_lost``, ``tls_record_malformed``) with the offset and the
+captured bytes skipped; a record longer than TLS allows keeps its framing
+(``tls_record_overflow``).  :func:`anomaly_rows` gives the layer's rows of the anomalies
+table.
+
 Keys come from, in this order (the first value for a secret wins): the
 ``keylog`` argument (a path or the bytes of an NSS key log), the file named by
 ``SSLKEYLOGFILE`` when that variable is set, and every pcapng Decryption
@@ -35,7 +43,7 @@ from dissectors.tls.keylog import PROBLEMS, KeyLog, KeyLogStats
 from dissectors.tls.record import HEADER_LENGTH as HEADER_LENGTH
 from dissectors.tls.record import MAX_PLAINTEXT_LENGTH as MAX_PLAINTEXT_LENGTH
 from dissectors.tls.record import ContentType as ContentType
-from dissectors.tls.record import is_record_header
+from dissectors.tls.record import RecordParser, StreamGap, is_record_header
 from dissectors.tls.session import (
     DecryptStatus,
     Epoch,
@@ -47,8 +55,10 @@ from dissectors.tls.session import (
 from dissectors.tls.suites import group_name
 from dissectors.tls.versions import is_tls13, version_name
 
+from ..anomalies import isolate
 from ..io.reader import Secret as CaptureSecret
 from ..io.reader import rows_at
+from ..limits import Limits
 from ..net.tcp import DirectionIndex
 
 
@@ -184,7 +194,11 @@ class BulkRecords:
     status: str  # the failure that made decryption hopeless for this direction
     epoch: str
     key_generation: int
-    anomaly: dict[str, Any] | None = None  # a header that is not TLS ended the walk
+    # what the walk gave up on: bytes that are not a record header, or a hole over one
+    # (skipped up to the next chain of headers), records of a length TLS forbids
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
+    # where the walk lost the framing (offset, why), until walk_all resumed from it
+    stop: tuple[int, str] | None = None
 
 
 @dataclass
@@ -261,35 +275,57 @@ def run_tls(
     flows: list[int],
     index: dict[tuple[int, int], DirectionIndex],
     keys: KeySources,
+    errors: list[dict[str, Any]] | None = None,
+    limits: Limits | None = None,
 ) -> list[TlsFlow]:
+    """One :class:`TlsFlow` per TCP connection of ``flows`` that carries TLS.
+
+    An unexpected exception while dissecting one connection drops that connection's
+    TLS results and becomes an ``internal_error`` row in ``errors``
+    (:func:`pcapkit.anomalies.isolate`); the other connections go on.  Without
+    ``errors`` the exception propagates.
+    """
+    lim = Limits.default() if limits is None else limits
     cache = ResumptionCache()
     out: list[TlsFlow] = []
     pending: list[tuple[int, str, _Walk]] = []  # (flow row, direction, header walk)
     empty = DirectionIndex(*(np.zeros(0, np.int64) for _ in range(6)))
-    no_hs_summary = None
-    for f in flows:
+    no_hs: list[Any] = []  # the summary every connection without a handshake shares
+
+    def one(f: int) -> None:
         idx = [index.get((f, 0), empty), index.get((f, 1), empty)]
         heads = [stream_head(buf, ix) for ix in idx]
         is_tls = [len(h) >= 5 and is_record_header(h) for h in heads]
         if not any(is_tls):
-            continue
+            return
         if FAST_NO_HANDSHAKE and all(
             ok and h[0] != 22 or (not ok and ix.start.shape[0] == 0)
             for h, ok, ix in zip(heads, is_tls, idx, strict=True)
         ):
             # no handshake in the capture: nothing for a session to learn or decrypt
-            if no_hs_summary is None:  # the same for every such connection
-                no_hs_summary = replace(
-                    TlsSession(keys.keylog).summary(), why_not=DecryptStatus.NO_HANDSHAKE.value
+            if not no_hs:  # the same for every such connection
+                no_hs.append(
+                    replace(
+                        TlsSession(keys.keylog).summary(),
+                        why_not=DecryptStatus.NO_HANDSHAKE.value,
+                    )
                 )
-            summary = no_hs_summary
+            summary = no_hs[0]
             out.append(TlsFlow(f, [], summary, [], False))
             for d, ix in enumerate(idx):
                 if ix.start.shape[0]:
                     trig = _Trigger(DIRS[d], DecryptStatus.NO_HANDSHAKE, Epoch.PLAINTEXT)
                     pending.append((len(out) - 1, DIRS[d], walk_headers(buf, ix, 0, trig)))
-            continue
-        sess = TlsSession(keys.keylog, resumption_cache=cache)
+            return
+        # resync: a bad header or a hole over one skips to the next chain of record
+        # headers (an anomaly says how many bytes), never the rest of the direction
+        sess = TlsSession(
+            keys.keylog,
+            resumption_cache=cache,
+            resync=True,
+            max_handshake_message=lim["handshake_message_bytes"],
+            max_messages=lim["messages"],
+        )
         results: list[RecordResult] = []
         expect = [0, 0]
         bulk_from: dict[int, RecordResult] = {}  # direction → the record that made it hopeless
@@ -337,19 +373,83 @@ def run_tls(
                 "_dir": a.direction,
             }
             for a in sess.anomalies
+            if not _past_anomaly(a.direction, a.offset, bulk_from)
         ]
         out.append(TlsFlow(f, results, summary, anomalies, summary.roles_swapped))
-    for (i, name, _), b in zip(pending, finish_walks(buf, [w for _, _, w in pending]), strict=True):
+
+    for f in flows:
+        n_out, n_pending = len(out), len(pending)
+        try:
+            one(f)
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            del out[n_out:], pending[n_pending:]
+            errors.append(isolate("tls", exc, flow=f))
+    walks = [w for _, _, w in pending]
+    idxs = [index.get((out[i].flow, DIRS.index(name)), empty) for i, name, _ in pending]
+    try:
+        bulk: list[BulkRecords | None] = list(walk_all(buf, walks, idxs))
+    except Exception:  # noqa: BLE001 - find the connection that fails, walk the others
+        if errors is None:
+            raise
+        bulk = []
+        for k, (i, _, _) in enumerate(pending):
+            try:
+                bulk += walk_all(buf, walks[k : k + 1], idxs[k : k + 1])
+            except Exception as exc:  # noqa: BLE001
+                bulk.append(None)
+                errors.append(isolate("tls", exc, flow=out[i].flow, what="record walk"))
+    failed = {out[i].flow for (i, _, _), b in zip(pending, bulk, strict=True) if b is None}
+    for (i, name, _), b in zip(pending, bulk, strict=True):
+        if b is None:
+            continue
         out[i].bulk[name] = b
-        if b.anomaly is not None:
-            out[i].anomalies.append(b.anomaly)
-    return out
+        for a in b.anomalies:
+            a["flow"] = out[i].flow
+            out[i].anomalies.append(a)
+    return [tf for tf in out if tf.flow not in failed]
+
+
+def anomaly_rows(
+    tls_flows: list[TlsFlow], index: Mapping[tuple[int, int], DirectionIndex]
+) -> list[dict[str, Any]]:
+    """The TLS layer's rows of the anomalies table: each with its flow, its stream offset
+    and the frame that carried that offset (or, for an offset in a hole, the first frame
+    after it)."""
+    rows = []
+    for tf in tls_flows:
+        for a in tf.anomalies:
+            row = {k: a.get(k) for k in ("name", "frame", "flow", "offset", "detail")}
+            row["flow"] = tf.flow
+            d = a.get("_dir")
+            ix = index.get((tf.flow, DIRS.index(d))) if d in DIRS else None
+            if row["frame"] is None and row["offset"] is not None and ix is not None:
+                off = int(row["offset"])
+                fr = int(ix.locate(off)[0][0])
+                if fr < 0:
+                    k = int(np.searchsorted(ix.start, off))
+                    fr = int(ix.frame[k]) if k < ix.start.shape[0] else -1
+                row["frame"] = fr if fr >= 0 else None
+            rows.append(row)
+    return rows
 
 
 def _no_keys(sess: TlsSession, keys: KeySources) -> bool:
     """True when the key log holds nothing for this session (or the suite/version is unsupported)."""
     cr = sess.client_random
     return cr is None or not keys.keylog.labels_for(cr)
+
+
+def _past_anomaly(
+    direction: str | None, offset: int | None, bulk_from: dict[int, RecordResult]
+) -> bool:
+    """An anomaly of the session past a bulk direction's trigger: the header walk reads
+    that part (and reports its own), what the session buffered there is superseded."""
+    if direction not in DIRS or offset is None:
+        return False
+    trig = bulk_from.get(DIRS.index(direction))
+    return trig is not None and offset > trig.offset
 
 
 def _past(r: RecordResult, bulk_from: dict[int, RecordResult]) -> bool:
@@ -365,6 +465,7 @@ class _Walk:
     pos: array[int]  # buffer position of each 5-byte header, -1 when it straddles segments
     split: dict[int, bytes]  # record index → header bytes gathered across segments
     trig: RecordResult | _Trigger
+    end: int = 0  # the stream offset where the walk stopped (the next header's)
 
 
 def walk_headers(
@@ -408,7 +509,7 @@ def walk_headers(
             pos.append(-1)
         offs.append(o)
         o += 5 + ln
-    return _Walk(offs, pos, split, trig)
+    return _Walk(offs, pos, split, trig, o)
 
 
 def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
@@ -427,31 +528,27 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
             for j in range(5):
                 b[j][s0 + r] = h[j]
     ct, ver, ln = b[0], (b[1] << 8) | b[2], (b[3] << 8) | b[4]
-    bad = (
-        (ct < 20)
-        | (ct > 24)
-        | ((ver >> 8) != 3)
-        | (ln > MAX_CIPHERTEXT_LENGTH)
-        | ((ln == 0) & (ct >= 20) & (ct <= 22))
-    )
+    # not a header (the framing is lost there) vs. a header whose length breaks a rule
+    # of the record layer (the framing holds: the walk went on past it)
+    bad = (ct < 20) | (ct > 24) | ((ver >> 8) != 3)
+    overflow = ln > MAX_CIPHERTEXT_LENGTH
+    empty = (ln == 0) & (ct >= 20) & (ct <= 22)
     out = []
     for w, s0, n in zip(walks, starts.tolist(), counts.tolist(), strict=True):
         sl = slice(s0, s0 + n)
         cut = n
-        anomaly = None
+        anomalies: list[dict[str, Any]] = []
+        d = w.trig.direction
         if bad[sl].any():
-            i = int(np.argmax(bad[sl]))
-            cut = i
-            g = s0 + i
-            anomaly = {
-                "name": "tls_record_malformed",
-                "frame": None,
-                "flow": None,
-                "offset": int(off[g]),
-                "detail": f"{w.trig.direction} record header {int(ct[g])}/0x{int(ver[g]):04x}/{int(ln[g])} "
-                f"at offset {int(off[g])} is not TLS; the rest of the direction is not parsed",
-                "_dir": w.trig.direction,
-            }
+            cut = int(np.argmax(bad[sl]))
+        for g in (s0 + np.nonzero((overflow | empty)[s0 : s0 + cut])[0]).tolist():
+            what = (
+                f"record of {int(ln[g])} bytes > 2^14 + 2048 (RFC 5246 §6.2.3): not decrypted"
+                if overflow[g]
+                else "zero-length"
+            )
+            name = "tls_record_overflow" if overflow[g] else "tls_empty_handshake_record"
+            anomalies.append(_row(name, d, int(off[g]), f"{d} {what}"))
         sl = slice(s0, s0 + cut)
         out.append(
             BulkRecords(
@@ -462,10 +559,137 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
                 status=w.trig.status.value,
                 epoch=w.trig.epoch.value,
                 key_generation=w.trig.key_generation,
-                anomaly=anomaly,
+                anomalies=anomalies,
             )
         )
+        if cut < n:  # where the walk lost the framing: the caller resumes from here
+            g = s0 + cut
+            out[-1].stop = (
+                int(off[g]),
+                f"record header {int(ct[g])}/0x{int(ver[g]):04x}/{int(ln[g])} at offset "
+                f"{int(off[g])} is not TLS",
+            )
     return out
+
+
+def _row(name: str, d: str, offset: int | None, detail: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "frame": None,
+        "flow": None,
+        "offset": offset,
+        "detail": detail,
+        "_dir": d,
+    }
+
+
+def walk_all(buf: np.ndarray, walks: list[_Walk], idxs: list[DirectionIndex]) -> list[BulkRecords]:
+    """:func:`finish_walks`, then for each direction whose walk lost the framing (a
+    header that is not TLS, or a hole over a header, with captured bytes after it):
+    skip to the next chain of record headers (:func:`resume_after`) and walk on from
+    there, until the direction ends.  Every skip is an anomaly row with its offset and
+    the bytes skipped."""
+    out = finish_walks(buf, walks)
+    todo = list(range(len(walks)))
+    while todo:
+        more: list[tuple[int, _Walk]] = []
+        for k in todo:
+            b, w, ix = out[k], walks[k], idxs[k]
+            d = w.trig.direction
+            stop, why = b.stop if b.stop is not None else (_walk_end(w, b), "")
+            b.stop = None
+            end = int(ix.end[-1]) if ix.end.shape[0] else 0
+            if stop >= end:
+                continue
+            gap = resume_after(buf, ix, stop)
+            if gap is None:
+                continue
+            if gap.skipped > 0 or gap.cause == "malformed_header":
+                b.anomalies.append(_skip_row(d, gap, why))
+            if gap.reason == "resynchronised":
+                more.append((k, walk_headers(buf, ix, gap.end, w.trig)))
+        todo = []
+        if more:
+            for (k, w2), b2 in zip(more, finish_walks(buf, [w for _, w in more]), strict=True):
+                out[k] = _joined(out[k], b2)
+                walks[k] = w2
+                todo.append(k)
+    return out
+
+
+def _walk_end(w: _Walk, b: BulkRecords) -> int:
+    """The stream offset where a walk that did not hit a bad header stopped (a header in
+    a hole, or past the captured end)."""
+    return w.end
+
+
+def _joined(a: BulkRecords, b: BulkRecords) -> BulkRecords:
+    return BulkRecords(
+        offset=np.concatenate([a.offset, b.offset]),
+        length=np.concatenate([a.length, b.length]),
+        content_type=np.concatenate([a.content_type, b.content_type]),
+        version=np.concatenate([a.version, b.version]),
+        status=a.status,
+        epoch=a.epoch,
+        key_generation=a.key_generation,
+        anomalies=a.anomalies + b.anomalies,
+        stop=b.stop,
+    )
+
+
+def _skip_row(d: str, gap: StreamGap, why: str) -> dict[str, Any]:
+    where = (
+        f"records resume at offset {gap.end}"
+        if gap.reason == "resynchronised"
+        else "no record header follows in the direction"
+    )
+    if gap.cause == "malformed_header":
+        return _row(
+            "tls_record_malformed",
+            d,
+            gap.offset,
+            f"{d} {why or gap.detail}; {gap.skipped} bytes skipped, {where}",
+        )
+    return _row(
+        "tls_record_sync_lost",
+        d,
+        gap.offset,
+        f"{d} a hole of {gap.missing} bytes covered a record header; {gap.skipped} captured "
+        f"bytes skipped, {where}",
+    )
+
+
+def resume_after(buf: np.ndarray, idx: DirectionIndex, start: int) -> StreamGap | None:
+    """Where records can be framed again after stream offset ``start`` of a direction
+    (a header there is not TLS, or a hole covers it): the scanning record parser
+    (``RecordParser(resync=True)``) is fed the captured pieces and holes from ``start``
+    until it finds a chain of record headers.  Its :class:`StreamGap` says how far
+    (``reason="resynchronised"``, records resume at ``gap.end``) or that none followed
+    (``"lost_boundary"``); None when nothing was skipped."""
+    p = RecordParser(start_offset=start, resync=True, accept_sslv2_hello=False)
+    st, ce, en, bo = idx.start, idx.cap_end, idx.end, idx.buf_off
+    k = int(np.searchsorted(en, start, side="right"))  # first piece ending after start
+    pos = start
+    mv = buf.data
+    for i in range(k, st.shape[0]):
+        s, c, e, o = int(st[i]), int(ce[i]), int(en[i]), int(bo[i])
+        items = []
+        if s > pos:
+            items += p.feed_gap(s - pos)
+            pos = s
+        if c > pos:
+            items += p.feed(mv[o + pos - s : o + c - s])
+            pos = c
+        if e > pos:
+            items += p.feed_gap(e - pos)
+            pos = e
+        for it in items:
+            if isinstance(it, StreamGap):
+                return it
+    for it in p.close():
+        if isinstance(it, StreamGap):
+            return it
+    return None
 
 
 def _gather(

@@ -200,6 +200,49 @@ def test_absurd_caplen_stops_with_anomaly(tmp_path):
     assert "absurd_caplen" in t.anomalies["name"].tolist()
 
 
+# issue 15: a classic pcap whose *first* record is cut or claims an absurd caplen has
+# zero complete frames; the walk had gathered a head row for that record, and the
+# decoder's head_rows(0, 0) found no block to concatenate (ValueError).  SYNTHETIC.
+_HDR = struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+FIRST_RECORD_CUT = _HDR + struct.pack("<IIII", 1, 0, 100, 100) + b"\x00" * 50
+FIRST_RECORD_ABSURD = _HDR + struct.pack("<IIII", 1, 0, 1 << 30, 100) + b"\x00" * 50
+
+
+@pytest.mark.parametrize(
+    "data,name",
+    [
+        (FIRST_RECORD_CUT, "truncated_record"),
+        (FIRST_RECORD_ABSURD, "absurd_caplen"),
+        (gzip.compress(FIRST_RECORD_ABSURD), "absurd_caplen"),
+    ],
+    ids=["cut", "absurd", "absurd-gzip"],
+)
+def test_zero_complete_frames_is_an_anomaly_not_a_crash(tmp_path, data, name):
+    p = tmp_path / "first.pcap"
+    p.write_bytes(data)
+    with pcapkit.open(p) as t:
+        assert t.frames == 0 and t.raw.head_parts == []
+        assert len(t.packets) == 0 and len(t.flows) == 0
+        assert t.anomalies["name"].tolist() == [name]
+        assert int(t.anomalies["frame"].iloc[0]) == 1
+
+
+def test_head_rows_follow_the_frames_kept(tmp_path):
+    pk = _packets(3)
+    buf = io.BytesIO()
+    w = PcapWriter(buf, 1)
+    for ts, d in pk:
+        w.write(ts, d)
+    buf.write(struct.pack("<IIII", 1, 0, 500, 500) + b"\x00" * 10)  # a cut last record
+    p = tmp_path / "c.pcap"
+    p.write_bytes(buf.getvalue())
+    cap = read_capture(p)
+    assert cap.frames == len(pk)
+    assert sum(h.shape[0] for h in cap.head_parts) == len(pk)
+    assert cap.head_rows(0, 0).shape == (0, cap.head_parts[0].shape[1])
+    cap.close()
+
+
 @pytest.mark.parametrize(
     "content,exc",
     [

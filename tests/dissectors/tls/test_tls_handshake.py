@@ -421,3 +421,34 @@ def test_alerts() -> None:
     for bad in (b"", b"\x01", b"\x01\x00\x02"):
         with pytest.raises(Malformed):
             parse_alerts(bad)
+
+
+def test_oversize_message_is_skipped_by_its_length_with_skip_oversize() -> None:
+    # issue 15: a message claiming 2^24 - 1 bytes; before, the session restarted the
+    # reassembler at the next record and read the message's own bytes as new messages
+    r = HandshakeReassembler(max_message_length=1000, skip_oversize=True)
+    big = u8(1) + u24(3000) + b"\x00" * 3000
+    data = msg(14, b"") + big + msg(20, b"f" * 12)
+    got: list[HandshakeMessage] = []
+    raised = 0
+    for i in range(0, len(data), 700):
+        try:
+            got += r.feed(data[i : i + 700])
+        except HandshakeLimitExceeded as exc:
+            raised += 1
+            got += list(exc.messages)
+            assert "its 3004 bytes are skipped, not buffered" in str(exc)
+    assert raised == 1
+    assert [(m.msg_type, m.offset) for m in got] == [(14, 0), (20, 4 + 3004)]
+    assert r.skipped == 3004 and r.buffered == 0
+    assert r.close() == []
+
+
+def test_an_oversize_message_cut_by_the_end_is_incomplete() -> None:
+    r = HandshakeReassembler(max_message_length=1000, skip_oversize=True)
+    with pytest.raises(HandshakeLimitExceeded):
+        r.feed(u8(11) + u24((1 << 24) - 1) + b"\x00" * 500)
+    r.feed(b"\x00" * 500)
+    assert r.close() == [
+        IncompleteHandshake(offset=0, msg_type=11, length=(1 << 24) + 3, received=1004)
+    ]

@@ -369,3 +369,69 @@ def test_items_tile_the_stream_whatever_the_holes(
     for e in events:
         bytewise += [e] if isinstance(e, int) else [e[i : i + 1] for i in range(len(e))]
     assert run(bytewise, scan_after_gap=scan) == (items, err)
+
+
+# ---------------------------------------------------------------------------------------
+# resync=True (issue 15): nothing the parser gives up on goes unaccounted
+# ---------------------------------------------------------------------------------------
+def test_resync_skips_a_bad_header_to_the_next_chain() -> None:
+    good = [rec(23, bytes(100 + i)) for i in range(4)]
+    junk = b"GARBAGE!" * 10
+    data = good[0] + junk + b"".join(good)
+    for chunks in ([data], [data[i : i + 7] for i in range(0, len(data), 7)]):
+        items, err = run(chunks, resync=True)
+        assert err is None
+        gap = items[1]
+        assert isinstance(gap, StreamGap) and gap.cause == "malformed_header"
+        assert (gap.offset, gap.length, gap.reason, gap.skipped) == (
+            len(good[0]),
+            len(junk),
+            "resynchronised",
+            len(junk),
+        )
+        assert "unknown content type 71" in gap.detail
+        assert [i.offset for i in items[2:]] == [
+            len(good[0]) + len(junk) + sum(map(len, good[:k])) for k in range(4)
+        ]
+
+
+def test_resync_keeps_the_framing_of_an_oversize_or_empty_record() -> None:
+    big = rec(23, bytes(0xFFFF))  # 65,535 > 2^14 + 2048: framing known, record kept
+    empty = rec(22, b"")  # RFC 5246 §6.2.1 forbids it; the framing holds
+    data = rec(23, b"a") + big + empty + rec(23, b"b")
+    items, err = run([data], resync=True)
+    assert err is None
+    assert [type(i).__name__ for i in items] == ["TlsRecord"] * 4
+    assert items[1].length == 5 + 0xFFFF and items[2].length == 5
+    _, err = run([data])  # without resync: a header check, the parser stops
+    assert err == 6
+
+
+def test_resync_at_the_end_reports_the_rest_as_skipped() -> None:
+    data = rec(23, b"a") + b"\x00" * 50
+    items, err = run([data], resync=True)
+    assert err is None
+    gap = items[-1]
+    assert isinstance(gap, StreamGap)
+    assert (gap.reason, gap.cause, gap.offset, gap.skipped) == (
+        "lost_boundary",
+        "malformed_header",
+        6,
+        50,
+    )
+
+
+@given(st.binary(max_size=600), st.lists(st.integers(min_value=0), max_size=20))
+@settings(max_examples=300, deadline=None)
+def test_resync_never_raises_tiles_the_stream_and_is_chunking_invariant(
+    data: bytes, cuts: list[int]
+) -> None:
+    whole = run([data], resync=True)
+    assert whole[1] is None
+    assert run(split(data, cuts), resync=True) == whole
+    assert run([data[i : i + 1] for i in range(len(data))], resync=True) == whole
+    cursor = 0
+    for item in whole[0]:
+        assert item.offset == cursor, (item, cursor)
+        cursor = item.end
+    assert cursor == len(data)
