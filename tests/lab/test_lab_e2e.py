@@ -98,7 +98,12 @@ def test_nagle_server_delayed_ack_matches_ground_truth(
         ack = releasing_ack(rows, s1)
         delack_ms = (ack["ts_ns"] - s1["ts_ns"]) / MS
         assert 35 <= delack_ms <= 60, f"exchange {i + 1}: {delack_ms} ms is not Linux's delack"
-        assert abs(delack_ms - truth[i]["server_ack_delay_ms"]) < 1.0
+        # the forwarder measures from writing S1 to reading the ACK: the capture's interval
+        # plus one TUN hop each way, never less; the read waits for the userspace forwarder
+        # to be scheduled, which on a busy 2-core machine was seen to take ~1 ms (CI, with
+        # a fuzzer running beside it)
+        slack = truth[i]["server_ack_delay_ms"] - delack_ms
+        assert -0.05 < slack < 3.0, f"exchange {i + 1}: forwarder − capture = {slack:.3f} ms"
     assert len(doc["ground_truth"]["summary"]["delayed_acks_ms"]) == doc["params"]["exchanges"] - 1
 
 
