@@ -23,6 +23,7 @@ import click
 
 from . import __version__
 from .errors import PcapkitError
+from .report.diff import METRICS as DIFF_METRIC_TABLE
 from .report.json import JSON_KEYS
 from .trace import Trace
 
@@ -503,23 +504,7 @@ def _internal_errors_note(trace: Trace) -> None:
         )
 
 
-DIFF_METRICS = (
-    "ttfb_ms",
-    "ttft_ms",
-    "response_ms",
-    "gap_p50_ms",
-    "gap_p95_ms",
-    "gap_max_ms",
-    "events_per_s",
-    "bytes_per_s",
-    "exchange_ms",
-    "handshake_ms",
-    "findings_cost_ms",
-    "connections",
-    "handshakes",
-    "resumed_handshakes",
-    "requests_per_connection",
-)
+DIFF_METRICS = tuple(DIFF_METRIC_TABLE)  # what --metric accepts
 
 
 @cli.command(

@@ -30,7 +30,6 @@ request matched both ways (the same workload); otherwise they are shown, not jud
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -41,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace import Trace
+from .gates import as_float
 
 # metric → (better when lower?, unit, judged for the verdict: "always" | "same_workload")
 METRICS: dict[str, tuple[bool, str, str]] = {
@@ -73,18 +73,8 @@ REQUEST_METRICS = (
 VERDICTS = ("improved", "regressed", "unchanged")
 
 
-def _num(v: Any) -> float | None:
-    if v is None or v is pd.NA:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) else f
-
-
 def _median(values: Any) -> float | None:
-    xs = [x for x in (_num(v) for v in values) if x is not None]
+    xs = [x for x in (as_float(v) for v in values) if x is not None]
     return float(np.median(xs)) if xs else None
 
 
@@ -287,7 +277,7 @@ class Diff:
                 continue
             if metrics is None and not r.judged:
                 continue
-            b, a = _num(r.before), _num(r.after)
+            b, a = as_float(r.before), as_float(r.after)
             if b is None or a is None:
                 continue
             lower_better = METRICS[r.metric][0]
@@ -326,8 +316,8 @@ def diff(
             "flow_after": int(y.flow),
         }
         for c in REQUEST_METRICS:
-            row[f"{c}_before"] = _num(x[c])
-            row[f"{c}_after"] = _num(y[c])
+            row[f"{c}_before"] = as_float(x[c])
+            row[f"{c}_after"] = as_float(y[c])
         rows.append(row)
     req_cols = [
         "method",
@@ -428,8 +418,8 @@ def _finding_obj(r: Any) -> dict[str, Any]:
     return {
         "kind": r.kind,
         "severity": r.severity,
-        "cost_ms": _num(r.cost_ms),
-        "flow": None if _num(r.flow) is None else int(r.flow),
+        "cost_ms": as_float(r.cost_ms),
+        "flow": None if as_float(r.flow) is None else int(r.flow),
         "frames": [int(x) for x in r.frames],
         "explanation": r.explanation,
     }
@@ -481,19 +471,19 @@ def diff_text(d: Diff) -> str:
         f"(noise band ±{d.noise_pct:g}%, ≥ {d.noise_ms:g} ms)"
     )
     for r in d.metrics.itertuples(index=False):
-        if _num(r.before) is None and _num(r.after) is None:
+        if as_float(r.before) is None and as_float(r.after) is None:
             continue
-        pct = "" if _num(r.change_pct) is None else f"{r.change_pct:+.1f}%"
+        pct = "" if as_float(r.change_pct) is None else f"{r.change_pct:+.1f}%"
         mark = r.change if r.judged else f"{r.change}, not judged"
         out.append(
-            f"{r.metric:<24} {_fmt(_num(r.before), r.unit):>14} "
-            f"{_fmt(_num(r.after), r.unit):>14} {pct:>9}  {mark}"
+            f"{r.metric:<24} {_fmt(as_float(r.before), r.unit):>14} "
+            f"{_fmt(as_float(r.after), r.unit):>14} {pct:>9}  {mark}"
         )
     if len(d.requests):
         out += ["", f"requests matched: {len(d.requests)}"]
         for r in d.requests.itertuples(index=False):
-            ttft_b, ttft_a = _num(r.ttft_ms_before), _num(r.ttft_ms_after)
-            gap_b, gap_a = _num(r.gap_p95_ms_before), _num(r.gap_p95_ms_after)
+            ttft_b, ttft_a = as_float(r.ttft_ms_before), as_float(r.ttft_ms_after)
+            gap_b, gap_a = as_float(r.gap_p95_ms_before), as_float(r.gap_p95_ms_after)
             out.append(
                 f"  {r.method} {r.authority or ''}{r.path or ''} (by {r.matched_by}): "
                 f"TTFT {_fmt(ttft_b, 'ms')} → {_fmt(ttft_a, 'ms')}, "
@@ -508,7 +498,7 @@ def diff_text(d: Diff) -> str:
         if len(rows):
             out += ["", f"{title}: {len(rows)}"]
             for r in rows.itertuples(index=False):
-                cost = _num(r.cost_ms)
+                cost = as_float(r.cost_ms)
                 out.append(
                     f"  {r.kind} ({r.severity}) on flow {r.flow}"
                     + ("" if cost is None else f", {cost:.1f} ms")

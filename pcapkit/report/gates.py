@@ -67,7 +67,8 @@ class Violation:
         return f"gate {self.gate.option} {self.limit:g}: {self.reason}"
 
 
-def _num(v: Any) -> float | None:
+def as_float(v: Any) -> float | None:
+    """A table cell as a float; None for missing (None, NA, NaN) or non-numeric values."""
     if v is None or v is pd.NA:
         return None
     try:
@@ -78,7 +79,7 @@ def _num(v: Any) -> float | None:
 
 
 def _int(v: Any) -> int | None:
-    f = _num(v)
+    f = as_float(v)
     return None if f is None else int(f)
 
 
@@ -104,8 +105,8 @@ def subjects(
     for r in rows:
         if only is not None and int(r.flow) not in only:
             continue
-        values = {c: _num(getattr(r, c)) for c in ("ttfb_ms", "ttft_ms", "gap_p95_ms")}
-        a, b = _num(r.request_start_ts_ns), _num(r.last_byte_ts_ns)
+        values = {c: as_float(getattr(r, c)) for c in ("ttfb_ms", "ttft_ms", "gap_p95_ms")}
+        a, b = as_float(r.request_start_ts_ns), as_float(r.last_byte_ts_ns)
         took = None if a is None or b is None else (b - a) / 1e9
         out.append(Subject("requests", int(r.request), int(r.flow), request_name(r), values, took))
     for proto, table in (("TLS", tls), ("QUIC", quic)):
@@ -114,7 +115,7 @@ def subjects(
             if only is not None and int(h.flow) not in only:
                 continue
             sni = f" {h.sni}" if isinstance(h.sni, str) and h.sni else ""
-            values_ms = _num(h.handshake_ms)
+            values_ms = as_float(h.handshake_ms)
             out.append(
                 Subject(
                     "handshakes",
@@ -204,7 +205,7 @@ def junit_xml(
     fail_rows = [False] * len(findings) if failing is None else [bool(x) for x in failing]
     found: list[Any] = list(findings.itertuples(index=False))
     for f, failed in zip(found, fail_rows, strict=True):
-        cost = _num(f.cost_ms)
+        cost = as_float(f.cost_ms)
         name = f"{f.kind} on flow {_int(f.flow)}" if _int(f.flow) is not None else str(f.kind)
         frames = list(f.frames)[:8]
         if frames:
