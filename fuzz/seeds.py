@@ -78,6 +78,14 @@ def _varint(v: int) -> bytes:
     return encode_varint(v)
 
 
+def _length_varint(length: int) -> bytes:
+    """The Length field: a 2-byte varint (as clients send it) up to 16383, else 4 bytes
+    (the fuzzer's payloads can be longer than any datagram; RFC 9000 §16)."""
+    if length < 0x4000:
+        return (length | 0x4000).to_bytes(2, "big")
+    return (length | 0x80000000).to_bytes(4, "big")
+
+
 def initial_packet(t: InitialTemplate, plaintext: bytes | None = None) -> bytes:
     """The protected Initial packet of ``t`` (with ``plaintext`` instead of its own)."""
     from dissectors.quic.crypto import initial_protection
@@ -96,7 +104,7 @@ def initial_packet(t: InitialTemplate, plaintext: bytes | None = None) -> bytes:
         + t.scid
         + _varint(len(t.token))
         + t.token
-        + (length | 0x4000).to_bytes(2, "big")  # 2-byte varint, lengths < 16384
+        + _length_varint(length)
         + (t.packet_number & 0xFFFFFFFF).to_bytes(4, "big")
     )
     client, server = initial_protection(t.version, t.client_dcid)
