@@ -410,21 +410,7 @@ def tls_table(
     n = len(rows["flow"])
     if n == 0:
         return schema.frame("tls", n=0)
-    data: dict[str, Any] = dict(rows)
-    data["early_data_accepted"] = pd.array(rows["early_data_accepted"], dtype="boolean")
-    for k in (
-        "handshake_ms",
-        "handshake_network_ms",
-        "handshake_server_ms",
-        "handshake_flight_ms",
-        "handshake_client_ms",
-        "pct_psh_end",
-        "pct_single_record_units",
-    ):
-        data[k] = pd.array(rows[k], dtype="Float64")
-    data["cert_chain_len"] = pd.array(rows["cert_chain_len"], dtype="Int64")
-    data["record_overhead"] = pd.array(rows["record_overhead"], dtype="Int64")
-    return schema.frame("tls", data, n)
+    return schema.frame("tls", dict(rows), n)  # nullable columns: the schema's dtypes
 
 
 def _splits(

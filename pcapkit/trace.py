@@ -466,16 +466,7 @@ class Trace:
         n = len(rows["flow"])
         if n == 0:
             return schema.frame("quic", n=0)
-        data: dict[str, Any] = dict(rows)
-        for k in (
-            "handshake_ms",
-            "handshake_network_ms",
-            "handshake_server_ms",
-            "handshake_flight_ms",
-            "handshake_client_ms",
-        ):
-            data[k] = pd.array(rows[k], dtype="Float64")
-        return schema.frame("quic", data, n)
+        return schema.frame("quic", dict(rows), n)  # Float64 etc.: the schema's dtypes
 
     @cached_property
     def quic_messages(self) -> pd.DataFrame:
