@@ -22,42 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_captures import ROOT, SHARED, captures
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared"
 EXPECTED = Path(__file__).with_name("expected_findings.json")
-SUFFIXES = (".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz", ".cap")
 # every kind is reviewed and compared
 NOT_HERE: tuple[str, ...] = ()
-# corpus captures whose key log is a separate file (corpus MANIFEST.md)
-CORPUS_KEYS = {
-    "wireshark/tls13-rfc8446.pcap": "wireshark/keys/tls13-rfc8446.keys",
-    "wireshark/tls12-chacha20poly1305.pcap": "wireshark/keys/tls12-chacha20poly1305.keys",
-    "wireshark/http2-data-reassembly.pcap": "wireshark/keys/http2-data-reassembly.keys",
-    "illustrated-tls12/capture.pcap": "illustrated-tls12/keylog.txt",
-    "illustrated-tls13/capture.pcap": "illustrated-tls13/keylog.txt",
-    "illustrated-quic/capture.pcap": "illustrated-quic/keylog.txt",
-}
-
-
-def captures() -> list[tuple[str, Path, Path | None]]:
-    """(name, capture, key log) of every capture reviewed: realworld, then corpus (with and
-    without its key log)."""
-    out: list[tuple[str, Path, Path | None]] = []
-    real = SHARED / "realworld"
-    if real.is_dir():
-        for p in sorted(real.rglob("*")):
-            if p.is_file() and p.name.endswith(SUFFIXES):
-                out.append(("realworld/" + p.relative_to(real).as_posix(), p, None))
-    corpus = SHARED / "corpus"
-    if corpus.is_dir():
-        for p in sorted(corpus.rglob("*")):
-            if p.is_file() and p.name.endswith(SUFFIXES):
-                rel = p.relative_to(corpus).as_posix()
-                out.append(("corpus/" + rel, p, None))
-                if rel in CORPUS_KEYS:
-                    out.append(("corpus/" + rel + "#keys", p, corpus / CORPUS_KEYS[rel]))
-    return out
 
 
 def findings_of(path: Path, keylog: Path | None) -> list[dict[str, Any]]:

@@ -15,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from shared_captures import ROOT, SHARED, capture_files, captures
 
 import pcapkit
 from pcapkit.anomalies import ANOMALIES
@@ -23,48 +24,20 @@ from pcapkit.report.json import analysis_json
 from pcapkit.report.text import analysis_text
 from pcapkit.schema import SCHEMAS
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = (ROOT.parent / "shared").resolve()
-SUFFIXES = (".pcap", ".pcapng", ".pcap.gz", ".pcapng.gz", ".cap")
-# corpus captures whose key log is a separate file (../shared/corpus/MANIFEST.md)
-CORPUS_KEYS = {
-    "wireshark/tls13-rfc8446.pcap": "wireshark/keys/tls13-rfc8446.keys",
-    "wireshark/tls12-chacha20poly1305.pcap": "wireshark/keys/tls12-chacha20poly1305.keys",
-    "wireshark/http2-data-reassembly.pcap": "wireshark/keys/http2-data-reassembly.keys",
-    "illustrated-tls12/capture.pcap": "illustrated-tls12/keylog.txt",
-    "illustrated-tls13/capture.pcap": "illustrated-tls13/keylog.txt",
-    "illustrated-quic/capture.pcap": "illustrated-quic/keylog.txt",
-}
-
-
-def _captures(folder: Path) -> list[Path]:
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
-
 
 def cases() -> list[object]:
-    out: list[object] = []
-    for p in _captures(ROOT / "fixtures"):
-        out.append(pytest.param(p, None, id=p.relative_to(ROOT).as_posix()))
-    for sub in ("realworld", "corpus"):
-        for p in _captures(SHARED / sub):
-            rel = p.relative_to(SHARED).as_posix()
-            out.append(pytest.param(p, None, id=rel))
-            key = (
-                CORPUS_KEYS.get(p.relative_to(SHARED / "corpus").as_posix())
-                if sub == "corpus"
-                else None
-            )
-            if key:
-                out.append(pytest.param(p, SHARED / "corpus" / key, id=rel + "#keys"))
+    out: list[object] = [
+        pytest.param(p, None, id=p.relative_to(ROOT).as_posix())
+        for p in capture_files(ROOT / "fixtures")
+    ]
+    out += [pytest.param(p, key, id=name) for name, p, key in captures()]
     return out
 
 
 def test_shared_captures_are_present() -> None:
     if not SHARED.is_dir():
         pytest.skip(f"../shared not found at {SHARED}")
-    assert len(_captures(SHARED / "realworld")) >= 101
+    assert len(capture_files(SHARED / "realworld")) >= 101
 
 
 @pytest.mark.parametrize(("path", "keylog"), cases())
