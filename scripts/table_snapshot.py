@@ -11,7 +11,8 @@ Captures: every ``fixtures/*/*.pcapng`` (with their embedded keys, and once more
 ``embedded_keys=False``), every capture under ``../shared/corpus`` (with its key log
 where MANIFEST names one) and under ``../shared/realworld``.  Tables: packets, flows,
 segments, anomalies, records, tls, quic, messages, requests, gaps, findings, and the
-text and JSON reports of ``pcapkit analyze``.  A table whose build raises is stored as
+text and JSON reports of ``pcapkit analyze`` (the JSON both as a document and as the
+bytes the streamed writer emits).  A table whose build raises is stored as
 the exception's type and message, so a crash before and after compares equal and a
 new one shows up.
 """
@@ -19,6 +20,7 @@ new one shows up.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import pickle
@@ -86,7 +88,7 @@ def _error(e: BaseException) -> dict[str, str]:
 
 def snapshot_one(path: Path, keylog: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
     import pcapkit
-    from pcapkit.report.json import analysis_json
+    from pcapkit.report.json import analysis_json, write_analysis_json
     from pcapkit.report.text import analysis_text, records_text, requests_text
 
     out: dict[str, Any] = {}
@@ -104,6 +106,12 @@ def snapshot_one(path: Path, keylog: str | None, kwargs: dict[str, Any]) -> dict
             out["json"] = json.dumps(analysis_json(t), sort_keys=True, default=str)
         except Exception as e:  # noqa: BLE001
             out["json"] = _error(e)
+        try:  # the bytes `pcapkit analyze --format json` writes (streamed writer)
+            buf = io.StringIO()
+            write_analysis_json(t, buf, findings=t.findings)
+            out["json_stream"] = buf.getvalue()
+        except Exception as e:  # noqa: BLE001
+            out["json_stream"] = _error(e)
         for key, fn in (
             ("text", lambda: analysis_text(t, max_flows=None)),
             ("records_text", lambda: records_text(t)),
