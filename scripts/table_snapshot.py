@@ -138,6 +138,7 @@ def save(dest: Path, only: str | None) -> int:
             snap = snapshot_one(path, keylog, kwargs)
         except Exception:  # noqa: BLE001
             snap = {"crash": traceback.format_exc()}
+        snap["_where"] = {"root": str(ROOT), "shared": str(SHARED)}
         with open(dest / _fname(name), "wb") as f:
             pickle.dump(snap, f)
         n += 1
@@ -172,6 +173,22 @@ def _same(a: Any, b: Any) -> str | None:
     return None
 
 
+def _unrooted(snap: dict[str, Any]) -> dict[str, Any]:
+    """The report texts with the tree's and the shared directory's paths (where the
+    snapshot was taken: a copy of the tree elsewhere compares equal) as ``<root>`` and
+    ``<shared>``."""
+    where = snap.get("_where", {"root": str(ROOT), "shared": str(SHARED)})
+    out = {}
+    for k, v in snap.items():
+        if isinstance(v, str):
+            v = v.replace(where["shared"], "<shared>").replace(where["root"], "<root>")
+        elif isinstance(v, pd.DataFrame) and k == "anomalies" and "detail" in v.columns:
+            v = v.copy()  # a key log's path in its anomaly's detail
+            v["detail"] = v["detail"].str.replace(where["shared"], "<shared>", regex=False)
+        out[k] = v
+    return out
+
+
 def diff(a_dir: Path, b_dir: Path) -> int:
     names = sorted({p.name for p in a_dir.glob("*.pkl")} | {p.name for p in b_dir.glob("*.pkl")})
     bad = 0
@@ -182,10 +199,10 @@ def diff(a_dir: Path, b_dir: Path) -> int:
             bad += 1
             continue
         with open(pa, "rb") as f:
-            a = pickle.load(f)
+            a = _unrooted(pickle.load(f))
         with open(pb, "rb") as f:
-            b = pickle.load(f)
-        for k in sorted(set(a) | set(b)):
+            b = _unrooted(pickle.load(f))
+        for k in sorted((set(a) | set(b)) - {"_where"}):
             why = _same(a.get(k), b.get(k))
             if why:
                 print(f"{nm} {k}: {why}")
