@@ -222,9 +222,7 @@ def alignment_kpis(records: Any) -> dict[str, Any]:
     return out
 
 
-def _unique_pairs(
-    a: np.ndarray, b: np.ndarray, counts: bool = False
-) -> tuple[np.ndarray, ...]:
+def _unique_pairs(a: np.ndarray, b: np.ndarray, counts: bool = False) -> tuple[np.ndarray, ...]:
     """The distinct (a, b) pairs in lexicographic order, as ``np.unique(np.stack([a, b],
     axis=1), axis=0, return_counts=True)`` gives them: (a, b, count) with ``counts``,
     else (a, count).  ``a`` is ≥ 0; one int64 key per pair when it fits."""
