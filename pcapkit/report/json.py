@@ -34,6 +34,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .coverage import coverage
+from .names import JSON_KEYS as JSON_KEYS  # re-exported: the report's top-level keys
 
 SCHEMA_VERSION = 1
 
@@ -60,10 +61,10 @@ def _column_values(col: pd.Series) -> list[Any]:
     """:func:`to_jsonable` of every value of ``col`` as ``itertuples`` yields them, a
     numpy column at once: iterating one yields ``.item()`` of each value, which is
     ``tolist()``'s (Python int, float, bool; NaN → None as to_jsonable does)."""
-    v = col._values if hasattr(col, "_values") else None
-    if isinstance(v, np.ndarray) and v.dtype.kind in "iub":
-        return v.tolist()  # type: ignore[no-any-return]
-    if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iubf":
+        v = col.to_numpy()  # the column's own array (a numpy dtype: no conversion)
+        if v.dtype.kind != "f":
+            return v.tolist()  # type: ignore[no-any-return]
         return [None if x != x else x for x in v.tolist()]
     return [to_jsonable(x) for x in col]
 
@@ -83,22 +84,6 @@ def iter_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return list(iter_records(df))
-
-
-# The report's top-level keys, in order (the README's JSON section and ``--help`` are
-# checked against this list by tests/test_cli.py).
-JSON_KEYS = (
-    "schema_version",
-    "capture",
-    "coverage",
-    "flows",
-    "tls",
-    "quic",
-    "requests",
-    "gaps",
-    "findings",
-    "anomalies",
-)
 
 
 def _sections(
