@@ -26,6 +26,13 @@ def __getattr__(name: str) -> Any:
         from . import trace
 
         return getattr(trace, name)
+    import importlib
+    import importlib.util
+
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # ``pcapkit.schema`` and the like after a bare ``import pcapkit``, as when the
+        # package imported its tables eagerly
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
