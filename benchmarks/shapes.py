@@ -56,12 +56,22 @@ def capture(shape: str, n: int, outdir: Path) -> Path:
     return p
 
 
-def commands(shape: str, p: Path, tshark_tls: bool) -> dict[str, list[str]]:
+def commands(
+    shape: str, p: Path, tshark_tls: bool, baseline: str | None = None
+) -> dict[str, list[str]]:
     py = sys.executable
     ts = shutil.which("tshark")
     cmds: dict[str, list[str]] = {
         "analyze": [py, "-m", "pcapkit.cli", "analyze", "--format", "json", str(p)],
     }
+    if baseline:
+        # the same command from another tree (e.g. the commit before an optimisation)
+        code = (
+            f"import sys; sys.path.insert(0, {baseline!r}); "
+            "sys.argv = ['pcapkit', 'analyze', '--format', 'json', sys.argv[1]]; "
+            "from pcapkit.cli import main; main()"
+        )
+        cmds["analyze_base"] = [py, "-c", code, str(p)]
     if ts:
         fields = TSHARK_QUIC_FIELDS if shape == "quic" else run.TSHARK_FIELDS
         cmds["tshark"] = [ts, "-r", str(p), "-T", "fields"] + [x for f in fields for x in ("-e", f)]
@@ -81,6 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outdir", default=str(HERE / "out"))
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"), help="'' for stdout only")
     ap.add_argument("--no-tshark-tls", action="store_true")
+    ap.add_argument(
+        "--baseline",
+        help="a directory holding another pcapkit/ and dissectors/ (e.g. `git archive` of an "
+        "older commit): its analyze runs in the same rounds, as a before/after column",
+    )
     a = ap.parse_args(argv)
     os.environ["PYTHONPATH"] = str(ROOT)  # the tree being measured, not an installed pcapkit
     os.chdir(ROOT)
@@ -95,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         import compileall
 
         compileall.compile_dir(str(ROOT / pkg), quiet=1)
-    plan = {(s, n): commands(s, p, not a.no_tshark_tls) for s, n, p in caps}
+    plan = {(s, n): commands(s, p, not a.no_tshark_tls, a.baseline) for s, n, p in caps}
     res: dict[tuple[str, int], dict[str, list[tuple[float, int]]]] = {
         k: {t: [] for t in v} for k, v in plan.items()
     }
@@ -128,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         f"pcapkit: {run.pcapkit_state()}.\n",
         "| shape | packets | MB | analyze s | tshark s | **tshark / analyze** | per round "
         "| reassembly s | tshark / reassembly | records s | tshark TLS s | tshark TLS / records "
-        "| analyze peak RSS / file |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| analyze peak RSS / file |"
+        + (" baseline analyze s | baseline RSS / file |" if a.baseline else ""),
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        + ("---:|---:|" if a.baseline else ""),
     ]
 
     def best(v: list[tuple[float, int]]) -> float | None:
@@ -155,10 +172,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"{t[0] / q[0]:.1f}" for t, q in zip(r["tshark"], r["analyze"], strict=True)
             )
         rss = max(x for _, x in r["analyze"]) * 1024 / size if r["analyze"] else None
+        base = ""
+        if a.baseline:
+            bv = r.get("analyze_base", [])
+            brss = max(x for _, x in bv) * 1024 / size if bv else None
+            base = f" {f(best(bv))} | {f(brss)} |"
         lines.append(
             f"| {s} | {man['packets']:,} | {size / 1e6:.0f} | {f(an)} | {f(ts)} | "
             f"**{ratio(ts, an)}** | {rounds} | {f(re)} | {ratio(ts, re)} | {f(rc)} | {f(tt)} | "
-            f"{ratio(tt, rc)} | {f(rss)} |"
+            f"{ratio(tt, rc)} | {f(rss)} |" + base
         )
     lines += [
         "",
