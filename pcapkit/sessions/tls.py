@@ -378,7 +378,7 @@ def run_tls(
         out.append(TlsFlow(f, results, summary, anomalies, summary.roles_swapped))
 
     for k, f in enumerate(flows):
-        if k % 16 == 15:
+        if k % 128 == 127:
             drop_pages(buf)  # the headers walked so far are read: bounded RSS
         n_out, n_pending = len(out), len(pending)
         try:
@@ -498,7 +498,7 @@ def walk_headers(
     steps = 0
     while True:
         steps += 1
-        if steps & 255 == 0:
+        if steps & 1023 == 0:
             # a long connection's headers are spread over the whole capture, and every
             # page fault maps its neighbours too: drop what was read (bounded RSS)
             drop_pages(buf)
@@ -552,6 +552,7 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
     bad = (ct < 20) | (ct > 24) | ((ver >> 8) != 3)
     overflow = ln > MAX_CIPHERTEXT_LENGTH
     empty = (ln == 0) & (ct >= 20) & (ct <= 22)
+    odd = overflow | empty  # once, not per walk (that was quadratic in the records)
     out = []
     for w, s0, n in zip(walks, starts.tolist(), counts.tolist(), strict=True):
         sl = slice(s0, s0 + n)
@@ -560,7 +561,7 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
         d = w.trig.direction
         if bad[sl].any():
             cut = int(np.argmax(bad[sl]))
-        for g in (s0 + np.nonzero((overflow | empty)[s0 : s0 + cut])[0]).tolist():
+        for g in (s0 + np.nonzero(odd[s0 : s0 + cut])[0]).tolist():
             what = (
                 f"record of {int(ln[g])} bytes > 2^14 + 2048 (RFC 5246 §6.2.3): not decrypted"
                 if overflow[g]
