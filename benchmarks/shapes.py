@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         k: {t: [] for t in v} for k, v in plan.items()
     }
     load0 = os.getloadavg()
+    state = run.pcapkit_state()  # the tree as the rounds start
     t_start = time.time()
     for rnd in range(a.reps):
         for s, n, p in caps:
@@ -140,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         f"fresh process (start-up included). Measured "
         f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(t_start))}, load average "
         f"{load0[0]:.1f} before / {load1[0]:.1f} after (a shared 2-core machine). "
-        f"pcapkit: {run.pcapkit_state()}.\n",
+        f"pcapkit: {state}.\n",
         "| shape | packets | MB | analyze s | tshark s | **tshark / analyze** | per round "
         "| reassembly s | tshark / reassembly | records s | tshark TLS s | tshark TLS / records "
         "| analyze peak RSS / file |"
