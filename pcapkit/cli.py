@@ -1091,6 +1091,101 @@ def shard(path: str, n: int, outdir: str, by: str) -> None:
     emit(f"{total} frames in {n} shard(s), {res.secrets} secrets block(s) copied into each")
 
 
+@cli.command("batch", epilog=exit_help(Exit.OK, Exit.ERROR, Exit.USAGE))
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUTS…")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DATASET",
+    help="The directory of Parquet datasets: DATASET/<table>/ for every table.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="A running Dask scheduler (tcp://host:8786); default: a local cluster.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Worker processes of the local cluster (default: the usable cores).",
+)
+@click.option(
+    "--tables",
+    "tables",
+    default=None,
+    metavar="NAME[,NAME…]",
+    help="Only these tables (default: every table but packets).",
+)
+@click.option(
+    "--keylog",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="An NSS key log for every input (keys in the captures are used as well).",
+)
+@threshold_option
+def batch(
+    inputs: tuple[str, ...],
+    out: str,
+    scheduler: str | None,
+    workers: int | None,
+    tables: str | None,
+    keylog: str | None,
+    settings: dict[str, Any],
+) -> None:
+    """Analyse many captures on Dask, one task per input (a file, a glob, a directory, the
+    shards of `pcapkit shard`), into one Parquet dataset per table at DATASET/<table>/,
+    every row with its `capture` (and `shard`).  A failed input is reported (and listed in
+    DATASET/_errors.jsonl) and the rest goes on (exit 1 at the end); a re-run skips the
+    inputs already done.
+
+    \b
+    Examples:
+      pcapkit batch 'captures/*.pcapng' --out dataset/ --workers 2
+      pcapkit batch shards/ --out dataset/ --scheduler tcp://10.0.0.5:8786
+      duckdb -c "select capture, sum(cost_ms) from 'dataset/findings/*.parquet' group by 1"
+    """
+    from .batch import run_batch
+
+    names = [t.strip() for t in tables.split(",") if t.strip()] if tables else None
+
+    def report(k: int, n: int, s: dict[str, Any]) -> None:
+        what = (
+            f"ok, {s['frames']} frames, {s['rows'].get('findings', 0)} findings, {s['seconds']} s"
+            if s["ok"]
+            else f"FAILED: {s['error']}"
+        )
+        emit(f"[{k}/{n}] {s['capture']}: {what}", err=True)
+
+    try:
+        res = run_batch(
+            inputs,
+            out,
+            scheduler=scheduler,
+            workers=workers,
+            tables=names,
+            keylog=keylog,
+            settings=settings or None,
+            report=report,
+        )
+    except ValueError as exc:
+        emit(f"pcapkit: error: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    except (RuntimeError, OSError) as exc:
+        fail(str(exc))
+    emit(
+        f"{len(res.done)} done, {len(res.skipped)} already done, {len(res.failed)} failed "
+        f"in {res.seconds:.1f} s → {out}",
+        err=True,
+    )
+    if res.failed:
+        sys.exit(Exit.ERROR)
+
+
 @cli.command(epilog=READ_HELP)
 @click.argument("client", type=click.Path(allow_dash=False), metavar="CLIENT")
 @click.argument("server", type=click.Path(allow_dash=False), metavar="SERVER")
