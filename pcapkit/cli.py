@@ -202,6 +202,43 @@ def open_trace(
     raise AssertionError("unreachable")
 
 
+def open_for_analysis(
+    path: str, keylog: str | None, settings: dict[str, Any] | None
+) -> tuple[Any, _Progress | None]:
+    """:func:`open_trace`, or — when the capture's analysis would not fit the memory this
+    process may use — a :class:`pcapkit.sharded.ShardedTrace` over flow-hash shards in a
+    temporary directory, merged (issue 20): the same report either way."""
+    from .sharded import memory_budget, shards_needed
+
+    try:
+        size = os.path.getsize(path) if path != "-" else 0
+    except OSError:
+        size = 0
+    budget = memory_budget() if size else None
+    n = shards_needed(size, budget)
+    if not n:
+        return open_trace(path, keylog, settings=settings)
+    from .sharded import ShardedTrace
+
+    emit(
+        f"pcapkit: {path}: {size / 1e6:.0f} MB is more than this process's memory allows "
+        f"({(budget or 0) / 1e6:.0f} MB): analysed as {n} flow-hash shards, merged",
+        err=True,
+    )
+    cctx = click.get_current_context(silent=True)
+    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    window = max(1 << 20, min(32 << 20, (budget or 0) // 8))
+    try:
+        return ShardedTrace(
+            path, keylog, shards=n, thresholds=settings, limits=limits, window_bytes=window
+        ), None
+    except PcapkitError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}")
+    raise AssertionError("unreachable")
+
+
 def emit(text: str, *, err: bool = False, nl: bool = True, styled: bool = False) -> None:
     """Print ``text`` with every terminal control character escaped (captured strings are
     attacker-controlled: an X-Request-Id could retitle or clear the terminal).  With
@@ -420,7 +457,7 @@ def analyze(
     except ValueError as exc:
         emit(f"pcapkit: error: --kind: {exc}; kinds: {', '.join(KINDS)}", err=True)
         sys.exit(Exit.USAGE)
-    trace, prog = open_trace(path, keylog, settings=settings)
+    trace, prog = open_for_analysis(path, keylog, settings)
     failing = None
     violations: list[Any] = []
     try:

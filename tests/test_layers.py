@@ -32,6 +32,7 @@ RANKS = {
     "align": 4,
     "detect": 5,
     "trace": 6,
+    "sharded": 6,  # pcapkit/sharded.py: one capture analysed as shards, merged (issue 20)
     "vantage": 6,  # pcapkit/vantage.py: two captures of one traffic (Trace + Trace)
     "report": 7,
     "export": 7,
