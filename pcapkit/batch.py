@@ -170,6 +170,9 @@ def analyze_one(
     from .errors import PcapkitError
     from .trace import Trace
 
+    # the parallelism is the workers': one thread per analysis (pcapkit._parallel would
+    # start a thread per core in every worker process), unless the user says otherwise
+    os.environ.setdefault("PCAPKIT_THREADS", "1")
     t0 = time.perf_counter()
     ident, version = input_id(file)
     base = Path(out)
