@@ -227,7 +227,7 @@ def open_for_analysis(
     )
     cctx = click.get_current_context(silent=True)
     limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
-    window = max(1 << 20, min(32 << 20, (budget or 0) // 8))
+    window = max(1 << 20, min(8 << 20, (budget or 0) // 8))
     try:
         return ShardedTrace(
             path, keylog, shards=n, thresholds=settings, limits=limits, window_bytes=window

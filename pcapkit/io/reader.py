@@ -1061,7 +1061,9 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
 
 # Bytes read per window by iter_windows: a window's frames, decoded, take a few times
 # this in memory (the decoder's per-packet columns), whatever the size of the file.
-WINDOW_BYTES = 32 << 20
+# Sharding a 106 MB capture in 4 (in-process): 8 MB windows 0.83 s and 8 MB over the
+# import's address space, 16 MB 1.05 s / +47 MB, 32 MB 1.08 s / +97 MB.
+WINDOW_BYTES = 8 << 20
 
 
 @dataclass
@@ -1137,32 +1139,46 @@ def _pcap_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterator
     pending = b""
     frames = 0
     while True:
-        data = f.read(window)
-        buf = pending + data if pending else data
-        n = len(buf)
-        off = 0
+        # one buffer per window, the file header in front: the reader parses it in place
+        arr = bytearray(24 + len(pending) + window)
+        arr[:24] = hdr
+        arr[24 : 24 + len(pending)] = pending
+        got = _read_into(f, memoryview(arr)[24 + len(pending) :])
+        n = 24 + len(pending) + got
+        off = 24
         broken = False
         while off + rec_hdr <= n:
-            cl = caplen_at(buf, off + 8)[0]
+            cl = caplen_at(arr, off + 8)[0]
             if cl > limit:
                 broken = True
                 break
             if off + rec_hdr + cl > n:
                 break
             off += rec_hdr + cl
-        last = broken or not data
+        last = broken or got < window
         if last:
             off = n  # the reader says what is wrong with the tail
-        if off == 0 and not last:
-            pending = buf  # one record is bigger than the window: read on
+        if off == 24 and not last:
+            pending = bytes(arr[24:n])  # one record is bigger than the window: read on
             continue
-        cap = _read_pcap(hdr + buf[:off], path)
+        cap = _read_pcap(memoryview(arr)[:off], path)
         _shift(cap, frames)
         yield Window(cap, frames)
         frames += cap.frames
         if last:
             return
-        pending = buf[off:]
+        pending = bytes(arr[off:n])
+
+
+def _read_into(f: BinaryIO, mv: memoryview) -> int:
+    """Fill ``mv`` from ``f`` (short reads repeated); the bytes read (fewer: end of input)."""
+    got = 0
+    while got < len(mv):
+        k = f.readinto(mv[got:])
+        if not k:
+            break
+        got += k
+    return got
 
 
 def _pcapng_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterator[Window]:
@@ -1171,7 +1187,7 @@ def _pcapng_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterat
     idbs: list[bytes] = []  # the current section's interface blocks
     base = 0  # global index of the section's first interface
     order = "<"
-    body: list[bytes] = []  # this window's other blocks
+    body: list[bytes | memoryview] = []  # this window's other blocks (views, not copies)
     size = 0
     frames = 0
 
@@ -1179,7 +1195,7 @@ def _pcapng_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterat
         nonlocal body, size, frames
         if not body and not tail:
             return None
-        cap = _read_pcapng(shb + b"".join(idbs) + b"".join(body) + tail, path)
+        cap = _read_pcapng(b"".join([shb, *idbs, *body, tail]), path)
         cap.iface = np.where(cap.iface >= 0, cap.iface + base, -1).astype(np.int32)
         cap.interfaces = list(interfaces)
         cap.secrets = [replace(s, frames_before=s.frames_before + frames) for s in cap.secrets]
@@ -1232,15 +1248,15 @@ def _pcapng_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterat
             if w is not None:
                 yield w
             return
-        block = buf[p : p + blen]
+        block = memoryview(buf)[p : p + blen]
         p += blen
         if btype == PCAPNG_SHB:
             w = flush()
             if w is not None:
                 yield w
-            shb, idbs, base = block, [], len(interfaces)
+            shb, idbs, base = bytes(block), [], len(interfaces)
         elif btype == BT_IDB:
-            idbs.append(block)
+            idbs.append(bytes(block))
             if blen >= 20:
                 interfaces.append(_idb(block, 0, blen, order, len(interfaces)))
         else:

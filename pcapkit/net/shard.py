@@ -124,11 +124,11 @@ class ShardResult:
     anomalies: list[dict[str, object]] = field(default_factory=list)  # of the read
 
 
-def _epbs(cap: RawCapture, rows: np.ndarray) -> bytes:
+def _epbs(cap: RawCapture, rows: np.ndarray) -> np.ndarray:
     """Enhanced Packet Blocks (little-endian, nanosecond ticks) of ``rows``: the headers
     and trailers are written with numpy, only the data copy loops."""
     if rows.shape[0] == 0:
-        return b""
+        return np.zeros(0, "<u4")
     cl = cap.caplen[rows]
     blen = 32 + ((cl + 3) & ~3)
     starts = np.zeros(rows.shape[0], np.int64)
@@ -151,7 +151,7 @@ def _epbs(cap: RawCapture, rows: np.ndarray) -> bytes:
         (starts + 28).tolist(), cap.data_off[rows].tolist(), cl.tolist(), strict=True
     ):
         dst[s : s + c] = src[o : o + c]
-    return out.tobytes()
+    return out
 
 
 def shard_capture(
@@ -205,7 +205,7 @@ def shard_capture(
                 rows = np.nonzero((k == j) & keep)[0]
                 if rows.shape[0] == 0:
                     continue
-                files[j].write(_epbs(cap, rows))
+                files[j].write(memoryview(_epbs(cap, rows).data).cast("B"))
                 maps[j].write(orig[rows].tobytes())
                 res.frames[j] += int(rows.shape[0])
             if progress is not None:
