@@ -31,6 +31,7 @@ number in the input (little-endian uint64), so a finding on a shard maps back to
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -170,6 +171,8 @@ def shard_capture(
         raise ValueError(f"by must be one of {', '.join(KEYS)}, not {by!r}")
     if not 1 <= n <= MAX_SHARDS:
         raise ValueError(f"the number of shards must be 1…{MAX_SHARDS}, not {n}")
+    windows = iter_windows(path, window_bytes)
+    first = next(windows, None)  # not a capture: raises before any file is written
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / SHARD_NAME.format(k=k) for k in range(n)]
@@ -183,7 +186,7 @@ def shard_capture(
             maps.append(open(side, "wb", buffering=1 << 16))  # noqa: SIM115 - closed below
         writers = [PcapngWriter(f) for f in files]
         written_ifaces = 0
-        for win in iter_windows(path, window_bytes):
+        for win in itertools.chain([first] if first is not None else [], windows):
             cap = win.cap
             for intf in cap.interfaces[written_ifaces:]:
                 for w in writers:

@@ -274,3 +274,29 @@ def test_windows_of_broken_files(tmp_path: Path) -> None:
     absurd = tmp_path / "absurd.pcap"
     absurd.write_bytes(whole[:5000] + struct.pack("<IIII", 0, 0, 1 << 29, 1 << 29) + whole[5016:])
     _windows_equal(absurd, 1000)
+
+
+def test_shard_command(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from pcapkit.cli import cli
+
+    runner = CliRunner()
+    src = FIXTURES / "tls_sse_nagle" / "client.pcapng"
+    res = runner.invoke(cli, ["shard", str(src), "-n", "2", "-o", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "56 frames in 2 shard(s), 1 secrets block(s) copied into each" in res.output
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
+        "shard-0.frames",
+        "shard-0.pcapng",
+        "shard-1.frames",
+        "shard-1.pcapng",
+    ]
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a capture")
+    res = runner.invoke(cli, ["shard", str(bad), "-n", "2", "-o", str(tmp_path / "b")])
+    assert res.exit_code == 1
+    assert "not a pcap or pcapng capture" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "b").exists()  # nothing written for an input that is not a capture
+    res = runner.invoke(cli, ["shard", str(src), "-n", "0", "-o", str(tmp_path / "z")])
+    assert res.exit_code == 2
