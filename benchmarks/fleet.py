@@ -11,7 +11,9 @@ page cache warm (a first read of the file before the timings).  Splitting:
 ``tshark -r IN -Y "tcp.stream % N == k" -w OUT`` once per k (tshark can write one
 output per pass: N passes, each dissecting every packet).  Batch: ``pcapkit batch`` over
 the N shards, into a fresh dataset each time, on a LocalCluster of 1 and of 2 worker
-processes; memory per worker is the peak RSS each worker process reported.
+processes; memory per worker is the peak RSS each worker process reported, and the
+tasks' own time (analysis and Parquet writing, from the done markers) beside the wall
+time shows what the cluster's start and the contention for the cores cost.
 """
 
 from __future__ import annotations
@@ -103,11 +105,13 @@ def main() -> None:
             for d in done:
                 rss[d["pid"]] = max(rss.get(d["pid"], 0.0), d["worker_max_rss_mb"])
             mem = ", ".join(f"{v:.0f}" for v in sorted(rss.values()))
+            task_s = sum(d["seconds"] for d in done)
             rows.append(
                 (
                     f"pcapkit batch, {workers} worker(s), {len(done)} shards",
                     f"{s:.2f} s",
-                    f"{shard_mb / s:.1f} MB/s; peak RSS per worker {mem} MB",
+                    f"{shard_mb / s:.1f} MB/s; tasks {task_s:.1f} s in all "
+                    f"({task_s / max(len(done), 1):.2f} s each); peak RSS per worker {mem} MB",
                 )
             )
     lines = [

@@ -208,7 +208,7 @@ def open_for_analysis(
     """:func:`open_trace`, or — when the capture's analysis would not fit the memory this
     process may use — a :class:`pcapkit.sharded.ShardedTrace` over flow-hash shards in a
     temporary directory, merged (issue 20): the same report either way."""
-    from .sharded import memory_budget, shards_needed
+    from .sharded import CROSS_CONNECTION_KINDS, memory_budget, shards_needed
 
     try:
         size = os.path.getsize(path) if path != "-" else 0
@@ -229,9 +229,23 @@ def open_for_analysis(
     limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
     window = max(1 << 20, min(8 << 20, (budget or 0) // 8))
     try:
-        return ShardedTrace(
-            path, keylog, shards=n, thresholds=settings, limits=limits, window_bytes=window
-        ), None
+        st = ShardedTrace(
+            path,
+            keylog,
+            shards=n,
+            thresholds=settings,
+            limits=limits,
+            window_bytes=window,
+            budget=budget,
+        )
+        if st.by == "connection":
+            emit(
+                f"pcapkit: {path}: one pair of hosts alone is too big: sharded by connection; "
+                f"findings that relate two connections ({', '.join(CROSS_CONNECTION_KINDS)}) "
+                "are only found within a shard",
+                err=True,
+            )
+        return st, None
     except PcapkitError as exc:
         fail(str(exc))
     except OSError as exc:

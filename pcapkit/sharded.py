@@ -40,20 +40,23 @@ from .net.shard import frame_map, shard_capture
 from .trace import Trace
 
 # Address space the analysis of a capture needs beyond the file itself, per byte of file:
-# measured 2.0 (a 50.8 MB synthetic capture needs a 450–500 MB address-space limit, a
-# 9 kB one 395 MB) and 2–3× in issue 20's report of RSS; 3 leaves room.
+# measured 2.0 (a 50.8 MB synthetic capture needs a 440–470 MiB address-space limit, a
+# 9 kB one 380 MiB) and 2–3× in issue 20's report of RSS; 3 leaves room.
 PEAK_PER_BYTE = 3.0
 # Address space the analysis takes beyond ``import pcapkit`` whatever the capture, under
-# an address-space limit: 395 MB is enough to analyse a 9 kB fixture where the import
-# alone maps 370 MB (unlimited, the process maps ~1 GB more — thread and allocator arenas
-# it does without under a limit).  Twice that, rounded up.
-FIXED_BYTES = 64 << 20
+# an address-space limit: a 9 kB fixture analyses within 380 MiB where the import alone
+# maps 377 MiB (unlimited, the process maps ~1 GB more — thread and allocator arenas it
+# does without under a limit).  About ten times that, for the merge's tables.
+FIXED_BYTES = 32 << 20
 # The least budget assumed when the limit leaves less (the shard count follows from it).
 MIN_BUDGET = 16 << 20
 # Never fewer than this many shards once sharding (a split in two of a capture that is
 # just too big would leave no room for the reader's window and the merge).
 MIN_SHARDS = 4
 MAX_AUTO_SHARDS = 1024
+# Finding kinds that relate two connections (a connection not reused, a TLS session not
+# resumed by a later connection): found only when both connections share a shard.
+CROSS_CONNECTION_KINDS = ("connection_not_reused", "tls_resumption_missing")
 # ``PCAPKIT_MEMORY_MB`` overrides the detected budget (MB of address space for the
 # analysis of the capture: e.g. to force the shard path, or to keep off it).
 ENV_BUDGET = "PCAPKIT_MEMORY_MB"
@@ -63,8 +66,8 @@ _FRAME_SET = re.compile(r"(frame\.number\s+in\s+\{)([\d,\s.]+)(\})")
 _STREAM = re.compile(r"((?:tcp|udp)\.stream\s*(?:==)?\s*)(\d+)")
 _STREAM_SET = re.compile(r"((?:tcp|udp)\.stream\s+in\s+\{)([\d,\s]+)(\})")
 _FRAME_WORD = re.compile(r"(\bframes?\s+)(\d+(?:(?:\s*(?:,|–|-|and|to)\s*)\d+)*)")
-_FLOW_WORD = re.compile(r"(\bflow\s+)(\d+)")
-_REQUEST_WORD = re.compile(r"(\brequest\s+)(\d+)")
+_FLOW_WORD = re.compile(r"(\b[Ff]low\s+)(\d+)")
+_REQUEST_WORD = re.compile(r"(\b[Rr]equest\s+)(\d+)")
 
 
 def _vm_bytes(field: str) -> int:
@@ -221,6 +224,7 @@ class ShardedTrace:
         redact: bool = True,
         window_bytes: int | None = None,
         tmpdir: str | None = None,
+        budget: int | None = None,
     ) -> None:
         self.path = os.fspath(path)
         self.shards = shards
@@ -229,9 +233,16 @@ class ShardedTrace:
         self._format_compressed = head[:2] == b"\x1f\x8b"
         self._format = "pcap" if head in PCAP_MAGICS else "pcapng"
         parts: list[dict[str, Any]] = []
+        # by host pair first (the findings that relate connections stay whole); when one
+        # host pair alone is still too big for ``budget``, by connection
+        self.by = "hosts"
+        kw = {} if window_bytes is None else {"window_bytes": window_bytes}
         with tempfile.TemporaryDirectory(prefix="pcapkit-shards-", dir=tmpdir) as d:
-            kw = {} if window_bytes is None else {"window_bytes": window_bytes}
             res = shard_capture(self.path, shards, d, by="hosts", **kw)
+            biggest = max((p.stat().st_size for p in res.paths), default=0)
+            if budget is not None and biggest * PEAK_PER_BYTE > budget:
+                self.by = "connection"
+                res = shard_capture(self.path, shards, d, by="connection", **kw)
             self.read_anomalies = res.anomalies
             for sp, n in zip(res.paths, res.frames, strict=True):
                 if n:
