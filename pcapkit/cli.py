@@ -208,12 +208,9 @@ def open_for_analysis(
     """:func:`open_trace`, or — when the capture's analysis would not fit the memory this
     process may use — a :class:`pcapkit.sharded.ShardedTrace` over flow-hash shards in a
     temporary directory, merged (issue 20): the same report either way."""
-    from .sharded import CROSS_CONNECTION_KINDS, memory_budget, shards_needed
+    from .sharded import CROSS_CONNECTION_KINDS, capture_bytes, memory_budget, shards_needed
 
-    try:
-        size = os.path.getsize(path) if path != "-" else 0
-    except OSError:
-        size = 0
+    size = capture_bytes(path)
     budget = memory_budget() if size else None
     n = shards_needed(size, budget)
     if not n:

@@ -116,6 +116,24 @@ def memory_budget() -> int | None:
     return max(min(limits), MIN_BUDGET) if limits else None
 
 
+def capture_bytes(path: str) -> int:
+    """The bytes the analysis will read: the file's size, or for gzip the larger of that
+    and the last member's ISIZE (RFC 1952 §2.3.1: the input size mod 2^32); 0 for stdin,
+    a pipe or a path that cannot be read (those take the whole-file path, which says what
+    is wrong)."""
+    try:
+        if path == "-" or not os.path.isfile(path):
+            return 0
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if f.read(2) != b"\x1f\x8b" or size < 18:
+                return size
+            f.seek(-4, os.SEEK_END)
+            return max(size, int.from_bytes(f.read(4), "little"))
+    except OSError:
+        return 0
+
+
 def shards_needed(size: int, budget: int | None) -> int:
     """0 when a capture of ``size`` bytes fits ``budget`` whole, else how many shards."""
     need = size * PEAK_PER_BYTE

@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 
 import pcapkit
-from pcapkit.sharded import CROSS_CONNECTION_KINDS, ShardedTrace, memory_budget, shards_needed
+from pcapkit.sharded import (
+    CROSS_CONNECTION_KINDS,
+    ShardedTrace,
+    capture_bytes,
+    memory_budget,
+    shards_needed,
+)
 from tests.realworld.shared_captures import SHARED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +105,17 @@ def test_budget_and_shard_count(monkeypatch: pytest.MonkeyPatch) -> None:
     assert shards_needed(1 << 30, 100 << 20) == 62  # 3 GB of need in 50 MB halves
     assert shards_needed(40 << 20, 100 << 20) == 4  # at least MIN_SHARDS
     assert shards_needed(1 << 40, None) == 0  # nothing limits it
+
+
+def test_capture_bytes_of_gzip_is_the_inflated_size(tmp_path: Path) -> None:
+    import gzip
+
+    src = FIXTURES / "tls_sse_nagle" / "client.pcapng"
+    gz = tmp_path / "c.pcapng.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes() * 20))
+    assert capture_bytes(str(gz)) == 20 * src.stat().st_size > gz.stat().st_size
+    assert capture_bytes(str(src)) == src.stat().st_size
+    assert capture_bytes("-") == 0 and capture_bytes(str(tmp_path / "missing")) == 0
 
 
 VM = """
