@@ -413,6 +413,7 @@ def _header_fields(req: Any, resp: Any) -> dict[str, Any]:
     return {
         "traceparent": pick(req, "traceparent"),
         "request_id": pick(req, "x-request-id") or pick(resp, "x-request-id"),
+        "idempotency_key": pick(req, "idempotency-key") or pick(req, "x-idempotency-key"),
         "retry_after": pick(resp, "retry-after"),
         "ratelimit": "; ".join(rl) or None,
         "content_encoding": pick(resp, "content-encoding"),
@@ -774,7 +775,7 @@ def _http2(
     (RFC 7540 §3.2); ``upgraded`` is that request's head with its frame and time: it
     becomes stream 1's request (the server answers it on stream 1)."""
     from dissectors.grpc import dissect_grpc_stream, is_grpc
-    from dissectors.http2 import H2Connection, H2Error, H2Frame
+    from dissectors.http2 import H2Connection, H2Error, H2Frame, error_code_name
 
     st0 = start or {"c2s": 0, "s2c": 0}
     streams_cap, frames_cap = b.limits["h2_streams"], b.limits["messages"]
@@ -926,6 +927,8 @@ def _http2(
                 detail = f"{f.data_length} data bytes" + (", END_STREAM" if f.end_stream else "")
             elif f.type_name == "WINDOW_UPDATE":
                 detail = f"increment {f.window_size_increment}"
+            elif f.type_name == "RST_STREAM" and f.error_code is not None:
+                detail = f"error {error_code_name(f.error_code)}"
             b.message(
                 af.flow,
                 d,
@@ -1192,7 +1195,21 @@ def requests_table(app: AppTables) -> pd.DataFrame:
         return schema.frame("requests", n=0)
     data: dict[str, Any] = dict(app.requests)
     data["request"] = np.arange(n, dtype=np.int64)
+    data["body_bytes_per_s"] = _delivery_rate(
+        data["response_body_bytes"], data["first_body_ts_ns"], data["last_byte_ts_ns"]
+    )
     return schema.frame("requests", data, n)
+
+
+def _delivery_rate(body: list[Any], first: list[Any], last: list[Any]) -> list[float | None]:
+    """Response body bytes per second over [first body byte, last byte] (issue 21)."""
+    out: list[float | None] = []
+    for b, a, z in zip(body, first, last, strict=True):
+        if b is None or a is None or z is None or int(z) <= int(a) or int(a) < 0:
+            out.append(None)
+        else:
+            out.append(round(int(b) / ((int(z) - int(a)) / 1e9), 3))
+    return out
 
 
 def h2_windows_table(app: AppTables) -> pd.DataFrame:

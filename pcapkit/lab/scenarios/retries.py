@@ -1,0 +1,685 @@
+"""Request-level retries and timeouts (issue 21; DETECTION.md §11.1, §11.2, §11.6).
+
+An LLM-style API over HTTP/1.1 + TLS 1.3 (Python ``ssl`` both ends, port 443, a per-run
+self-signed certificate, key logs embedded so the requests are readable at every
+vantage), one-way delay 15 ms (RTT 30 ms), CUBIC, both ends TCP_NODELAY.  The client
+``POST``s ``/v1/chat/completions`` with a JSON body and the headers a real SDK sends to name
+a call: ``Idempotency-Key`` (one per logical call, the same on every attempt),
+``x-request-id`` (the same), a W3C ``traceparent`` (one trace id per call, a new parent id
+per attempt) and ``x-stainless-retry-count`` (0, 1, 2 … per attempt).  A 200 answer is a
+chunked ``text/event-stream`` of ``events`` JSON tokens every ``interval_ms``, then
+``data: [DONE]``.
+
+Three pairs:
+
+* ``retry_early`` (positive: ``retry_ignored_retry_after``) — the server rate-limits: every
+  request arriving less than ``window_s`` (0.95 s) after its first refusal gets ``429``
+  with ``Retry-After: 1`` (RFC 9110 §10.2.3, RFC 6585 §4) and
+  ``RateLimit: "default";r=0;t=1``; later requests get the stream.  The client retries
+  after a fixed ``backoff_ms`` = 350 ms whatever the answer says (the pre-2.52 openai-python
+  shape for waits it does not honour): attempts at ≈ 0, 0.38, 0.76 s are refused, the one
+  at ≈ 1.14 s is served (early too, but the window had lapsed).  ``retry_honoured`` (control): the client waits the
+  Retry-After it was given (1 s), the second attempt is served.  Both on one keep-alive
+  connection.
+* ``hedged_duplicate`` (positive: ``retry_amplification``) — the client sends the call on
+  connection A and, ``hedge_ms`` = 400 ms later, the same call (same key, same body, the
+  next ``x-stainless-retry-count``) on a new connection B without cancelling A (a hedge, or
+  a proxy retrying on its per-try timeout while the application still waits).  The server
+  thinks ``think_ms`` = 600 ms before each stream and serves both: double work, and the
+  copy on B streams for nothing once A is complete.  ``single_attempt`` (control): the same
+  call once.
+* ``stream_timeout`` (positive: ``client_timeout``) — the server streams for ``stream_s`` =
+  2 s; the client has a total deadline of ``deadline_s`` = 1 s per call (socket timeout =
+  time left): at the deadline it ``close()``s the connection mid-stream (FIN, then RST on
+  the next event; RST at once when unread data is queued — RFC 2525 §2.17) and makes the
+  next call on a new connection, ``calls`` = 3 times.  ``stream_complete`` (control): no
+  deadline — the client reads every stream to its terminal chunk, the three calls on one
+  keep-alive connection.  The new connections after each cancel make
+  ``connection_not_reused`` ``incidental`` to the positive.
+
+Ground truth (``scenario.json``, client clock = capture clock): every attempt's write,
+head read, status, Retry-After and end (or cancel) time, and the cost each detector prices
+— ``retry``: the round trips of the refused attempts that left before the Retry-After
+had passed; ``amplification``: the time the non-winning copies were in flight;
+``timeout``: request write → cancel, summed over the cancelled calls.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .. import truth
+from ..apps import (
+    CONNECT_TIMEOUT_S,
+    IO_TIMEOUT_S,
+    apply_tcp_options,
+    listen,
+    now_ns,
+    tcp_options,
+    tls_client_context,
+    tls_info,
+    tls_server_context,
+)
+from ..certs import DEFAULT_HOSTNAME
+from . import RunData, Scenario, register
+
+PARAMS: dict[str, Any] = {
+    "delay_ms": 15.0,
+    "port": 443,  # tshark decodes TLS on 443 without "decode as"
+    "mode": "ratelimit",  # "ratelimit" | "hedge" | "timeout"
+    "events": 10,
+    "interval_ms": 50.0,
+    "think_ms": 0.0,  # server: before the first event
+    # ratelimit
+    "window_s": 0.95,  # refuse requests arriving this long after the first refusal
+    "retry_after_s": 1,
+    # client: fixed wait after a refusal; None: honour Retry-After (not 250 ms: a request
+    # 250 ms after the answer sits at the TCP cork probe's ~230 ms ceiling)
+    "backoff_ms": 350.0,
+    "max_attempts": 6,
+    # hedge
+    "attempts": 2,  # concurrent copies of the call, one connection each
+    "hedge_ms": 400.0,
+    # timeout
+    "calls": 3,
+    "deadline_s": 1.0,  # client: total deadline per call; None: read to the end
+    "keepalive": False,  # timeout mode: all calls on one connection (only without deadline)
+    "server_nodelay": True,
+    "client_nodelay": True,
+}
+MAX_HEAD_BYTES = 16_384
+PATH = "/v1/chat/completions"
+BODY = json.dumps(
+    {
+        "model": "lab-1",
+        "stream": True,
+        "messages": [{"role": "user", "content": "Why is my stream slow?"}],
+    },
+    separators=(",", ":"),
+).encode()
+
+
+# ----------------------------------------------------------------------------- server
+def _read_request(conn: ssl.SSLSocket, buf: bytearray) -> tuple[dict[str, str], bytes] | None:
+    """One request (head + Content-Length body) from ``conn``; None at EOF."""
+    while b"\r\n\r\n" not in buf:
+        data = conn.recv(4096)
+        if not data:
+            return None
+        buf += data
+        if len(buf) > MAX_HEAD_BYTES:
+            raise ConnectionError("request head too long")
+    head, _, rest = bytes(buf).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        headers[k.strip().lower()] = v.strip()
+    n = int(headers.get("content-length", "0"))
+    while len(rest) < n:
+        data = conn.recv(4096)
+        if not data:
+            return None
+        rest += data
+    buf[:] = rest[n:]
+    return headers, rest[:n]
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+SSE_HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\n"
+)
+
+
+def _stream(conn: ssl.SSLSocket, p: dict[str, Any], rid: str) -> tuple[int, bool]:
+    """The SSE answer; (events written, completed).  A client that went away ends it."""
+    conn.sendall(SSE_HEAD + b"x-request-id: " + rid.encode() + b"\r\n\r\n")
+    if p["think_ms"]:
+        time.sleep(p["think_ms"] / 1000)
+    start = time.monotonic()
+    n = 0
+    try:
+        for n in range(1, p["events"] + 1):
+            delay = start + (n - 1) * p["interval_ms"] / 1000 - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            conn.sendall(_chunk(b'data: {"token":%d,"text":"tok%d"}\n\n' % (n, n)))
+        # [DONE] at the stream's cadence too (written with the last token, the two would
+        # arrive together: a burst sse_batching rightly reports)
+        delay = start + p["events"] * p["interval_ms"] / 1000 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        conn.sendall(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    except (OSError, ssl.SSLError):
+        return n, False
+    return n, True
+
+
+def _refusal(p: dict[str, Any], rid: str) -> bytes:
+    body = b'{"error":{"type":"rate_limit_exceeded","message":"slow down"}}'
+    ra = p["retry_after_s"]
+    return (
+        b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+        b'Retry-After: %d\r\nRateLimit: "default";r=0;t=%d\r\nx-request-id: %s\r\n'
+        b"Content-Length: %d\r\n\r\n" % (ra, ra, rid.encode(), len(body)) + body
+    )
+
+
+def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    ctx = tls_server_context(p["cert"], p["key"], p["keylog_server"])
+    ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=p["server_nodelay"])
+    ready()
+    mode = p["mode"]
+    if mode == "ratelimit" or (mode == "timeout" and p["keepalive"]):
+        conns = 1
+    elif mode == "hedge":
+        conns = p["attempts"]
+    else:
+        conns = p["calls"]
+    log: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    first_refusal: list[int] = []
+    opts: dict[str, Any] = {}
+
+    def serve(raw: socket.socket, c: int) -> None:
+        try:
+            conn = ctx.wrap_socket(raw, server_side=True)
+        except (OSError, ssl.SSLError):
+            raw.close()
+            return
+        buf = bytearray()
+        try:
+            while True:
+                req = _read_request(conn, buf)
+                if req is None:
+                    break
+                headers, _body = req
+                t = now_ns()
+                rid = headers.get("x-request-id", "")
+                rec: dict[str, Any] = {
+                    "connection": c,
+                    "read_ns": t,
+                    "idempotency_key": headers.get("idempotency-key"),
+                    "retry_count": headers.get("x-stainless-retry-count"),
+                }
+                with lock:
+                    refuse = mode == "ratelimit" and (
+                        not first_refusal or t < first_refusal[0] + p["window_s"] * 1e9
+                    )
+                    if refuse and not first_refusal:
+                        first_refusal.append(t)
+                if refuse:
+                    conn.sendall(_refusal(p, rid))
+                    rec.update(status=429, end_ns=now_ns())
+                else:
+                    n, done = _stream(conn, p, rid)
+                    rec.update(status=200, events=n, complete=done, end_ns=now_ns())
+                with lock:
+                    log.append(rec)
+                if (mode == "timeout" and not p["keepalive"]) or mode == "hedge":
+                    break
+        except (OSError, ssl.SSLError, ConnectionError):
+            pass
+        try:  # orderly close when the client closed first; an aborted one just closes
+            while conn.recv(4096):
+                pass
+            conn.unwrap().close()
+        except (OSError, ssl.SSLError, ValueError):
+            conn.close()
+
+    threads = []
+    for c in range(conns):
+        raw, _ = ls.accept()
+        raw.settimeout(IO_TIMEOUT_S)
+        opts = tcp_options(raw)
+        th = threading.Thread(target=serve, args=(raw, c), daemon=True)
+        th.start()
+        threads.append(th)
+    for th in threads:
+        th.join(IO_TIMEOUT_S)
+    ls.close()
+    return {"socket": opts, "requests": sorted(log, key=lambda r: r["read_ns"])}
+
+
+# ----------------------------------------------------------------------------- client
+def _connect(
+    p: dict[str, Any], ctx: ssl.SSLContext, session: Any = None
+) -> tuple[ssl.SSLSocket, dict[str, Any]]:
+    """A new TLS connection, resuming ``session`` when given (a client with a session
+    cache: new connections are the recipe's, a full handshake on each is not)."""
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    apply_tcp_options(raw, cc=p["cc"], nodelay=p["client_nodelay"])
+    raw.settimeout(CONNECT_TIMEOUT_S)
+    t0 = now_ns()
+    raw.connect((p["server_ip"], p["port"]))
+    conn = ctx.wrap_socket(raw, server_hostname=DEFAULT_HOSTNAME, session=session)
+    conn.settimeout(IO_TIMEOUT_S)
+    return conn, {
+        "session_reused": conn.session_reused,
+        "connect_ns": t0,
+        "client_port": conn.getsockname()[1],
+        "socket": tcp_options(conn),
+        "tls": tls_info(conn),
+    }
+
+
+def _request(key: str, trace_id: str, attempt: int) -> bytes:
+    parent = uuid.uuid4().hex[:16]
+    return (
+        b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+        b"Accept: text/event-stream\r\nAuthorization: Bearer sk-lab\r\n"
+        b"Idempotency-Key: %s\r\nx-request-id: %s\r\n"
+        b"traceparent: 00-%s-%s-01\r\nx-stainless-retry-count: %d\r\n"
+        b"Content-Length: %d\r\n\r\n"
+        % (
+            PATH.encode(),
+            DEFAULT_HOSTNAME.encode(),
+            key.encode(),
+            key.encode(),
+            trace_id.encode(),
+            parent.encode(),
+            attempt,
+            len(BODY),
+        )
+        + BODY
+    )
+
+
+class _Reader:
+    """Reads one HTTP/1.1 response (Content-Length or chunked) from a socket, with an
+    optional absolute deadline (``time.monotonic``): past it, :class:`TimeoutError`."""
+
+    def __init__(self, conn: ssl.SSLSocket, deadline: float | None) -> None:
+        self.conn, self.deadline, self.buf = conn, deadline, b""
+
+    def _more(self) -> None:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.conn.settimeout(left)
+        data = self.conn.recv(65_536)
+        if not data:
+            raise ConnectionError("server closed mid-response")
+        self.buf += data
+
+    def head(self) -> tuple[int, dict[str, str]]:
+        while b"\r\n\r\n" not in self.buf:
+            self._more()
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        hdrs = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            hdrs[k.strip().lower()] = v.strip()
+        return int(lines[0].split()[1]), hdrs
+
+    def body(self, hdrs: dict[str, str], events: list[int]) -> int:
+        """The body's length; appends each SSE event's read time to ``events``."""
+        if "content-length" in hdrs:
+            n = int(hdrs["content-length"])
+            while len(self.buf) < n:
+                self._more()
+            self.buf = self.buf[n:]
+            return n
+        total = 0
+        while True:
+            while b"\r\n" not in self.buf:
+                self._more()
+            line, _, rest = self.buf.partition(b"\r\n")
+            size = int(line.split(b";")[0], 16)
+            while len(rest) < size + 2:
+                self._more()
+                line, _, rest = self.buf.partition(b"\r\n")
+            self.buf = rest[size + 2 :]
+            total += size
+            if size == 0:
+                return total
+            events.append(now_ns())
+
+
+def _close(conn: ssl.SSLSocket, orderly: bool) -> int:
+    if orderly:
+        try:
+            conn.unwrap().close()
+        except (OSError, ssl.SSLError):
+            conn.close()
+    else:
+        conn.close()  # what an HTTP client does on a timeout: drop the connection
+    return now_ns()
+
+
+def _attempt(
+    conn: ssl.SSLSocket, key: str, trace_id: str, n: int, deadline_s: float | None = None
+) -> dict[str, Any]:
+    t0 = now_ns()
+    deadline = None if deadline_s is None else time.monotonic() + deadline_s
+    conn.sendall(_request(key, trace_id, n))
+    rd = _Reader(conn, deadline)
+    rec: dict[str, Any] = {"n": n, "write_ns": t0, "events": []}
+    try:
+        status, hdrs = rd.head()
+        rec.update(status=status, head_read_ns=now_ns(), retry_after=hdrs.get("retry-after"))
+        rec["body_bytes"] = rd.body(hdrs, rec["events"])
+        rec["end_ns"] = now_ns()
+        rec["complete"] = True
+    except TimeoutError:
+        rec["complete"] = False
+    rec["events_read"] = len(rec.pop("events"))
+    return rec
+
+
+def client(p: dict[str, Any]) -> dict[str, Any]:
+    ctx = tls_client_context(p["cert"], p["keylog_client"])
+    mode = p["mode"]
+    conns: list[dict[str, Any]] = []
+    attempts: list[dict[str, Any]] = []
+    if mode == "ratelimit":
+        conn, meta = _connect(p, ctx)
+        conns.append(meta)
+        key, trace_id = str(uuid.uuid4()), uuid.uuid4().hex
+        for n in range(p["max_attempts"]):
+            rec = _attempt(conn, key, trace_id, n)
+            attempts.append(rec)
+            if rec["status"] != 429:
+                break
+            ra = float(rec["retry_after"] or 0)
+            wait = ra if p["backoff_ms"] is None else p["backoff_ms"] / 1000
+            time.sleep(wait)
+        meta["closed_ns"] = _close(conn, True)
+    elif mode == "hedge":
+        key, trace_id = str(uuid.uuid4()), uuid.uuid4().hex
+        results: list[dict[str, Any]] = [{} for _ in range(p["attempts"])]
+        t_start = time.monotonic()
+        first: list[ssl.SSLSocket] = []
+
+        def one(i: int) -> None:
+            delay = t_start + i * p["hedge_ms"] / 1000 - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            c, m = _connect(p, ctx, first[0].session if first else None)
+            if i == 0:
+                first.append(c)
+            r = _attempt(c, key, trace_id, i)
+            m["closed_ns"] = _close(c, True)
+            results[i] = {**r, "connection": m}
+
+        ths = [threading.Thread(target=one, args=(i,)) for i in range(p["attempts"])]
+        for th in ths:
+            th.start()
+        for th in ths:
+            th.join(IO_TIMEOUT_S)
+        for r in results:
+            conns.append(r.pop("connection"))
+            attempts.append(r)
+    else:
+        conn = None
+        session = None
+        for n in range(p["calls"]):
+            if conn is None:
+                conn, meta = _connect(p, ctx, session)
+                session = conn.session
+                conns.append(meta)
+            key, trace_id = str(uuid.uuid4()), uuid.uuid4().hex
+            rec = _attempt(conn, key, trace_id, 0, p["deadline_s"])
+            rec["call"] = n
+            attempts.append(rec)
+            session = conn.session  # the tickets came before the response
+            if not rec["complete"]:
+                rec["cancel_ns"] = conns[-1]["closed_ns"] = _close(conn, False)
+                conn = None
+            elif not p["keepalive"]:
+                conns[-1]["closed_ns"] = _close(conn, True)
+                conn = None
+            time.sleep(0.1)
+        if conn is not None:
+            conns[-1]["closed_ns"] = _close(conn, True)
+    return {
+        "socket": conns[0]["socket"],
+        "tls": conns[0]["tls"],
+        "connections": conns,
+        "attempts": attempts,
+    }
+
+
+# ----------------------------------------------------------------------------- truth
+TOLERANCE_MS = 100.0  # DETECTION.md §11.1: tol = max(100 ms, RTT, 5 % of the wait)
+
+
+def ground_truth(run: RunData) -> dict[str, Any]:
+    pkts = truth.packets(run.forwarder)
+    mode = run.params["mode"]
+    att = run.client["attempts"]
+    out: dict[str, Any] = {
+        "handshake": list(truth.handshake(pkts)),
+        "connections": run.client["connections"],
+        "attempts": att,
+        "server_requests": run.server["requests"],
+    }
+    if mode == "ratelimit":
+        early = []
+        for prev, cur in zip(att, att[1:], strict=False):
+            if prev.get("status") != 429 or prev.get("retry_after") is None:
+                continue
+            wait_ms = (cur["write_ns"] - prev["head_read_ns"]) / 1e6
+            w_ms = float(prev["retry_after"]) * 1000
+            tol = max(TOLERANCE_MS, 0.05 * w_ms)
+            if wait_ms < w_ms - tol:
+                rt = (cur["head_read_ns"] - cur["write_ns"]) / 1e6
+                early.append(
+                    {
+                        "n": cur["n"],
+                        "wait_ms": round(wait_ms, 3),
+                        "retry_after_s": float(prev["retry_after"]),
+                        "status": cur["status"],
+                        "round_trip_ms": round(rt, 3),
+                    }
+                )
+        refused = [e for e in early if e["status"] == 429]
+        out["retry"] = {
+            "attempts": len(att),
+            "refusals": sum(1 for a in att if a.get("status") == 429),
+            "early_attempts": len(early),
+            "early_refused": len(refused),
+            "early": early,
+            # the round trips of the refused early attempts: what ignoring Retry-After cost
+            "cost_ms": round(sum(e["round_trip_ms"] for e in refused), 3),
+        }
+    elif mode == "hedge":
+        spans = [(a["write_ns"], a.get("end_ns")) for a in att]
+        done = [i for i, a in enumerate(att) if a.get("complete") and a.get("status") == 200]
+        winner = min(done, key=lambda i: att[i]["end_ns"]) if done else None
+        wasted = [(e - s) / 1e6 for i, (s, e) in enumerate(spans) if i != winner and e is not None]
+        ends = [e for _s, e in spans if e is not None]
+        overlap = (min(ends) - max(s for s, _e in spans)) / 1e6 if len(ends) == len(spans) else 0
+        out["amplification"] = {
+            "attempts": len(att),
+            "winner": None if winner is None else att[winner]["n"],
+            "overlap_ms": round(overlap, 3),
+            "server_streams": sum(1 for r in run.server["requests"] if r["status"] == 200),
+            # the time the non-winning copies were in flight (write → last byte read)
+            "cost_ms": round(sum(wasted), 3),
+        }
+    else:
+        cancels = [
+            {
+                "call": a["call"],
+                "elapsed_ms": truth.ms(a["cancel_ns"] - a["write_ns"]),
+                "events_read": a["events_read"],
+            }
+            for a in att
+            if not a["complete"]
+        ]
+        out["timeout"] = {
+            "calls": len(att),
+            "cancelled": len(cancels),
+            "cancels": cancels,
+            "deadline_s": run.params["deadline_s"],
+            # request write → cancel, summed: the time the cancelled calls took for nothing
+            "cost_ms": round(sum(c["elapsed_ms"] or 0.0 for c in cancels), 3),
+        }
+    return out
+
+
+def _validate(doc: dict[str, Any]) -> list[str]:
+    p, gt = doc["params"], doc["ground_truth"]
+    att = gt["attempts"]
+    problems = []
+    if p["mode"] == "ratelimit":
+        r = gt["retry"]
+        if not att or att[-1].get("status") != 200 or not att[-1].get("complete"):
+            problems.append(f"the call never succeeded: {[a.get('status') for a in att]}")
+        if p["backoff_ms"] is None and (r["early_attempts"] or r["attempts"] != 2):
+            problems.append(f"control retried early or not once: {r}")
+        if p["backoff_ms"] is not None and r["early_refused"] < 2:
+            problems.append(f"fewer than 2 refused early attempts: {r}")
+    elif p["mode"] == "hedge":
+        a = gt["amplification"]
+        if a["server_streams"] != p["attempts"] or a["winner"] is None:
+            problems.append(f"server did not serve every copy: {a}")
+        if p["attempts"] > 1 and a["overlap_ms"] < 200:
+            problems.append(f"copies did not overlap: {a}")
+    else:
+        t = gt["timeout"]
+        want = p["calls"] if p["deadline_s"] is not None else 0
+        if t["cancelled"] != want:
+            problems.append(f"{t['cancelled']} cancels, expected {want}")
+        if any(c["events_read"] < 3 for c in t["cancels"]):
+            problems.append(f"a call was cancelled before it streamed: {t['cancels']}")
+        if p["deadline_s"] is None and any(a.get("status") != 200 for a in att):
+            problems.append("a control call failed")
+    return problems
+
+
+def frames_of_interest(doc: dict[str, Any], caps: dict[str, list[Any]]) -> list[str]:
+    """README lines: each attempt's first request packet at the client and its outcome."""
+    cli = caps.get("client", [])
+    out = []
+    for a in doc["ground_truth"]["attempts"]:
+        first = next(
+            (x for x in cli if x.ts_ns >= a["write_ns"] and x.dir == "c2s" and x.len), None
+        )
+        frame = first.frame if first else "?"
+        if not a.get("complete"):
+            what = f"cancelled after {truth.ms(a['cancel_ns'] - a['write_ns'])} ms"
+        else:
+            what = f"status {a.get('status')}"
+            if a.get("retry_after"):
+                what += f", Retry-After {a['retry_after']}"
+        label = f"call {a['call'] + 1}" if "call" in a else f"attempt {a['n'] + 1}"
+        out.append(f"client: {label} request frame {frame}, {what}")
+    return out
+
+
+_M = __name__
+register(
+    Scenario(
+        name="retry_early",
+        summary="429 + Retry-After: 1, the client retries every 350 ms regardless",
+        what="POST refused with 429 Retry-After: 1; the client retries 350 ms after each "
+        "refusal (2 more refusals), the 4th attempt is served",
+        expected=("retry_ignored_retry_after",),
+        pair="retry_honoured",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params=PARAMS,
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="retry_honoured",
+        summary="429 + Retry-After: 1, the client waits 1 s and is served (control)",
+        what="the same refusal; the client waits the Retry-After second, the retry is served",
+        expected=(),
+        controls=("retry_ignored_retry_after",),
+        pair="retry_early",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**PARAMS, "backoff_ms": None},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+H_PARAMS = {**PARAMS, "mode": "hedge", "think_ms": 600.0}
+register(
+    Scenario(
+        name="hedged_duplicate",
+        summary="the same call (same Idempotency-Key) on a second connection 400 ms later, "
+        "the first not cancelled: the server streams both",
+        what="attempt 1 on connection A; 400 ms later the same POST (same Idempotency-Key) on "
+        "connection B while A still waits; both are served in full",
+        expected=("retry_amplification",),
+        pair="single_attempt",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params=H_PARAMS,
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="single_attempt",
+        summary="the same call sent once (control for retry_amplification)",
+        what="one POST with its Idempotency-Key, served once",
+        expected=(),
+        controls=("retry_amplification",),
+        pair="hedged_duplicate",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**H_PARAMS, "attempts": 1},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+T_PARAMS = {**PARAMS, "mode": "timeout", "events": 20, "interval_ms": 100.0}
+register(
+    Scenario(
+        name="stream_timeout",
+        summary="a 1 s total deadline cuts three 2 s SSE streams (FIN/RST mid-body)",
+        what="3 calls, each on a new connection; the client's 1 s deadline closes each "
+        "connection mid-stream (after ≈ 9 of 20 events)",
+        expected=("client_timeout",),
+        incidental=("connection_not_reused",),
+        pair="stream_complete",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params=T_PARAMS,
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="stream_complete",
+        summary="the same three 2 s SSE streams read to the end on one connection (control)",
+        what="3 calls on one keep-alive connection, every stream read to its terminal chunk",
+        expected=(),
+        controls=("client_timeout",),
+        pair="stream_timeout",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**T_PARAMS, "deadline_s": None, "keepalive": True},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
