@@ -11,8 +11,10 @@ cancels with RST_STREAM (CANCEL typical; ``h2`` defaults to NO_ERROR) or, like h
 by closing the whole connection; HTTP/3 with RESET_STREAM / STOP_SENDING (RFC 9114
 §4.1.1, H3_REQUEST_CANCELLED).
 
-Signature: a *cancel* C of a response not yet ended — the client's FIN or RST on the
-connection (HTTP/1.1, or HTTP/2 / HTTP/3 streams still open), a client RST_STREAM on the
+Signature: a *cancel* C of a response that had begun (its header block seen) and not yet
+ended — the client's FIN or RST on the
+connection (HTTP/1.1, or HTTP/2 streams still open) — a RST, or a FIN after which the server
+still sent data or the client reset — a client RST_STREAM on the
 stream (HTTP/2), a client RESET_STREAM or STOP_SENDING on it (HTTP/3) — while the server
 had not closed first (a server or proxy timeout closes from the other side: not this).
 Its elapsed time E from three anchors: (a) the request's first byte (a total deadline),
@@ -20,7 +22,7 @@ Its elapsed time E from three anchors: (a) the request's first byte (a total dea
 last server byte before C (an idle timer; at a capture point away from the client the
 server's byte reaches the client d_C/2 later and C left it d_C/2 earlier: − d_C).  (a) and
 (b) are client → server on both ends: unbiased at every vantage.  A finding needs
-``min_cancels`` cancels to one origin whose E, from the anchor with the smallest spread,
+``min_cancels`` cancels to one origin whose E (median ≥ ``min_elapsed_ms``), from the anchor with the smallest spread,
 agree within max(``agree_ms``, 1 % of E) plus the responses' median inter-event gap (a
 deadline checked between reads fires at the first read after it) — or one cancel whose E
 matches the deadline the request announced (``x-stainless-read-timeout``,
@@ -29,6 +31,9 @@ matches the deadline the request announced (``x-stainless-read-timeout``,
 Cost (``measured_interval``): Σ E over the agreeing cancels — the time those calls ran for
 nothing (the server's work for them was thrown away too: their body bytes are in the
 details).  With SDK retries each cut call is paid again (see ``retry_amplification``).
+
+A request cancelled before any response (a time-to-first-byte deadline) is not judged: on
+the wire it is indistinguishable from a client half-closing after its requests.
 
 What the wire cannot decide: *why* the client gave up — a deadline, a user pressing stop,
 a crash — only that cancels agree on E; random user aborts do not.  Over TLS without keys
@@ -57,6 +62,13 @@ SPEC = DetectorSpec(
             "count",
             "DETECTION.md §11.6: two cancels at one elapsed time are a timer, one is an anecdote",
             minimum=2,
+        ),
+        Threshold(
+            "min_elapsed_ms",
+            "ms",
+            "judgement: client deadlines are whole seconds (httpx 5 s, aiohttp 300 s, SDKs "
+            "600 s); below half a second, cancels agreeing within agree_ms prove nothing "
+            "(a player aborting range requests 4-37 ms after the last byte, netflix.pcap)",
         ),
         Threshold(
             "agree_ms",
@@ -148,6 +160,10 @@ def _cancels(ctx: DetectContext) -> list[Cancel]:
     for q in r.itertuples(index=False):
         if _na(q.request_start_ts_ns) or bool(q.complete) or not ctx.has_flow(int(q.flow)):
             continue
+        if _na(q.response_ts_ns):
+            # no response yet: a client half-closing after its requests (FIN), a server
+            # that never answered — not a stream cut (a TTFB deadline is not judged)
+            continue
         f = int(q.flow)
         start = int(q.request_start_ts_ns)
         stream = None if _na(q.stream) else int(q.stream)
@@ -170,10 +186,20 @@ def _cancels(ctx: DetectContext) -> list[Cancel]:
                 last_srv[f] = (p.ts[data], p.frame[data])
             cli_close, srv_close = closes[f]
             if cli_close is not None and cli_close[1] >= start:
-                if srv_close is None or srv_close[1] > cli_close[1]:
-                    p = ctx.packets_of(f)
-                    i = int(np.searchsorted(p.frame, cli_close[0]))
-                    flag = "RST" if int(p.flags[i]) & RST else "FIN"
+                p = ctx.packets_of(f)
+                i = int(np.searchsorted(p.frame, cli_close[0]))
+                flag = "RST" if int(p.flags[i]) & RST else "FIN"
+                # the server was still sending: payload from it after a FIN, or the client's
+                # RST when that payload reached it (Linux abort-on-data) — a client that had
+                # read everything and closes an idle connection sends a FIN nobody answers
+                # with data; a capture that lost the response's tail leaves the exchange
+                # incomplete without any cut (netflix.pcap)
+                after = last_srv[f][0]
+                rst_later = ((p.flags & RST) != 0) & (p.dir == 0) & (p.ts > cli_close[1])
+                streaming = (
+                    flag == "RST" or bool((after > cli_close[1]).any()) or bool(rst_later.any())
+                )
+                if streaming and (srv_close is None or srv_close[1] > cli_close[1]):
                     hit = (cli_close[0], cli_close[1], f"client {flag}")
         if hit is None:
             continue
@@ -231,7 +257,13 @@ def _agreeing(cs: list[Cancel], anchor: str, agree_ms: float) -> list[Cancel]:
     return best
 
 
-def detect(ctx: DetectContext, *, min_cancels: int = 2, agree_ms: float = 50.0) -> list[Finding]:
+def detect(
+    ctx: DetectContext,
+    *,
+    min_cancels: int = 2,
+    min_elapsed_ms: float = 500.0,
+    agree_ms: float = 50.0,
+) -> list[Finding]:
     out: list[Finding] = []
     by_origin: dict[tuple[str, str, int], list[Cancel]] = {}
     for c in _cancels(ctx):
@@ -244,6 +276,8 @@ def detect(ctx: DetectContext, *, min_cancels: int = 2, agree_ms: float = 50.0) 
             if len(group) < min_cancels:
                 continue
             es = [c.elapsed[anchor] for c in group]
+            if float(np.median(es)) < min_elapsed_ms * 1e6:
+                continue
             # the anchor the cancels agree on best: most cancels, then the smallest spread
             # relative to E (a timer's jitter does not grow with its value)
             rel = (max(es) - min(es)) / max(float(np.median(es)), 1.0)
@@ -255,6 +289,7 @@ def detect(ctx: DetectContext, *, min_cancels: int = 2, agree_ms: float = 50.0) 
                 c
                 for c in cs
                 if c.announced_s
+                and c.announced_s * 1e3 >= min_elapsed_ms
                 and abs(c.elapsed["request"] / 1e9 - c.announced_s)
                 <= max(agree_ms / 1e3, 0.01 * c.announced_s) + c.gap_ms / 1e3
             ]
