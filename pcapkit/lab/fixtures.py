@@ -780,6 +780,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
             "single_attempt",
             "stream_timeout",
             "stream_complete",
+            "h2_stream_timeout",
+            "h2_stream_complete",
         )
     },
     "bulk_veth_gso_tls": _bulk,

@@ -25,11 +25,13 @@ POSITIVES = [
     ("retry_early", "retry_ignored_retry_after", "retry"),
     ("hedged_duplicate", "retry_amplification", "amplification"),
     ("stream_timeout", "client_timeout", "timeout"),
+    ("h2_stream_timeout", "client_timeout", "timeout"),
 ]
 CONTROLS = [
     ("retry_honoured", "retry_ignored_retry_after"),
     ("single_attempt", "retry_amplification"),
     ("stream_complete", "client_timeout"),
+    ("h2_stream_complete", "client_timeout"),
 ]
 NEW = {"retry_ignored_retry_after", "retry_amplification", "client_timeout"}
 
@@ -85,11 +87,15 @@ def test_retry_early_lists_each_early_attempt_and_its_outcome():
     assert f.details["identity"] == "idempotency-key" and f.confidence >= 0.9
 
 
-def test_client_timeout_finds_the_deadline_from_the_request_anchor():
-    gt = json.loads((FIX / "stream_timeout" / "scenario.json").read_text())["ground_truth"]
+@pytest.mark.parametrize("name", ["stream_timeout", "h2_stream_timeout"])
+def test_client_timeout_finds_the_deadline_from_the_request_anchor(name):
+    gt = json.loads((FIX / name / "scenario.json").read_text())["ground_truth"]
     for v in VANTAGES:
-        (f,) = _kinds(_open(FIX / "stream_timeout" / f"{v}.pcapng"), "client_timeout").itertuples()
+        (f,) = _kinds(_open(FIX / name / f"{v}.pcapng"), "client_timeout").itertuples()
         assert f.details["anchor"] == "request" and f.details["round_s"] == 1, v
+        # HTTP/1.1 cuts by closing the connection, HTTP/2 by RST_STREAM(CANCEL) per stream
+        want = "RST_STREAM (error CANCEL)" if name.startswith("h2") else "client"
+        assert want in f.explanation, v
         assert len(f.details["requests"]) == gt["timeout"]["cancelled"]
         for e, c in zip(f.details["elapsed_s"], gt["timeout"]["cancels"], strict=True):
             assert e * 1000 == pytest.approx(c["elapsed_ms"], abs=10.0), v

@@ -47,6 +47,7 @@ had passed; ``amplification``: the time the non-winning copies were in flight;
 from __future__ import annotations
 
 import json
+import select
 import socket
 import ssl
 import threading
@@ -69,6 +70,7 @@ from ..apps import (
 )
 from ..certs import DEFAULT_HOSTNAME
 from . import RunData, Scenario, register
+from .h2 import Writer
 
 PARAMS: dict[str, Any] = {
     "delay_ms": 15.0,
@@ -91,6 +93,7 @@ PARAMS: dict[str, Any] = {
     "calls": 3,
     "deadline_s": 1.0,  # client: total deadline per call; None: read to the end
     "keepalive": False,  # timeout mode: all calls on one connection (only without deadline)
+    "h2": False,  # timeout mode over HTTP/2: one connection, a stream per call, RST_STREAM
     "server_nodelay": True,
     "client_nodelay": True,
 }
@@ -453,6 +456,203 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# ----------------------------------------------------------------------------- HTTP/2
+def _h2(client_side: bool) -> Any:
+    import h2.config
+    import h2.connection
+
+    return h2.connection.H2Connection(
+        h2.config.H2Configuration(client_side=client_side, header_encoding="utf-8")
+    )
+
+
+def h2_server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    """One HTTP/2 connection; every request stream gets the SSE answer at the scenario's
+    cadence until it ends or the client resets it (RST_STREAM)."""
+    import h2.events
+
+    ctx = tls_server_context(p["cert"], p["key"], p["keylog_server"], alpn="h2")
+    ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=p["server_nodelay"])
+    ready()
+    raw, _ = ls.accept()
+    raw.settimeout(IO_TIMEOUT_S)
+    opts = tcp_options(raw)
+    sock = ctx.wrap_socket(raw, server_side=True)
+    conn = _h2(False)
+    w = Writer(sock, conn)
+    conn.initiate_connection()
+    w.flush()
+    active: dict[int, dict[str, Any]] = {}
+    log: list[dict[str, Any]] = []
+    open_ = True
+    while open_ or active:
+        now = time.monotonic()
+        due = [a["next"] for a in active.values()]
+        wait = max(0.0, min(due) - now) if due else IO_TIMEOUT_S
+        if not open_:
+            time.sleep(wait)
+        elif sock.pending() or select.select([sock], [], [], wait)[0]:
+            try:
+                data = sock.recv(65_536)
+            except (OSError, ssl.SSLError):
+                data = b""
+            if not data:
+                open_ = False
+                for a in active.values():
+                    a["rec"].update(end_ns=now_ns(), complete=False, reset=False)
+                active.clear()
+                continue
+            t = now_ns()
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    rec = {"stream": ev.stream_id, "read_ns": t, "events": 0}
+                    log.append(rec)
+                    conn.send_headers(
+                        ev.stream_id,
+                        [(":status", "200"), ("content-type", "text/event-stream")],
+                    )
+                    first = time.monotonic() + p["think_ms"] / 1000
+                    active[ev.stream_id] = {"rec": rec, "n": 1, "next": first, "t0": first}
+                elif isinstance(ev, h2.events.DataReceived):
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                elif isinstance(ev, h2.events.StreamReset):
+                    a = active.pop(ev.stream_id, None)
+                    if a is not None:
+                        a["rec"].update(end_ns=t, complete=False, reset=True)
+                        a["rec"]["error_code"] = int(ev.error_code)
+                elif isinstance(ev, h2.events.ConnectionTerminated):
+                    open_ = False
+            w.flush()
+            continue
+        for sid, a in list(active.items()):
+            if a["next"] > time.monotonic():
+                continue
+            n = a["n"]
+            if n <= p["events"]:
+                conn.send_data(sid, b'data: {"token":%d,"text":"tok%d"}\n\n' % (n, n))
+                a["rec"]["events"] = n
+            else:
+                conn.send_data(sid, b"data: [DONE]\n\n", end_stream=True)
+                a["rec"].update(end_ns=now_ns(), complete=True, reset=False)
+                del active[sid]
+            a["n"] = n + 1
+            a["next"] = a["t0"] + n * p["interval_ms"] / 1000
+        try:
+            w.flush()
+        except (OSError, ssl.SSLError):
+            break
+    try:
+        sock.unwrap().close()
+    except (OSError, ssl.SSLError, ValueError):
+        sock.close()
+    ls.close()
+    return {"socket": opts, "requests": log}
+
+
+def h2_client(p: dict[str, Any]) -> dict[str, Any]:
+    """``calls`` streams one after another on one HTTP/2 connection; with a deadline each is
+    cancelled by RST_STREAM(CANCEL) when it fires (what an h2 client should do)."""
+    import h2.errors
+    import h2.events
+
+    ctx = tls_client_context(p["cert"], p["keylog_client"], alpn="h2")
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    apply_tcp_options(raw, cc=p["cc"], nodelay=p["client_nodelay"])
+    raw.settimeout(CONNECT_TIMEOUT_S)
+    t_connect = now_ns()
+    raw.connect((p["server_ip"], p["port"]))
+    sock = ctx.wrap_socket(raw, server_hostname=DEFAULT_HOSTNAME)
+    sock.settimeout(IO_TIMEOUT_S)
+    meta = {
+        "connect_ns": t_connect,
+        "client_port": sock.getsockname()[1],
+        "socket": tcp_options(sock),
+        "tls": tls_info(sock),
+    }
+    conn = _h2(True)
+    w = Writer(sock, conn)
+    conn.initiate_connection()
+    w.flush()
+    attempts: list[dict[str, Any]] = []
+    for call in range(p["calls"]):
+        key, trace_id = str(uuid.uuid4()), uuid.uuid4().hex
+        sid = conn.get_next_available_stream_id()
+        head = [
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":authority", DEFAULT_HOSTNAME),
+            (":path", PATH),
+            ("content-type", "application/json"),
+            ("accept", "text/event-stream"),
+            ("idempotency-key", key),
+            ("x-request-id", key),
+            ("traceparent", f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01"),
+            ("x-stainless-retry-count", "0"),
+        ]
+        t0 = now_ns()
+        conn.send_headers(sid, head)
+        conn.send_data(sid, BODY, end_stream=True)
+        w.flush()
+        rec: dict[str, Any] = {"n": 0, "call": call, "stream": sid, "write_ns": t0}
+        deadline = None if p["deadline_s"] is None else time.monotonic() + p["deadline_s"]
+        events = 0
+        done = False
+        while not done:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            if not sock.pending() and not select.select([sock], [], [], left)[0]:
+                continue
+            data = sock.recv(65_536)
+            if not data:
+                raise ConnectionError("server closed")
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.ResponseReceived) and ev.stream_id == sid:
+                    rec["status"] = int(dict(ev.headers)[":status"])
+                    rec["head_read_ns"] = now_ns()
+                elif isinstance(ev, h2.events.DataReceived):
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    if ev.stream_id == sid:
+                        events += ev.data.count(b"data: ")
+                elif isinstance(ev, h2.events.StreamEnded) and ev.stream_id == sid:
+                    done = True
+            w.flush()
+        rec["events_read"] = events
+        rec["complete"] = done
+        if done:
+            rec["end_ns"] = now_ns()
+        else:
+            conn.reset_stream(sid, error_code=h2.errors.ErrorCodes.CANCEL)
+            w.flush()
+            rec["cancel_ns"] = now_ns()
+        attempts.append(rec)
+        time.sleep(0.1)
+    # late DATA of the cancelled streams is read and dropped until the server is idle
+    end = time.monotonic() + 0.2
+    while (left := end - time.monotonic()) > 0:
+        if sock.pending() or select.select([sock], [], [], left)[0]:
+            data = sock.recv(65_536)
+            if not data:
+                break
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.DataReceived):
+                    conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            w.flush()
+    conn.close_connection()
+    w.flush()
+    try:
+        sock.unwrap().close()
+    except (OSError, ssl.SSLError, ValueError):
+        sock.close()
+    meta["closed_ns"] = now_ns()
+    return {
+        "socket": meta["socket"],
+        "tls": meta["tls"],
+        "connections": [meta],
+        "attempts": attempts,
+    }
+
+
 # ----------------------------------------------------------------------------- truth
 TOLERANCE_MS = 100.0  # DETECTION.md §11.1: tol = max(100 ms, RTT, 5 % of the wait)
 
@@ -678,6 +878,39 @@ register(
         server=f"{_M}:server",
         client=f"{_M}:client",
         params={**T_PARAMS, "deadline_s": None, "keepalive": True},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+T2_PARAMS = {**T_PARAMS, "h2": True}
+register(
+    Scenario(
+        name="h2_stream_timeout",
+        summary="HTTP/2: a 1 s deadline cancels three 2 s SSE streams with RST_STREAM(CANCEL)",
+        what="3 streams one after another on one HTTP/2 connection; the client's 1 s "
+        "deadline resets each (RST_STREAM CANCEL) after ≈ 9 of 20 events",
+        expected=("client_timeout",),
+        pair="h2_stream_complete",
+        server=f"{_M}:h2_server",
+        client=f"{_M}:h2_client",
+        params=T2_PARAMS,
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="h2_stream_complete",
+        summary="HTTP/2: the same three 2 s SSE streams read to END_STREAM (control)",
+        what="3 streams on one HTTP/2 connection, each read to its END_STREAM",
+        expected=(),
+        controls=("client_timeout",),
+        pair="h2_stream_timeout",
+        server=f"{_M}:h2_server",
+        client=f"{_M}:h2_client",
+        params={**T2_PARAMS, "deadline_s": None},
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,
