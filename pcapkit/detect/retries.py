@@ -378,12 +378,19 @@ def _amplified(ctx: DetectContext, group: list[Attempt], overlap_ms: float) -> F
     conflicts = [
         a for a in group if a.status == 409 and a.identity[0] in KEY_HEADERS and a is not group[0]
     ]
-    if not pairs and not conflicts:
+    marker, layers = _layers(group)
+    if not pairs and not conflicts and layers < 2:
         return None
     done = [a for a in group if a.complete and a.status is not None and 200 <= a.status < 300]
     winner = min(done, key=lambda a: a.end) if done else None
     losers = [a for a in group if a is not winner]
-    cost_ns = sum(a.end - a.start + _legs(ctx, a.flow)[0] for a in losers)
+    if pairs or conflicts:
+        cost_ns = sum(a.end - a.start + _legs(ctx, a.flow)[0] for a in losers)
+        basis = "the losing copies' time in flight"
+    else:  # serial, several layers: the delay they added (both ends client → server)
+        until = winner.start if winner is not None else group[-1].end
+        cost_ns = until - group[0].start
+        basis = "first attempt → " + ("the winning attempt" if winner else "the last answer")
     evidence = []
     for a in group:
         if a.request_frame is not None:
@@ -397,18 +404,11 @@ def _amplified(ctx: DetectContext, group: list[Attempt], overlap_ms: float) -> F
     how = first.identity[0]
     strong = how != "signature"
     ov_ms = max((ov for _a, _b, ov in pairs), default=0) / 1e6
-    markers = sorted(
-        {
-            f"{n}: {v}"
-            for a in group
-            for n in (
-                "x-stainless-retry-count",
-                "grpc-previous-rpc-attempts",
-                "x-envoy-attempt-count",
-            )
-            if (v := header(a.headers, n)) is not None
-        }
-    )
+    markers = [
+        f"{m} " + ", ".join("-" if c < 0 else str(c) for c in _counts(group, m))
+        for m in MARKERS
+        if any(header(a.headers, m) is not None for a in group)
+    ]
     return Finding(
         kind="retry_amplification",
         flow=first.flow,
@@ -424,8 +424,14 @@ def _amplified(ctx: DetectContext, group: list[Attempt], overlap_ms: float) -> F
             f"(one request by its {how}) over {conns} connection(s)"
             + (f", copies in flight together for up to {ov_ms:.0f} ms" if pairs else "")
             + (f", {len(conflicts)} answered 409 Conflict" if conflicts else "")
-            + ": the server did the work more than once and the losing copies took "
-            f"{cost_ns / 1e6:.0f} ms of connection time for nothing"
+            + (
+                f", by {layers} nested retry layers ({marker} restarted {layers - 1} time(s):"
+                f" {len(group)} attempts where one layer would make at most "
+                f"{max(_counts(group, marker)) + 1})"
+                if layers >= 2
+                else ""
+            )
+            + f": {cost_ns / 1e6:.0f} ms ({basis})"
             + (f" (attempt markers: {'; '.join(markers)})" if markers else "")
             + "."
         ),
@@ -441,7 +447,8 @@ def _amplified(ctx: DetectContext, group: list[Attempt], overlap_ms: float) -> F
         checks=[
             f"same request by {how}"
             + ("" if strong else " (method, path and body size: the body is not compared)"),
-            "copies overlap by more than max(RTT, overlap_ms): not a retry after a failure",
+            "copies overlap by more than max(RTT, overlap_ms), a 409 on the key, or an "
+            "attempt counter that restarts (an outer layer re-running the inner one's retries)",
         ],
         details={
             "request": first.request,
@@ -449,11 +456,41 @@ def _amplified(ctx: DetectContext, group: list[Attempt], overlap_ms: float) -> F
             "connections": conns,
             "overlap_ms": round(ov_ms, 3),
             "conflicts": len(conflicts),
+            "layers": layers,
+            "cost_basis": basis,
             "winner": None if winner is None else winner.request,
             "identity": how,
             "markers": markers,
         },
     )
+
+
+MARKERS = ("x-stainless-retry-count", "grpc-previous-rpc-attempts", "x-envoy-attempt-count")
+
+
+def _counts(group: list[Attempt], marker: str) -> list[int]:
+    out = []
+    for a in group:
+        v = header(a.headers, marker)
+        n = None if v is None else ascii_decimal(v.strip())
+        out.append(-1 if n is None else int(n))
+    return out
+
+
+def _layers(group: list[Attempt]) -> tuple[str, int]:
+    """(marker, runs): an attempt counter every attempt carries that starts again (2 → 0)
+    marks an outer layer re-running an inner layer's retries (§11.2 "multi-layer");
+    grpc-previous-rpc-attempts is absent on a first attempt (counted as 0)."""
+    for m in MARKERS:
+        counts = _counts(group, m)
+        if m == "grpc-previous-rpc-attempts":
+            if all(c < 0 for c in counts):
+                continue
+            counts = [max(c, 0) for c in counts]
+        elif any(c < 0 for c in counts):
+            continue
+        return m, 1 + sum(1 for a, b in zip(counts, counts[1:], strict=False) if b <= a)
+    return "", 1
 
 
 def detect(

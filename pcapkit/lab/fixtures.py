@@ -782,6 +782,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
             "stream_complete",
             "h2_stream_timeout",
             "h2_stream_complete",
+            "layered_retries",
+            "single_layer_retries",
         )
     },
     "bulk_veth_gso_tls": _bulk,

@@ -24,12 +24,14 @@ VANTAGES = ("client", "server", "middle")
 POSITIVES = [
     ("retry_early", "retry_ignored_retry_after", "retry"),
     ("hedged_duplicate", "retry_amplification", "amplification"),
+    ("layered_retries", "retry_amplification", "amplification"),
     ("stream_timeout", "client_timeout", "timeout"),
     ("h2_stream_timeout", "client_timeout", "timeout"),
 ]
 CONTROLS = [
     ("retry_honoured", "retry_ignored_retry_after"),
     ("single_attempt", "retry_amplification"),
+    ("single_layer_retries", "retry_amplification"),
     ("stream_complete", "client_timeout"),
     ("h2_stream_complete", "client_timeout"),
 ]
@@ -272,3 +274,31 @@ def test_synthetic_identical_polling_gets_in_parallel_are_not_amplification(tmp_
         assert len(f) == want
         if want:  # the loser (second copy) was in flight 1 s
             assert f.cost_ms.iloc[0] == pytest.approx(1000.0, abs=1.0)
+
+
+def test_layered_retries_count_the_restarting_attempt_counter():
+    gt = json.loads((FIX / "layered_retries" / "scenario.json").read_text())["ground_truth"]
+    a = gt["amplification"]
+    for v in VANTAGES:
+        (f,) = _kinds(
+            _open(FIX / "layered_retries" / f"{v}.pcapng"), "retry_amplification"
+        ).itertuples()
+        assert f.details["layers"] == a["layers"] == 2, v
+        assert f.details["attempts"] == a["attempts"] and f.details["connections"] == 1
+        assert "x-stainless-retry-count 0, 1, 2, 0, 1" in f.explanation
+
+
+def test_synthetic_409_on_a_repeated_key_is_amplification(tmp_path):
+    """SYNTHETIC: a call, its repeat 50 ms after the first answer (serial, one layer: no
+    overlap), answered 409 Conflict — the server was still processing the key."""
+    c = Conn(sport=80)
+    c.handshake()
+    c.c2s(30_000, REQ % b"k7")
+    c.s2c(50_000, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    c.c2s(100_000, REQ % b"k7")
+    c.s2c(120_000, b"HTTP/1.1 409 Conflict\r\nContent-Length: 0\r\n\r\n")
+    c.ack_c(120_100)
+    (f,) = _kinds(_write(tmp_path, [c], "conflict.pcap"), "retry_amplification").itertuples()
+    assert f.details["conflicts"] == 1 and "409" in f.explanation
+    # the losing (second) attempt: request → 409, 20 ms
+    assert f.cost_ms == pytest.approx(20.0, abs=0.5)

@@ -86,6 +86,11 @@ PARAMS: dict[str, Any] = {
     # 250 ms after the answer sits at the TCP cork probe's ~230 ms ceiling)
     "backoff_ms": 350.0,
     "max_attempts": 6,
+    # layered: 503s for the first fail_first requests; the SDK's retries inside the app's
+    "fail_first": 4,
+    "inner_attempts": 3,  # openai-python: max_retries=2
+    "outer_attempts": 2,
+    "outer_wait_ms": 300.0,
     # hedge
     "attempts": 2,  # concurrent copies of the call, one connection each
     "hedge_ms": 400.0,
@@ -179,12 +184,20 @@ def _refusal(p: dict[str, Any], rid: str) -> bytes:
     )
 
 
+def _unavailable(rid: str) -> bytes:
+    body = b'{"error":{"type":"overloaded","message":"try again"}}'
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        b"x-request-id: %s\r\nContent-Length: %d\r\n\r\n" % (rid.encode(), len(body)) + body
+    )
+
+
 def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     ctx = tls_server_context(p["cert"], p["key"], p["keylog_server"])
     ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=p["server_nodelay"])
     ready()
     mode = p["mode"]
-    if mode == "ratelimit" or (mode == "timeout" and p["keepalive"]):
+    if mode in ("ratelimit", "layered") or (mode == "timeout" and p["keepalive"]):
         conns = 1
     elif mode == "hedge":
         conns = p["attempts"]
@@ -222,9 +235,13 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
                     )
                     if refuse and not first_refusal:
                         first_refusal.append(t)
+                    overloaded = mode == "layered" and len(log) < p["fail_first"]
                 if refuse:
                     conn.sendall(_refusal(p, rid))
                     rec.update(status=429, end_ns=now_ns())
+                elif overloaded:
+                    conn.sendall(_unavailable(rid))
+                    rec.update(status=503, end_ns=now_ns())
                 else:
                     n, done = _stream(conn, p, rid)
                     rec.update(status=200, events=n, complete=done, end_ns=now_ns())
@@ -400,6 +417,28 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
             ra = float(rec["retry_after"] or 0)
             wait = ra if p["backoff_ms"] is None else p["backoff_ms"] / 1000
             time.sleep(wait)
+        meta["closed_ns"] = _close(conn, True)
+    elif mode == "layered":
+        # the SDK retries inner_attempts times (x-stainless-retry-count 0, 1, …, backoff
+        # 0.1 · 2^n s); the application around it calls the SDK again after outer_wait_ms
+        conn, meta = _connect(p, ctx)
+        conns.append(meta)
+        key, trace_id = str(uuid.uuid4()), uuid.uuid4().hex
+        done = False
+        for outer in range(p["outer_attempts"]):
+            if outer:
+                time.sleep(p["outer_wait_ms"] / 1000)
+            for inner in range(p["inner_attempts"]):
+                if inner:
+                    time.sleep(0.1 * 2 ** (inner - 1))
+                rec = _attempt(conn, key, trace_id, inner)
+                rec["outer"] = outer
+                attempts.append(rec)
+                if rec["status"] == 200:
+                    done = True
+                    break
+            if done:
+                break
         meta["closed_ns"] = _close(conn, True)
     elif mode == "hedge":
         key, trace_id = str(uuid.uuid4()), uuid.uuid4().hex
@@ -696,6 +735,17 @@ def ground_truth(run: RunData) -> dict[str, Any]:
             # the round trips of the refused early attempts: what ignoring Retry-After cost
             "cost_ms": round(sum(e["round_trip_ms"] for e in refused), 3),
         }
+    elif mode == "layered":
+        ok = next((a for a in att if a.get("status") == 200), None)
+        last = ok["write_ns"] if ok else att[-1].get("end_ns", att[-1]["write_ns"])
+        out["amplification"] = {
+            "attempts": len(att),
+            "layers": 1 + sum(1 for a, b in zip(att, att[1:], strict=False) if b["n"] <= a["n"]),
+            "retry_counts": [a["n"] for a in att],
+            "statuses": [a.get("status") for a in att],
+            # the delay the layered retries added: first attempt written → the winner written
+            "cost_ms": truth.ms(last - att[0]["write_ns"]),
+        }
     elif mode == "hedge":
         spans = [(a["write_ns"], a.get("end_ns")) for a in att]
         done = [i for i, a in enumerate(att) if a.get("complete") and a.get("status") == 200]
@@ -744,6 +794,11 @@ def _validate(doc: dict[str, Any]) -> list[str]:
             problems.append(f"control retried early or not once: {r}")
         if p["backoff_ms"] is not None and r["early_refused"] < 2:
             problems.append(f"fewer than 2 refused early attempts: {r}")
+    elif p["mode"] == "layered":
+        a = gt["amplification"]
+        want = 2 if p["fail_first"] >= p["inner_attempts"] else 1
+        if a["layers"] != want or a["statuses"][-1] != 200:
+            problems.append(f"expected {want} layer(s) ending in a 200: {a}")
     elif p["mode"] == "hedge":
         a = gt["amplification"]
         if a["server_streams"] != p["attempts"] or a["winner"] is None:
@@ -766,7 +821,7 @@ def frames_of_interest(doc: dict[str, Any], caps: dict[str, list[Any]]) -> list[
     """README lines: each attempt's first request packet at the client and its outcome."""
     cli = caps.get("client", [])
     out = []
-    for a in doc["ground_truth"]["attempts"]:
+    for i, a in enumerate(doc["ground_truth"]["attempts"]):
         first = next(
             (x for x in cli if x.ts_ns >= a["write_ns"] and x.dir == "c2s" and x.len), None
         )
@@ -777,7 +832,7 @@ def frames_of_interest(doc: dict[str, Any], caps: dict[str, list[Any]]) -> list[
             what = f"status {a.get('status')}"
             if a.get("retry_after"):
                 what += f", Retry-After {a['retry_after']}"
-        label = f"call {a['call'] + 1}" if "call" in a else f"attempt {a['n'] + 1}"
+        label = f"call {a['call'] + 1}" if "call" in a else f"attempt {i + 1}"
         out.append(f"client: {label} request frame {frame}, {what}")
     return out
 
@@ -810,6 +865,40 @@ register(
         server=f"{_M}:server",
         client=f"{_M}:client",
         params={**PARAMS, "backoff_ms": None},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+L_PARAMS = {**PARAMS, "mode": "layered"}
+register(
+    Scenario(
+        name="layered_retries",
+        summary="an SDK retrying 3 times inside an application that retries the SDK call: "
+        "503, 503, 503, 503 (x-stainless-retry-count 0 1 2 0), then 200",
+        what="the same POST 5 times on one connection: the SDK's 3 attempts (retry counts 0, "
+        "1, 2) fail with 503, the application calls again (0, 1): served at the 5th",
+        expected=("retry_amplification",),
+        pair="single_layer_retries",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params=L_PARAMS,
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="single_layer_retries",
+        summary="the SDK's own retries only: 503, 503, then 200 (control)",
+        what="the same POST 3 times (retry counts 0, 1, 2): two 503s, served at the 3rd",
+        expected=(),
+        controls=("retry_amplification",),
+        pair="layered_retries",
+        server=f"{_M}:server",
+        client=f"{_M}:client",
+        params={**L_PARAMS, "fail_first": 2},
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,
