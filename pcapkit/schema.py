@@ -649,6 +649,12 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ),
         ("request_body_bytes", "Int64", "request body after removing chunked/frame framing"),
         (
+            "request_body_sha256",
+            "str",
+            "SHA-256 (hex) of that body: the same call retried has the same digest (missing: "
+            "no body, or not all of it captured)",
+        ),
+        (
             "response_body_bytes",
             "Int64",
             "response body after removing chunked/frame framing, before content decoding",

@@ -7,11 +7,11 @@ DETECTION.md §11.1–§11.2 (issue 21).
 1. an equal ``Idempotency-Key`` (or ``X-Idempotency-Key``, ``PayPal-Request-Id``);
 2. an equal W3C ``traceparent`` trace id or client-set ``x-request-id``, with the same
    method and path (one trace may hold several different calls);
-3. without either: the same method, authority, path and request body size, for methods
-   with a body only (identical polling GETs are not retries).  The body is not hashed and
-   ``Authorization`` is redacted before detection: two different prompts of one size to
-   one endpoint would pass as one request — such findings say so and keep a lower
-   confidence.
+3. without either: the same method, authority, path and request body (its SHA-256,
+   ``requests.request_body_sha256``; its size when the body was not captured whole), for
+   methods with a body only (identical polling GETs are not retries).  ``Authorization``
+   is redacted before detection, so the same prompt from two users of one client IP would
+   pass as one request — such findings say so and keep a lower confidence.
 
 **retry_ignored_retry_after.** A response R (429, 503, or any status with
 ``RateLimit: …;r=0``) sets a wait W: ``retry-after-ms`` (the non-standard millisecond field
@@ -82,6 +82,12 @@ SPEC = DetectorSpec(
 )
 KINDS = SPEC.kind_names
 
+# identities that may join different requests: how much a finding on them is believed
+WEAK = {"body-sha256": 0.7, "signature": 0.6}
+WEAK_WHY = {
+    "body-sha256": "method, path and body digest: the caller's credentials are not compared",
+    "signature": "method, path and body size: the body is not compared",
+}
 KEY_HEADERS = ("idempotency-key", "x-idempotency-key", "paypal-request-id")
 BODYLESS = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "CONNECT", "DELETE"})
 # W3C Trace Context §3.2: version "-" trace-id (32 hex, not all zero) "-" parent-id "-" flags
@@ -207,6 +213,9 @@ def identity(q: Any) -> tuple[str, str] | None:
     body = None if _na(q.request_body_bytes) else int(q.request_body_bytes)
     if method and method.upper() not in BODYLESS and body:
         auth = "" if _na(q.authority) else str(q.authority)
+        digest = getattr(q, "request_body_sha256", None)
+        if digest is not None and not _na(digest):
+            return ("body-sha256", f"{method} {auth}{path} {digest}")
         return ("signature", f"{method} {auth}{path} {body} B")
     return None
 
@@ -315,7 +324,7 @@ def _ignored(ctx: DetectContext, group: list[Attempt], tolerance_ms: float) -> F
     first = group[0]
     refused_n = sum(1 for e in early if e["refused"])
     how = first.identity[0]
-    strong = how != "signature"
+    strong = how not in WEAK
     statuses = [a.status for a in group]
     served = next((a for a in group if a.status is not None and 200 <= a.status < 300), None)
     asked = sorted({e["asked_s"] for e in early})
@@ -350,12 +359,11 @@ def _ignored(ctx: DetectContext, group: list[Attempt], tolerance_ms: float) -> F
         ),
         display_filter=frame_filter([e.frame for e in evidence]),
         vantage=ctx.vantage(first.flow),
-        confidence=0.9 if strong else 0.6,
+        confidence=0.9 if strong else WEAK[how],
         checks=[
             "the wait is measured from the refusal reaching the client (d_C removed)",
             "attempts already in flight when the refusal arrived are exempt",
-            f"same request by {how}"
-            + ("" if strong else " (method, path and body size: the body is not compared)"),
+            f"same request by {how}" + ("" if strong else f" ({WEAK_WHY[how]})"),
         ],
         details={
             "request": first.request,
@@ -402,7 +410,7 @@ def _amplified(ctx: DetectContext, group: list[Attempt], overlap_ms: float) -> F
     first = group[0]
     conns = len({a.flow for a in group})
     how = first.identity[0]
-    strong = how != "signature"
+    strong = how not in WEAK
     ov_ms = max((ov for _a, _b, ov in pairs), default=0) / 1e6
     markers = [
         f"{m} " + ", ".join("-" if c < 0 else str(c) for c in _counts(group, m))
@@ -443,10 +451,9 @@ def _amplified(ctx: DetectContext, group: list[Attempt], overlap_ms: float) -> F
         ),
         display_filter=frame_filter([e.frame for e in evidence]),
         vantage=ctx.vantage(first.flow),
-        confidence=0.85 if strong else 0.5,
+        confidence=0.85 if strong else WEAK[how] - 0.1,
         checks=[
-            f"same request by {how}"
-            + ("" if strong else " (method, path and body size: the body is not compared)"),
+            f"same request by {how}" + ("" if strong else f" ({WEAK_WHY[how]})"),
             "copies overlap by more than max(RTT, overlap_ms), a 409 on the key, or an "
             "attempt counter that restarts (an outer layer re-running the inner one's retries)",
         ],
@@ -489,7 +496,9 @@ def _layers(group: list[Attempt]) -> tuple[str, int]:
             counts = [max(c, 0) for c in counts]
         elif any(c < 0 for c in counts):
             continue
-        return m, 1 + sum(1 for a, b in zip(counts, counts[1:], strict=False) if b <= a)
+        # strictly lower: 0, 0, 0 is three first attempts (or an outer layer over an inner
+        # one that does not retry) — indistinguishable from a user asking three times
+        return m, 1 + sum(1 for a, b in zip(counts, counts[1:], strict=False) if b < a)
     return "", 1
 
 

@@ -421,6 +421,20 @@ def _header_fields(req: Any, resp: Any) -> dict[str, Any]:
     }
 
 
+def body_digest(chunks: Any, complete: bool | None) -> str | None:
+    """SHA-256 (hex) of a request body from its pieces' ``data``, in order; None without a
+    body, when a piece's bytes are missing, or when the request did not arrive whole."""
+    import hashlib
+
+    parts = list(chunks)
+    if not parts or not complete or any(getattr(c, "data", None) is None for c in parts):
+        return None
+    h = hashlib.sha256()
+    for c in parts:
+        h.update(c.data)
+    return h.hexdigest()
+
+
 def _sse_events(
     b: _Builder,
     flow: int,
@@ -499,6 +513,7 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
     req_heads: dict[int, tuple[Any, int, int, int, int]] = {}
     req_ends: dict[int, tuple[Any, int, int]] = {}
     first_c2s: dict[int, int] = {}
+    req_bodies: dict[int, list[Any]] = {}
     for i, it in enumerate(conn.c2s):
         fr, ts = int(stamps["c2s"][0][i]), int(stamps["c2s"][1][i])
         if isinstance(it, (Http1Head, Http1PartialHead)):
@@ -517,6 +532,7 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             req_ends[it.message] = (it, fr, ts)
         elif isinstance(it, Http1Body):
             first_c2s.setdefault(it.message, ts)
+            req_bodies.setdefault(it.message, []).append(it)
 
     # responses, grouped per message number
     resp: dict[int, dict[str, Any]] = {}
@@ -600,6 +616,12 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             None
             if req is None
             else isinstance(req, Http1Head) and (n not in req_ends or req_ends[n][0].complete)
+        )
+        # surplus (0-RTT) shifts the numbering: the bodies are keyed by the dissector's
+        body_key = n - surplus
+        row["request_body_sha256"] = body_digest(
+            req_bodies.get(body_key, ()),
+            bool(row["request_complete"]) and n in req_ends,
         )
         row["first_body_ts_ns"] = r["first_body"][1] if "first_body" in r else -1
         pieces = r["pieces"]
@@ -860,6 +882,7 @@ def _http2(
             "first_body_ts_ns": first_body,
             "last_byte_ts_ns": last,
             "request_body_bytes": st.body_bytes["c2s"],
+            "request_body_sha256": body_digest(st.body_chunks["c2s"], req_end is not None),
             "response_body_bytes": st.body_bytes["s2c"] if rs else None,
             "complete": end_off is not None,
             # a decoded header block is whole; the request ended at its END_STREAM
@@ -1037,6 +1060,9 @@ def _http3(b: _Builder, qf: Any) -> None:
             "first_body_ts_ns": first_body,
             "last_byte_ts_ns": last if rs else -1,
             "request_body_bytes": strm.body_bytes["c2s"],
+            "request_body_sha256": body_digest(
+                strm.body_chunks["c2s"], strm.end_stream_offset["c2s"] is not None
+            ),
             "response_body_bytes": strm.body_bytes["s2c"] if rs else None,
             "complete": strm.end_stream_offset["s2c"] is not None,
             "request_complete": (None if rq is None else strm.end_stream_offset["c2s"] is not None),

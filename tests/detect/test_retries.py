@@ -6,6 +6,7 @@ DETECTION.md §11.1, §11.2, §11.6)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -110,6 +111,10 @@ def test_requests_table_has_the_idempotency_key_and_the_delivery_rate():
     assert len(r) == len(gt["attempts"])
     assert r.idempotency_key.nunique() == 1 and r.idempotency_key.notna().all()
     assert r.traceparent.notna().all() and r.request_id.notna().all()
+    # every attempt carries the same JSON body: one digest, that of the body the client sent
+    from pcapkit.lab.scenarios.retries import BODY
+
+    assert set(r.request_body_sha256) == {hashlib.sha256(BODY).hexdigest()}
     ok = r[r.status == 200].iloc[0]
     span_s = (ok.last_byte_ts_ns - ok.first_body_ts_ns) / 1e9
     assert ok.body_bytes_per_s == pytest.approx(ok.response_body_bytes / span_s, rel=1e-6)
@@ -141,6 +146,7 @@ class _Q:
     def __init__(self, method, path, headers, body=0, authority="api"):
         self.method, self.path, self.request_headers = method, path, headers
         self.request_body_bytes, self.authority = body, authority
+        self.request_body_sha256 = None
 
 
 def test_identity_strongest_first_and_never_for_bare_gets():
@@ -150,6 +156,9 @@ def test_identity_strongest_first_and_never_for_bare_gets():
     assert tp is not None and tp[0] == "traceparent" and tp[1].startswith("a" * 32)
     zero = [("traceparent", "00-" + "0" * 32 + "-" + "b" * 16 + "-01")]
     assert identity(_Q("POST", "/v1", zero, 10)) == ("signature", "POST api/v1 10 B")
+    q = _Q("POST", "/v1", [], 10)
+    q.request_body_sha256 = "ab" * 32
+    assert identity(q) == ("body-sha256", "POST api/v1 " + "ab" * 32)
     assert identity(_Q("GET", "/poll", [], 0)) is None  # polling is not a retry
 
 
