@@ -784,6 +784,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
             "h2_stream_complete",
             "layered_retries",
             "single_layer_retries",
+            "h3_stream_timeout",
+            "h3_stream_complete",
         )
     },
     "bulk_veth_gso_tls": _bulk,

@@ -692,6 +692,189 @@ def h2_client(p: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# ----------------------------------------------------------------------------- HTTP/3
+def h3_server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    import asyncio
+
+    return asyncio.run(_h3_server(p, ready))
+
+
+async def _h3_server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    """aioquic: every request stream gets the SSE answer at the scenario's cadence until it
+    ends or the client cancels it (STOP_SENDING / RESET_STREAM)."""
+    import asyncio
+
+    from aioquic.asyncio import QuicConnectionProtocol, serve
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import ConnectionTerminated, StopSendingReceived, StreamReset
+
+    done = asyncio.Event()
+    log: list[dict[str, Any]] = []
+
+    class Server(QuicConnectionProtocol):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            self._h3 = H3Connection(self._quic)
+            self._stopped: set[int] = set()
+
+        def quic_event_received(self, event: Any) -> None:
+            if isinstance(event, ConnectionTerminated):
+                done.set()
+                return
+            if isinstance(event, StopSendingReceived | StreamReset):
+                if event.stream_id not in self._stopped:
+                    self._stopped.add(event.stream_id)
+                    for r in log:
+                        if r["stream"] == event.stream_id and "end_ns" not in r:
+                            r.update(end_ns=now_ns(), complete=False, reset=True)
+            for ev in self._h3.handle_event(event):
+                if isinstance(ev, HeadersReceived):
+                    rec = {"stream": ev.stream_id, "read_ns": now_ns(), "events": 0}
+                    log.append(rec)
+                    asyncio.ensure_future(self._stream(ev.stream_id, rec))
+
+        async def _stream(self, sid: int, rec: dict[str, Any]) -> None:
+            self._h3.send_headers(
+                sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
+            )
+            self.transmit()
+            loop = asyncio.get_running_loop()
+            start = loop.time() + p["think_ms"] / 1000
+            for n in range(1, p["events"] + 2):
+                delay = start + (n - 1) * p["interval_ms"] / 1000 - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if sid in self._stopped:
+                    return
+                last = n > p["events"]
+                data = (
+                    b"data: [DONE]\n\n"
+                    if last
+                    else b'data: {"token":%d,"text":"tok%d"}\n\n' % (n, n)
+                )
+                self._h3.send_data(sid, data, end_stream=last)
+                self.transmit()
+                if not last:
+                    rec["events"] = n
+            rec.update(end_ns=now_ns(), complete=True, reset=False)
+
+    with open(p["keylog_server"], "a", encoding="ascii") as keylog:
+        cfg = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN, secrets_log_file=keylog)
+        cfg.load_cert_chain(p["cert"], p["key"])
+        srv = await serve(p["server_ip"], p["port"], configuration=cfg, create_protocol=Server)
+        ready()
+        try:
+            await asyncio.wait_for(done.wait(), timeout=float(p["timeout_s"]))
+        finally:
+            srv.close()
+    return {"socket": None, "requests": log}
+
+
+def h3_client(p: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    return asyncio.run(_h3_client(p))
+
+
+# RFC 9114 §8.1: H3_REQUEST_CANCELLED — "the request or its response is cancelled"
+H3_REQUEST_CANCELLED = 0x010C
+
+
+async def _h3_client(p: dict[str, Any]) -> dict[str, Any]:
+    """``calls`` request streams one after another on one QUIC connection; with a deadline
+    each is cancelled as RFC 9114 §4.1.1 says: RESET_STREAM + STOP_SENDING
+    (H3_REQUEST_CANCELLED)."""
+    import asyncio
+
+    from aioquic.asyncio import QuicConnectionProtocol, connect
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import DataReceived, HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+
+    class Client(QuicConnectionProtocol):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            self._h3 = H3Connection(self._quic)
+            self.recs: dict[int, dict[str, Any]] = {}
+            self.ended: dict[int, asyncio.Event] = {}
+
+        def quic_event_received(self, event: Any) -> None:
+            for ev in self._h3.handle_event(event):
+                rec = self.recs.get(getattr(ev, "stream_id", -1))
+                if rec is None or rec.get("cancel_ns"):
+                    continue
+                if isinstance(ev, HeadersReceived):
+                    rec["status"] = int(dict(ev.headers).get(b":status", b"0"))
+                    rec["head_read_ns"] = now_ns()
+                elif isinstance(ev, DataReceived):
+                    rec["events_read"] += ev.data.count(b"data: ")
+                    if ev.stream_ended:
+                        rec["end_ns"] = now_ns()
+                        self.ended[ev.stream_id].set()
+
+        def call(self, n: int) -> int:
+            sid = self._quic.get_next_available_stream_id()
+            key, trace_id = str(uuid.uuid4()), uuid.uuid4().hex
+            self.recs[sid] = {"n": 0, "call": n, "stream": sid, "events_read": 0}
+            self.ended[sid] = asyncio.Event()
+            head = [
+                (b":method", b"POST"),
+                (b":scheme", b"https"),
+                (b":authority", DEFAULT_HOSTNAME.encode()),
+                (b":path", PATH.encode()),
+                (b"content-type", b"application/json"),
+                (b"idempotency-key", key.encode()),
+                (b"traceparent", f"00-{trace_id}-{uuid.uuid4().hex[:16]}-01".encode()),
+            ]
+            self.recs[sid]["write_ns"] = now_ns()
+            self._h3.send_headers(sid, head)
+            self._h3.send_data(sid, BODY, end_stream=True)
+            self.transmit()
+            return sid
+
+        def cancel(self, sid: int) -> None:
+            self._quic.reset_stream(sid, H3_REQUEST_CANCELLED)
+            self._quic.stop_stream(sid, H3_REQUEST_CANCELLED)
+            self.transmit()
+            self.recs[sid]["cancel_ns"] = now_ns()
+
+    attempts: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
+    with open(p["keylog_client"], "a", encoding="ascii") as keylog:
+        cfg = QuicConfiguration(
+            is_client=True,
+            alpn_protocols=H3_ALPN,
+            secrets_log_file=keylog,
+            server_name=DEFAULT_HOSTNAME,
+        )
+        cfg.load_verify_locations(cafile=p["cert"])
+        meta["connect_ns"] = now_ns()
+        async with connect(
+            p["server_ip"], p["port"], configuration=cfg, create_protocol=Client
+        ) as conn:
+            c: Any = conn
+            for n in range(p["calls"]):
+                sid = c.call(n)
+                try:
+                    await asyncio.wait_for(c.ended[sid].wait(), timeout=p["deadline_s"])
+                    c.recs[sid]["complete"] = True
+                except TimeoutError:
+                    c.recs[sid]["complete"] = False
+                    c.cancel(sid)
+                attempts.append(c.recs[sid])
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)
+        meta["closed_ns"] = now_ns()
+    return {
+        "socket": None,
+        "tls": {"version": "TLSv1.3", "cipher": None, "alpn": "h3"},
+        "connections": [meta],
+        "attempts": attempts,
+    }
+
+
 # ----------------------------------------------------------------------------- truth
 TOLERANCE_MS = 100.0  # DETECTION.md §11.1: tol = max(100 ms, RTT, 5 % of the wait)
 
@@ -1000,6 +1183,40 @@ register(
         server=f"{_M}:h2_server",
         client=f"{_M}:h2_client",
         params={**T2_PARAMS, "deadline_s": None},
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+T3_PARAMS = {**T_PARAMS, "port": 443}
+register(
+    Scenario(
+        name="h3_stream_timeout",
+        summary="HTTP/3: a 1 s deadline cancels three 2 s SSE streams (RESET_STREAM + "
+        "STOP_SENDING, H3_REQUEST_CANCELLED)",
+        what="3 request streams one after another on one QUIC connection; the client's 1 s "
+        "deadline cancels each (RESET_STREAM + STOP_SENDING 0x10c) after ≈ 9 of 20 events",
+        expected=("client_timeout",),
+        pair="h3_stream_complete",
+        server=f"{_M}:h3_server",
+        client=f"{_M}:h3_client",
+        params=T3_PARAMS,
+        tls=True,
+        ground_truth=ground_truth,
+        validate=_validate,
+    )
+)
+register(
+    Scenario(
+        name="h3_stream_complete",
+        summary="HTTP/3: the same three 2 s SSE streams read to their FIN (control)",
+        what="3 request streams on one QUIC connection, each read to its end",
+        expected=(),
+        controls=("client_timeout",),
+        pair="h3_stream_timeout",
+        server=f"{_M}:h3_server",
+        client=f"{_M}:h3_client",
+        params={**T3_PARAMS, "deadline_s": None},
         tls=True,
         ground_truth=ground_truth,
         validate=_validate,
