@@ -884,6 +884,7 @@ def ground_truth(run: RunData) -> dict[str, Any]:
     mode = run.params["mode"]
     att = run.client["attempts"]
     out: dict[str, Any] = {
+        "alpn": (run.client.get("tls") or {}).get("alpn"),
         "handshake": list(truth.handshake(pkts)),
         "connections": run.client["connections"],
         "attempts": att,
