@@ -315,3 +315,20 @@ def test_synthetic_409_on_a_repeated_key_is_amplification(tmp_path):
     assert f.details["conflicts"] == 1 and "409" in f.explanation
     # the losing (second) attempt: request → 409, 20 ms
     assert f.cost_ms == pytest.approx(20.0, abs=0.5)
+
+
+def test_synthetic_one_cut_at_the_announced_read_timeout_is_enough(tmp_path):
+    """SYNTHETIC: one stream cut by the client 2 s after a request that announced
+    ``x-stainless-read-timeout: 2`` — the deadline is on the wire, one cancel suffices; the
+    same cut without the header is one anecdote (no finding)."""
+    for announce, want in ((b"x-stainless-read-timeout: 2\r\n", 1), (b"", 0)):
+        c = Conn(sport=80)
+        c.handshake()
+        c.c2s(30_000, b"GET /s HTTP/1.1\r\nHost: api\r\n" + announce + b"\r\n")
+        _stream(c, 50_000, 25)
+        c.raw(2_030_000, True, "RA", c.cisn + 1 + c.c_next, c.sisn + 1 + c.s_next)
+        f = _kinds(_write(tmp_path, [c], f"announced{want}.pcap"), "client_timeout")
+        assert len(f) == want
+        if want:
+            assert f.details.iloc[0]["announced"] and f.confidence.iloc[0] == 0.9
+            assert f.cost_ms.iloc[0] == pytest.approx(2000.0, abs=1.0)
