@@ -1147,6 +1147,7 @@ register(
         what="3 calls on one keep-alive connection, every stream read to its terminal chunk",
         expected=(),
         controls=("client_timeout",),
+        incidental=("connection_not_reused",),  # the pair's (not produced here: one connection)
         pair="stream_timeout",
         server=f"{_M}:server",
         client=f"{_M}:client",
