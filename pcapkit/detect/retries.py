@@ -44,7 +44,10 @@ reported here (their waits are A1's business; their count is in the details of a
 finding).  Cost (``measured_interval``): the time the non-winning copies were in flight
 (first request byte → last response byte, + d_C each), the winner being the first copy to
 complete with a 2xx.  The server's duplicated work is that many requests more; only a
-server-side capture sees every layer's attempts.
+server-side capture sees every layer's attempts.  Without a key or trace id, two components
+of one client sending the same POST at once (a GraphQL query, a gRPC health check) are one
+request by their body digest: duplicated work, reported, but not a retry — the wire cannot
+tell, hence the lower confidence of that identity.
 """
 
 from __future__ import annotations
