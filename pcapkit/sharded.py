@@ -54,9 +54,17 @@ MIN_BUDGET = 16 << 20
 # just too big would leave no room for the reader's window and the merge).
 MIN_SHARDS = 4
 MAX_AUTO_SHARDS = 1024
-# Finding kinds that relate two connections (a connection not reused, a TLS session not
-# resumed by a later connection): found only when both connections share a shard.
-CROSS_CONNECTION_KINDS = ("connection_not_reused", "tls_resumption_missing")
+# Finding kinds that relate connections between one client and one server (a connection
+# not reused, a TLS session not resumed by a later connection, a request retried on
+# another connection, timeouts counted over several): found only when those connections
+# share a shard — always by host pair, not always by connection.
+CROSS_CONNECTION_KINDS = (
+    "connection_not_reused",
+    "tls_resumption_missing",
+    "retry_ignored_retry_after",
+    "retry_amplification",
+    "client_timeout",
+)
 # ``PCAPKIT_MEMORY_MB`` overrides the detected budget (MB of address space for the
 # analysis of the capture: e.g. to force the shard path, or to keep off it).
 ENV_BUDGET = "PCAPKIT_MEMORY_MB"

@@ -95,7 +95,8 @@ def test_one_host_pair_too_big_is_sharded_by_connection(name: str) -> None:
     per_conn = whole["findings"][~whole["findings"].kind.isin(cross)]
     got = merged.findings[~merged.findings.kind.isin(cross)]
     assert _rows(got) == _rows(per_conn)
-    assert len(per_conn) or set(whole["findings"].kind) == set(cross)
+    # something was compared, or all there is relates connections (tls_no_reuse)
+    assert len(per_conn) or (len(whole["findings"]) and set(whole["findings"].kind) <= set(cross))
 
 
 def test_budget_and_shard_count(monkeypatch: pytest.MonkeyPatch) -> None:

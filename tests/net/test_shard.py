@@ -117,10 +117,11 @@ def test_shards_equal_whole_file_fixtures(name: str, tmp_path: Path) -> None:
     assert_shards_equal_whole(path, tmp_path, None)
 
 
-# Detectors that relate two connections (a connection not reused, a session not resumed)
-# see both only when both share a shard: by host pair they do.  On every fixture (147
-# captures) the 5-tuple shards differ from the whole file only in these three.
+# Detectors that relate connections (a connection not reused, a session not resumed, a
+# timeout counted over several) see them only when they share a shard: by host pair they
+# do.  On every fixture the 5-tuple shards differ from the whole file only in these four.
 CROSS_CONNECTION_FIXTURES = [
+    "stream_timeout/client.pcapng",  # client_timeout counts three connections' timeouts
     "tls_no_reuse/client.pcapng",
     "tls_resumed/server.pcapng",
     "tls_resumption_rejected/middle.pcapng",
