@@ -202,6 +202,54 @@ def open_trace(
     raise AssertionError("unreachable")
 
 
+def open_for_analysis(
+    path: str, keylog: str | None, settings: dict[str, Any] | None
+) -> tuple[Any, _Progress | None]:
+    """:func:`open_trace`, or — when the capture's analysis would not fit the memory this
+    process may use — a :class:`pcapkit.sharded.ShardedTrace` over flow-hash shards in a
+    temporary directory, merged (issue 20): the same report either way."""
+    from .sharded import CROSS_CONNECTION_KINDS, capture_bytes, memory_budget, shards_needed
+
+    size = capture_bytes(path)
+    budget = memory_budget() if size else None
+    n = shards_needed(size, budget)
+    if not n:
+        return open_trace(path, keylog, settings=settings)
+    from .sharded import ShardedTrace
+
+    emit(
+        f"pcapkit: {path}: {size / 1e6:.0f} MB is more than this process's memory allows "
+        f"({(budget or 0) / 1e6:.0f} MB): analysed as {n} flow-hash shards, merged",
+        err=True,
+    )
+    cctx = click.get_current_context(silent=True)
+    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    window = max(1 << 20, min(8 << 20, (budget or 0) // 8))
+    try:
+        st = ShardedTrace(
+            path,
+            keylog,
+            shards=n,
+            thresholds=settings,
+            limits=limits,
+            window_bytes=window,
+            budget=budget,
+        )
+        if st.by == "connection":
+            emit(
+                f"pcapkit: {path}: one pair of hosts alone is too big: sharded by connection; "
+                f"findings that relate two connections ({', '.join(CROSS_CONNECTION_KINDS)}) "
+                "are only found within a shard",
+                err=True,
+            )
+        return st, None
+    except PcapkitError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}")
+    raise AssertionError("unreachable")
+
+
 def emit(text: str, *, err: bool = False, nl: bool = True, styled: bool = False) -> None:
     """Print ``text`` with every terminal control character escaped (captured strings are
     attacker-controlled: an X-Request-Id could retitle or clear the terminal).  With
@@ -420,7 +468,7 @@ def analyze(
     except ValueError as exc:
         emit(f"pcapkit: error: --kind: {exc}; kinds: {', '.join(KINDS)}", err=True)
         sys.exit(Exit.USAGE)
-    trace, prog = open_trace(path, keylog, settings=settings)
+    trace, prog = open_for_analysis(path, keylog, settings)
     failing = None
     violations: list[Any] = []
     try:
@@ -1033,6 +1081,157 @@ def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str
         if prog:
             prog.done()
     emit(f"{output}: {n} frames of {len(flows)} flow(s)")
+
+
+@cli.command("shard", epilog=exit_help(Exit.OK, Exit.ERROR, Exit.USAGE))
+@click.argument("path", type=click.Path(allow_dash=True), metavar="CAPTURE")
+@click.option(
+    "-n",
+    "--shards",
+    "n",
+    type=click.IntRange(1, 4096),
+    required=True,
+    metavar="N",
+    help="How many shards to write.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The directory to write DIR/shard-K.pcapng (K = 0…N−1) into.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["connection", "hosts"]),
+    default="connection",
+    show_default=True,
+    help="Keep together each connection (5-tuple), or every connection between two hosts "
+    "(the findings that relate connections, e.g. connection_not_reused, need it).",
+)
+def shard(path: str, n: int, outdir: str, by: str) -> None:
+    """Split a capture into N pcapng captures by a symmetric hash of each connection's
+    addresses and ports (as Zeek clusters and NIC RSS balance flows): both directions
+    and every frame of a connection land in one shard, with every interface and
+    Decryption Secrets Block of the input, in one streaming pass in bounded memory.
+    Fragments hash on their addresses; frames that are not IP go to shard 0.
+    DIR/shard-K.frames maps each shard frame to its frame number in the input.
+
+    \b
+    Examples:
+      pcapkit shard trace.pcap -n 8 -o shards/
+      pcapkit batch shards/ --out dataset/
+    """
+    from .net.shard import shard_capture
+
+    try:
+        res = shard_capture(path, n, outdir, by=by)
+    except PcapkitError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.filename or path}: {exc.strerror or exc}")
+    for a in res.anomalies:
+        emit(f"pcapkit: {path}: {a['name']}: {a['detail']}", err=True)
+    total = sum(res.frames)
+    for p, k in zip(res.paths, res.frames, strict=True):
+        emit(f"{p}: {k} frames")
+    emit(f"{total} frames in {n} shard(s), {res.secrets} secrets block(s) copied into each")
+
+
+@cli.command("batch", epilog=exit_help(Exit.OK, Exit.ERROR, Exit.USAGE))
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUTS…")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DATASET",
+    help="The directory of Parquet datasets: DATASET/<table>/ for every table.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="A running Dask scheduler (tcp://host:8786); default: a local cluster.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Worker processes of the local cluster (default: the usable cores).",
+)
+@click.option(
+    "--tables",
+    "tables",
+    default=None,
+    metavar="NAME[,NAME…]",
+    help="Only these tables (default: every table but packets).",
+)
+@click.option(
+    "--keylog",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="An NSS key log for every input (keys in the captures are used as well).",
+)
+@threshold_option
+def batch(
+    inputs: tuple[str, ...],
+    out: str,
+    scheduler: str | None,
+    workers: int | None,
+    tables: str | None,
+    keylog: str | None,
+    settings: dict[str, Any],
+) -> None:
+    """Analyse many captures on Dask, one task per input (a file, a glob, a directory, the
+    shards of `pcapkit shard`), into one Parquet dataset per table at DATASET/<table>/,
+    every row with its `capture` (and `shard`).  A failed input is reported (and listed in
+    DATASET/_errors.jsonl) and the rest goes on (exit 1 at the end); a re-run skips the
+    inputs already done.
+
+    \b
+    Examples:
+      pcapkit batch 'captures/*.pcapng' --out dataset/ --workers 2
+      pcapkit batch shards/ --out dataset/ --scheduler tcp://10.0.0.5:8786
+      duckdb -c "select capture, sum(cost_ms) from 'dataset/findings/*.parquet' group by 1"
+    """
+    from .batch import run_batch
+
+    names = [t.strip() for t in tables.split(",") if t.strip()] if tables else None
+
+    def report(k: int, n: int, s: dict[str, Any]) -> None:
+        what = (
+            f"ok, {s['frames']} frames, {s['rows'].get('findings', 0)} findings, {s['seconds']} s"
+            if s["ok"]
+            else f"FAILED: {s['error']}"
+        )
+        emit(f"[{k}/{n}] {s['capture']}: {what}", err=True)
+
+    try:
+        res = run_batch(
+            inputs,
+            out,
+            scheduler=scheduler,
+            workers=workers,
+            tables=names,
+            keylog=keylog,
+            settings=settings or None,
+            report=report,
+        )
+    except ValueError as exc:
+        emit(f"pcapkit: error: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    except (RuntimeError, OSError) as exc:
+        fail(str(exc))
+    emit(
+        f"{len(res.done)} done, {len(res.skipped)} already done, {len(res.failed)} failed "
+        f"in {res.seconds:.1f} s → {out}",
+        err=True,
+    )
+    if res.failed:
+        sys.exit(Exit.ERROR)
 
 
 @cli.command(epilog=READ_HELP)

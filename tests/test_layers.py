@@ -32,9 +32,11 @@ RANKS = {
     "align": 4,
     "detect": 5,
     "trace": 6,
+    "sharded": 6,  # pcapkit/sharded.py: one capture analysed as shards, merged (issue 20)
     "vantage": 6,  # pcapkit/vantage.py: two captures of one traffic (Trace + Trace)
     "report": 7,
     "export": 7,
+    "batch": 7,  # pcapkit/batch.py: many captures on Dask → Parquet datasets (issue 20)
     "plot": 7,
     "cli": 8,
     "api": 8,  # pcapkit/__init__.py: the façade users import
