@@ -1,0 +1,337 @@
+"""The two programs of a socket-level replay (issue 19): a script of writes, re-enacted.
+
+``pcapkit.replay`` derives a *script* from a capture (one JSON file) and runs
+:func:`scenario` through the lab runner: the server below in the server namespace, the
+client in the client namespace, the forwarder between them with the capture's path.  Each
+end plays its own units (one unit = one application write: one ``SSL_write``, hence one
+TLS record, with TLS; one ``send()`` without) in the capture's order, each timed from its
+trigger:
+
+* ``after: "peer"`` — the unit answers the peer: the end first reads every byte the peer
+  wrote before it (the script's running total), then waits ``delay_ms`` (the think time
+  the capture shows, path removed);
+* ``after: "self"`` — the unit follows the end's own previous write (or, for the first
+  unit, the end of the handshake) by ``delay_ms``.
+
+Socket behaviour per end (``script["sides"][role]``): ``nodelay`` (TCP_NODELAY), ``cork``
+(TCP_CORK set before the first unit and never cleared), ``split_records`` (each TLS
+record's 5-byte header and its body handed to TCP with two ``send()`` calls, as
+``tls_record_split_write`` shows), ``coalesce_ms`` (units of this end written within this
+many ms of the previous one are buffered and handed over as one write: the remedy for
+tiny records and split writes), ``record_size`` (with ``coalesce_ms``: the buffered bytes
+go out as records of at most this many bytes).
+
+TLS runs through ``ssl.SSLObject`` + ``MemoryBIO`` at both ends (the program, not OpenSSL,
+decides which bytes go into which ``send()``), TLS 1.3 (or 1.2 when the script says so),
+ALPN as the capture's; OpenSSL's own records (handshake, NewSessionTickets, close_notify)
+are OpenSSL's.  Unit payloads are the capture's decrypted bytes (``data``, base64) or
+same-size filler.  Both ends write NSS key logs; the runner embeds them in both captures.
+Stdlib and the lab only: this file runs by path in the namespaces (see apps.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .apps import (
+    CONNECT_TIMEOUT_S,
+    IO_TIMEOUT_S,
+    apply_tcp_options,
+    listen,
+    now_ns,
+    tcp_options,
+    tls_client_context,
+    tls_server_context,
+)
+from .certs import DEFAULT_HOSTNAME
+from .scenarios import Scenario
+
+TLS_HEADER = 5  # RFC 8446 §5.1: type, legacy version, length
+RECV_CHUNK = 65_536
+FILLER = b"pcapkit replay filler\n"  # same-size stand-in when the capture has no keys
+
+# The replay scenario's parameters: the lab's common path parameters plus these.
+PARAMS: dict[str, Any] = {
+    "script": "",  # path of the script JSON (written by pcapkit.replay)
+    "tls": True,
+    "port": 443,
+    "client_nodelay": True,  # read back into scenario.json like every scenario's sockets
+    "server_nodelay": True,
+    "timeout_s": 60.0,
+}
+
+
+def unit_bytes(unit: dict[str, Any]) -> bytes:
+    """A unit's payload: the capture's bytes, or ``len`` bytes of filler."""
+    if unit.get("data") is not None:
+        return base64.b64decode(unit["data"])
+    n = int(unit["len"])
+    return (FILLER * (n // len(FILLER) + 1))[:n]
+
+
+class _End:
+    """One end's connection: plain TCP or TLS through a memory BIO, with its write policy."""
+
+    def __init__(self, sock: socket.socket, ctx: ssl.SSLContext | None, *, server: bool) -> None:
+        self.sock = sock
+        self.received = 0  # application bytes read from the peer
+        self.read_done_ns = 0  # when the last read that advanced ``received`` returned
+        self.sends: list[dict[str, int]] = []
+        self.obj: ssl.SSLObject | None = None
+        if ctx is not None:
+            self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+            self.obj = ctx.wrap_bio(
+                self.inc,
+                self.out,
+                server_side=server,
+                server_hostname=None if server else DEFAULT_HOSTNAME,
+            )
+
+    # -- raw I/O ----------------------------------------------------------------
+    def _flush(self) -> None:
+        if self.obj is not None:
+            data = self.out.read()
+            if data:
+                self.sock.sendall(data)
+
+    def _feed(self) -> bool:
+        data = self.sock.recv(RECV_CHUNK)
+        if not data:
+            return False
+        if self.obj is None:
+            self.received += len(data)
+            self.read_done_ns = now_ns()
+        else:
+            self.inc.write(data)
+        return True
+
+    def handshake(self) -> None:
+        if self.obj is None:
+            return
+        while True:
+            try:
+                self.obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._flush()
+                if not self._feed():
+                    raise ConnectionError("peer closed during the handshake") from None
+        self._flush()
+
+    def _drain_tls(self) -> bool:
+        """Read what plaintext the BIO holds; False at close_notify."""
+        assert self.obj is not None
+        while True:
+            try:
+                data = self.obj.read(RECV_CHUNK)
+            except ssl.SSLWantReadError:
+                self._flush()  # NewSessionTickets, key updates
+                return True
+            except ssl.SSLZeroReturnError:
+                return False
+            if not data:
+                return False
+            self.received += len(data)
+            self.read_done_ns = now_ns()
+
+    def read_until(self, total: int) -> None:
+        """Read until ``total`` application bytes have come from the peer."""
+        while self.received < total:
+            if self.obj is not None and not self._drain_tls():
+                raise ConnectionError(f"peer closed after {self.received} of {total} bytes")
+            if self.received >= total:
+                break
+            if not self._feed():
+                raise ConnectionError(f"peer closed after {self.received} of {total} bytes")
+            if self.obj is not None:
+                self._drain_tls()
+
+    # -- writes -------------------------------------------------------------------
+    def write(self, data: bytes, *, split_records: bool, record_size: int | None) -> None:
+        """One application write: one SSL_write per record-size piece (TLS) or one send()."""
+        if self.obj is None:
+            self._send(data)
+            return
+        self._flush()
+        pieces = [data]
+        if record_size:
+            pieces = [data[i : i + record_size] for i in range(0, len(data), record_size)]
+        ct = b""
+        for piece in pieces:
+            self.obj.write(piece)
+            ct += self.out.read()
+        if not split_records:
+            self._send(ct)
+            return
+        off = 0
+        while off + TLS_HEADER <= len(ct):
+            n = TLS_HEADER + int.from_bytes(ct[off + 3 : off + 5], "big")
+            self._send(ct[off : off + TLS_HEADER])
+            self._send(ct[off + TLS_HEADER : off + n])
+            off += n
+
+    def _send(self, data: bytes) -> None:
+        self.sends.append({"t_ns": now_ns(), "len": len(data)})
+        self.sock.sendall(data)
+
+    def close(self, *, first: bool) -> None:
+        """Orderly close: the first to close sends close_notify/FIN, then reads to EOF."""
+        try:
+            if self.obj is not None:
+                try:
+                    self.obj.unwrap()
+                except (ssl.SSLWantReadError, ssl.SSLError):
+                    pass
+                self._flush()
+            if first:
+                self.sock.shutdown(socket.SHUT_WR)
+            while self._feed():
+                if self.obj is not None:
+                    try:
+                        self.obj.read(RECV_CHUNK)
+                    except (ssl.SSLError, ValueError):
+                        pass
+        except OSError:
+            pass
+        self.sock.close()
+
+
+def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
+    """Re-enact ``role``'s units of ``script`` on ``end``; one log entry per unit."""
+    side = script["sides"][role]
+    coalesce_ns = round(float(side.get("coalesce_ms") or 0.0) * 1e6)
+    record_size = side.get("record_size")
+    split = bool(side.get("split_records"))
+    units = script["units"]
+    peer_total = 0
+    last_write_ns = now_ns()  # the handshake's end: the base of a first "self" unit
+    log: list[dict[str, Any]] = []
+    pending = b""
+    pending_due = 0
+    for i, u in enumerate(units):
+        if u["side"] != role:
+            peer_total += int(u["len"])
+            continue
+        if peer_total > end.received:
+            if pending:
+                end.write(pending, split_records=split, record_size=record_size)
+                pending = b""
+            end.read_until(peer_total)
+        base = end.read_done_ns if u["after"] == "peer" else last_write_ns
+        due = base + round(float(u["delay_ms"]) * 1e6)
+        wait = (due - now_ns()) / 1e9
+        if wait > 0:
+            time.sleep(wait)
+        data = unit_bytes(u)
+        last_write_ns = max(due, now_ns())
+        log.append({"unit": i, "due_ns": due, "write_ns": now_ns(), "len": len(data)})
+        nxt = next((v for v in units[i + 1 :] if v["side"] == role), None)
+        if (
+            coalesce_ns
+            and nxt is not None
+            and nxt["after"] == "self"
+            and (round(float(nxt["delay_ms"]) * 1e6) <= coalesce_ns)
+        ):
+            pending += data  # the next write follows at once: buffer, hand over together
+            pending_due = due
+            continue
+        if pending:
+            data, pending = pending + data, b""
+            log[-1]["coalesced_from_ns"] = pending_due
+        end.write(data, split_records=split, record_size=record_size)
+    if pending:
+        end.write(pending, split_records=split, record_size=record_size)
+    end.read_until(sum(int(u["len"]) for u in units if u["side"] != role))
+    return log
+
+
+def _load(p: dict[str, Any]) -> dict[str, Any]:
+    with open(p["script"], encoding="utf-8") as f:
+        return json.load(f)  # type: ignore[no-any-return]
+
+
+def _contexts(p: dict[str, Any], script: dict[str, Any], role: str) -> ssl.SSLContext | None:
+    if not script["tls"]:
+        return None
+    alpn = script.get("alpn") or "http/1.1"
+    if role == "server":
+        ctx = tls_server_context(p["cert"], p["key"], p["keylog_server"], alpn=alpn)
+    else:
+        ctx = tls_client_context(p["cert"], p["keylog_client"], alpn=alpn)
+    if script.get("tls_version") == "TLSv1.2":
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    return ctx
+
+
+def _cork(s: socket.socket, on: bool) -> None:
+    if on:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+
+
+def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    script = _load(p)
+    side = script["sides"]["server"]
+    ctx = _contexts(p, script, "server")
+    ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=bool(side["nodelay"]))
+    ready()
+    raw, _ = ls.accept()
+    raw.settimeout(IO_TIMEOUT_S)
+    end = _End(raw, ctx, server=True)
+    end.handshake()
+    _cork(raw, bool(side.get("cork")))
+    opts = {
+        **tcp_options(raw),
+        "TCP_CORK": bool(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)),
+    }
+    log = play("server", script, end)
+    end.close(first=False)
+    ls.close()
+    return {"socket": opts, "units": log, "sends": end.sends}
+
+
+def client(p: dict[str, Any]) -> dict[str, Any]:
+    script = _load(p)
+    side = script["sides"]["client"]
+    ctx = _contexts(p, script, "client")
+    raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    apply_tcp_options(raw, cc=p["cc"], nodelay=bool(side["nodelay"]))
+    raw.settimeout(CONNECT_TIMEOUT_S)
+    raw.connect((p["server_ip"], p["port"]))
+    raw.settimeout(IO_TIMEOUT_S)
+    end = _End(raw, ctx, server=False)
+    end.handshake()
+    _cork(raw, bool(side.get("cork")))
+    opts = tcp_options(raw)
+    log = play("client", script, end)
+    info: dict[str, Any] = {}
+    if end.obj is not None:
+        c = end.obj.cipher()
+        info = {
+            "version": end.obj.version(),
+            "cipher": c[0] if c else None,
+            "alpn": end.obj.selected_alpn_protocol(),
+        }
+    end.close(first=True)
+    return {"socket": opts, "units": log, "sends": end.sends, "tls": info}
+
+
+def scenario(*, tls: bool) -> Scenario:
+    """The (unregistered) replay scenario: run with ``runner.run_scenario``."""
+    return Scenario(
+        name="replay",
+        summary="socket-level replay of a captured exchange (pcapkit replay)",
+        what="a captured exchange re-enacted by a scripted client and server",
+        expected=(),
+        pair=None,
+        server=f"{__name__}:server",
+        client=f"{__name__}:client",
+        params=PARAMS,
+        tls=tls,
+    )

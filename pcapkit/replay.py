@@ -1,0 +1,675 @@
+"""Replay (issue 19): re-enact a captured exchange over real stacks, with and without a remedy.
+
+Socket level — ``replay(capture, flow=N, outdir=DIR, remedies=[...])``:
+
+1. **Derive** (:func:`derive`) from one TCP flow of the capture
+   * the *path*: the flow's RTT (from the handshake, ``flows.rtt_ms``) split evenly into
+     the two one-way delays, and the drops the capture shows — every transmission of a
+     sequence range that had to be sent again, as the forwarder's 1-based payload-packet
+     index of its direction (at the sender's vantage: each copy but the last; at the
+     receiver's: the packet missing before each segment that arrived after a hole);
+   * each end's *units* — one application write each: a TLS application-data record
+     (≈ one ``SSL_write``) with keys, a PSH-terminated run of segments without TLS — with
+     its size, its payload (the decrypted or plain stream bytes; same-size filler when
+     the capture has no keys, with a warning), and its timing relative to its trigger:
+     the peer's last unit (``after: "peer"``: the gap minus the round trip between the
+     capture point and that end, ``flows.server_leg_ms`` / ``client_leg_ms``) or the end's
+     own previous write (``after: "self"``).  A unit that a TCP hold released (a
+     ``nagle``, ``nagle_delayed_ack``, ``tcp_cork`` finding of its direction whose interval
+     holds the unit's time) was written when the hold began (the finding's ``t_start``),
+     not when it left: the replay must hold it again by itself, not by script;
+   * each end's *socket behaviour* from the findings: Nagle on where a Nagle finding
+     names that end (TCP_NODELAY otherwise: the wire showed no hold), TCP_CORK left set
+     where ``tcp_cork`` does, record header and body written apart where
+     ``tls_record_split_write`` does.
+2. **Re-enact** it through the lab (:mod:`pcapkit.lab.reenact`: a scripted client and
+   server in two namespaces, the userspace forwarder between them, tcpdump at both ends,
+   keys embedded) — once faithfully (``DIR/faithful/``) and once per remedy
+   (``DIR/remedy-NAME/``).
+3. **Analyse** every run at the original's vantage and write ``DIR/summary.json``: per
+   run the findings' kinds (with their summed cost), the request metrics (TTFB, TTFT,
+   gap p95) and, for the faithful run, its error against the original with the verdict
+   against :data:`TOLERANCE_MS` / :data:`TOLERANCE_PCT`; for each remedy, the kinds it
+   removed and whether the ones it addresses are gone.  ``DIR/diff-NAME.txt`` is
+   ``pcapkit diff`` of the faithful run against each remedy run.
+
+Remedies (:data:`REMEDIES`): ``nodelay`` (nagle, nagle_delayed_ack), ``uncork``
+(tcp_cork), ``coalesce-writes`` (tls_tiny_records, tls_record_split_write,
+tls_records_coalesced: back-to-back writes handed over as one), ``record-size=N``
+(tls_tiny_records: back-to-back writes buffered into records of ≤ N bytes); ``auto`` picks
+the remedies the original's findings propose.
+
+Refusals (:class:`ReplayError`, one line): not TCP, no handshake in the capture (no RTT,
+no ISN), one direction only, an ALPN other than HTTP/1.1 (HTTP/2 and HTTP/3 replays are
+not built yet), a flow with no application data.
+
+Packet level — :func:`replay_packets`: the frames of a capture sent onto an interface in
+a lab namespace at their original pacing (scaled, or as fast as possible), like
+tcpreplay; the sender runs inside the namespace (:mod:`pcapkit.lab.pktsend`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .trace import Trace
+from .trace import open as open_trace
+
+# Fidelity tolerance for a request metric (TTFB, TTFT, gap p95): the larger of 5 ms (a
+# few scheduler quanta of two Python processes plus the forwarder's release jitter on a
+# busy 2-core host) and 10 % of the original's value.
+TOLERANCE_MS = 5.0
+TOLERANCE_PCT = 10.0
+# Kinds that hold bytes in the sender's TCP: a unit they released was written earlier.
+HOLD_KINDS = ("nagle", "nagle_delayed_ack", "tcp_cork")
+# A unit released within this long after a hold's end was released by it (the releasing
+# ACK and the released segment are consecutive frames; gaps.RELEASE_SLACK_NS).
+RELEASE_SLACK_NS = 1_000_000
+# Units handed to the socket this close together count as one burst for coalescing.
+COALESCE_MS = 1.0
+TLS13_OVERHEAD = 22  # header 5 + inner content type 1 + AEAD tag 16 (RFC 8446 §5.2)
+# an encrypted TLS 1.3 alert (2 bytes) on the wire: what a keyless capture's last record
+# of a direction is when it is the close_notify
+CLOSE_NOTIFY_LEN = 2 + TLS13_OVERHEAD
+METRICS = ("ttfb_ms", "ttft_ms", "gap_p95_ms")
+
+# remedy name → (the finding kinds it addresses, whether it takes a value)
+REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "nodelay": (("nagle", "nagle_delayed_ack"), False),
+    "uncork": (("tcp_cork",), False),
+    "coalesce-writes": (
+        ("tls_tiny_records", "tls_record_split_write", "tls_records_coalesced"),
+        False,
+    ),
+    "record-size": (("tls_tiny_records",), True),
+}
+# --remedy auto: the first remedy listed for each kind the original shows
+AUTO: dict[str, str] = {
+    "nagle": "nodelay",
+    "nagle_delayed_ack": "nodelay",
+    "tcp_cork": "uncork",
+    "tls_record_split_write": "coalesce-writes",
+    "tls_tiny_records": "coalesce-writes",
+}
+
+
+class ReplayError(Exception):
+    """The capture lacks what a faithful replay needs (one line for the user)."""
+
+
+@dataclass
+class Plan:
+    """What a replay re-enacts: the path, the script, and what was seen."""
+
+    flow: int
+    vantage: str
+    tls: bool
+    port: int
+    delay_ms: float
+    drop_c2s: list[int]
+    drop_s2c: list[int]
+    script: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def lab_params(self) -> dict[str, Any]:
+        return {
+            "delay_ms": round(self.delay_ms, 3),
+            "drop_c2s": self.drop_c2s,
+            "drop_s2c": self.drop_s2c,
+            "port": self.port,
+            "tls": self.tls,
+        }
+
+
+def parse_remedy(text: str) -> tuple[str, int | None]:
+    """``"record-size=4096"`` → ("record-size", 4096); unknown names raise ValueError."""
+    name, sep, raw = text.partition("=")
+    if name not in REMEDIES and name != "auto":
+        raise ValueError(f"unknown remedy {name!r} (known: auto, {', '.join(REMEDIES)})")
+    if name == "auto":
+        return name, None
+    takes_value = REMEDIES[name][1]
+    if takes_value != bool(sep):
+        raise ValueError(
+            f"remedy {name} {'needs =N' if takes_value else 'takes no value'}: {text!r}"
+        )
+    if not sep:
+        return name, None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"remedy {name}: {raw!r} is not an integer") from None
+    if not 1 <= value <= 16_384:  # RFC 8446 §5.1: a record carries at most 2^14 bytes
+        raise ValueError(f"remedy {name}: {value} is outside 1..16384")
+    return name, value
+
+
+def auto_remedies(kinds: Iterable[str]) -> list[str]:
+    """The remedies the findings propose, in a stable order."""
+    chosen = {AUTO[k] for k in kinds if k in AUTO}
+    return [r for r in REMEDIES if r in chosen]
+
+
+# ---------------------------------------------------------------------------- derive
+
+
+def _flow_row(trace: Trace, flow: int) -> Any:
+    f = trace.flows
+    sel = f[f["flow"] == flow]
+    if sel.empty:
+        known = ", ".join(str(int(x)) for x in f["flow"].head(10))
+        raise ReplayError(f"no flow {flow} in the capture (flows: {known or 'none'})")
+    return sel.iloc[0]
+
+
+def _drops(segments: pd.DataFrame, vantage_is_sender: bool) -> list[int]:
+    """1-based payload-packet indices (forwarder numbering) of the lost transmissions."""
+    if segments.empty:
+        return []
+    offsets = segments["offset"].tolist()
+    kinds = segments["kind"].tolist()
+    drops: list[int] = []
+    if vantage_is_sender:
+        last: dict[int, int] = {}
+        for i, off in enumerate(offsets):
+            last[int(off)] = i
+        drops = [i + 1 for i, off in enumerate(offsets) if last[int(off)] != i]
+    else:
+        for i, k in enumerate(kinds):
+            if k == "prev_not_captured":
+                drops.append(i + 1 + len(drops))
+    return drops
+
+
+def _held_start(t: int, holds: list[tuple[int, int]]) -> int | None:
+    for start, end in holds:
+        if start < t <= end + RELEASE_SLACK_NS:
+            return start
+    return None
+
+
+def _tls_units(trace: Trace, flow: int, warnings: list[str]) -> tuple[list[dict[str, Any]], int]:
+    """Application-data records of both directions: (units, base ts = client Finished)."""
+    r = trace.records
+    r = r[r["flow"] == flow]
+    hs = trace.tls_handshake
+    hs = hs[hs["flow"] == flow]
+    base: int | None = None
+    if not hs.empty and pd.notna(hs["client_finished_ts_ns"].iloc[0]):
+        base = int(hs["client_finished_ts_ns"].iloc[0])
+    decrypted = r[r["status"] == "decrypted"]
+    units: list[dict[str, Any]] = []
+    if not decrypted.empty:
+        app = r[(r["content_type"] == 23) & (r["status"] == "decrypted")]
+        for d in ("c2s", "s2c"):
+            plain = trace.plaintext(flow, d)
+            pos = 0
+            # plaintext() concatenates every decrypted application-data record in order
+            for row in app[app["dir"] == d].itertuples():
+                n = int(row.plaintext_len)
+                units.append(
+                    {"dir": d, "ts": int(row.first_ts_ns), "len": n, "data": plain[pos : pos + n]}
+                )
+                pos += n
+    else:
+        warnings.append(
+            "no TLS keys for this flow: the replay writes same-size filler, and the server's "
+            "session tickets cannot be told from data (each is replayed as a unit)"
+        )
+        outer = r[r["outer_content_type"] == 23]
+        for d in ("c2s", "s2c"):
+            rows = outer[outer["dir"] == d]
+            # TLS 1.3: the client's first encrypted record is its Finished, the server's
+            # encrypted records before the client's Finished are its handshake flight
+            if base is not None:  # TLS 1.3: encrypted handshake records come before it
+                rows = rows[rows["first_ts_ns"] > base]
+            if not rows.empty and int(rows["length"].iloc[-1]) == CLOSE_NOTIFY_LEN:
+                rows = rows.iloc[:-1]  # the direction's last record: its close_notify
+            for row in rows.itertuples():
+                n = max(0, int(row.length) - TLS13_OVERHEAD)
+                units.append({"dir": d, "ts": int(row.first_ts_ns), "len": n, "data": None})
+    if base is None:
+        raise ReplayError(f"flow {flow}: no TLS handshake in the capture")
+    return units, base
+
+
+def _tcp_units(trace: Trace, flow: int, segments: pd.DataFrame) -> list[dict[str, Any]]:
+    """PSH-terminated runs of new data, one unit per run."""
+    units: list[dict[str, Any]] = []
+    for d in ("c2s", "s2c"):
+        seg = segments[(segments["dir"] == d) & (segments["kind"] != "retransmission")]
+        seg = seg.sort_values("offset", kind="stable")
+        stream = trace.stream(flow, d)
+        start: int | None = None
+        ts = 0
+        for row in seg.itertuples():
+            if start is None:
+                start, ts = int(row.offset), int(row.ts_ns)
+            if bool(row.psh) or bool(row.fin):
+                end = int(row.offset) + int(row.length)
+                if end > start:
+                    p0 = stream.at(start)
+                    units.append(
+                        {
+                            "dir": d,
+                            "ts": ts,
+                            "len": end - start,
+                            "data": stream[p0 : p0 + end - start],
+                        }
+                    )
+                start = None
+        if start is not None:
+            row = seg.iloc[-1]
+            end = int(row["offset"]) + int(row["length"])
+            p0 = stream.at(start)
+            units.append(
+                {"dir": d, "ts": ts, "len": end - start, "data": stream[p0 : p0 + end - start]}
+            )
+    return units
+
+
+def ready_times(units: list[dict[str, Any]], holds: dict[str, list[tuple[int, int]]]) -> list[int]:
+    """When each unit was written (capture clock): its wire time unless a hold released it.
+
+    A held unit was written between the hold's start and its release.  Within a *turn*
+    (consecutive units of one end, no peer unit between), held units are placed back from
+    the turn's next unheld unit at the end's cadence (the median gap between its unheld
+    consecutive units), clamped to [hold start, release]; with no cadence or no later
+    unheld unit, at the hold's start.  Times never go backwards within an end.
+    """
+    n = len(units)
+    held = [_held_start(u["ts"], holds[u["dir"]]) for u in units]
+    gaps: dict[str, list[int]] = {"c2s": [], "s2c": []}
+    for i in range(1, n):
+        a, b = units[i - 1], units[i]
+        if a["dir"] == b["dir"] and held[i] is None and held[i - 1] is None:
+            gaps[b["dir"]].append(b["ts"] - a["ts"])
+    cadence = {
+        d: (sorted(g)[len(g) // 2] if g and sorted(g)[len(g) // 2] > RELEASE_SLACK_NS else None)
+        for d, g in gaps.items()
+    }
+    ready = [int(u["ts"]) for u in units]
+    i = 0
+    while i < n:
+        if held[i] is None:
+            i += 1
+            continue
+        j = i  # the run of held units [i, j) within one turn
+        while j < n and held[j] is not None and units[j]["dir"] == units[i]["dir"]:
+            j += 1
+        d = units[i]["dir"]
+        nxt = j if j < n and units[j]["dir"] == d else None
+        for k in range(j - 1, i - 1, -1):
+            start = int(held[k] or 0)
+            est = start
+            if nxt is not None and cadence[d] is not None:
+                est = units[nxt]["ts"] - (nxt - k) * int(cadence[d])
+            ready[k] = min(int(units[k]["ts"]), max(start, est))
+        i = j
+    last: dict[str, int] = {}
+    for k, u in enumerate(units):
+        ready[k] = max(ready[k], last.get(u["dir"], ready[k]))
+        last[u["dir"]] = ready[k]
+    return ready
+
+
+def derive(trace: Trace, flow: int) -> Plan:
+    """The replay plan of ``flow`` (see the module doc); ReplayError when impossible."""
+    row = _flow_row(trace, flow)
+    if row["proto"] != "tcp":
+        raise ReplayError(f"flow {flow} is {row['proto']}: only TCP flows replay (QUIC: not yet)")
+    if not bool(row["handshake"]) or pd.isna(row["rtt_ms"]):
+        raise ReplayError(
+            f"flow {flow}: no TCP handshake in the capture: the RTT and the stream starts "
+            "are unknown, a faithful replay is impossible"
+        )
+    if int(row["c2s_packets"]) == 0 or int(row["s2c_packets"]) == 0:
+        raise ReplayError(f"flow {flow}: the capture shows one direction only")
+    warnings: list[str] = []
+    vantage = str(row["vantage"])
+    seg = trace.segments
+    seg = seg[seg["flow"] == flow]
+    port = int(row["server_port"])
+    hs = trace.tls
+    r = trace.records
+    tls = bool((r["flow"] == flow).any())
+    alpn = None
+    version = "TLSv1.3"
+    if tls and hs is not None and not hs.empty and "flow" in hs.columns:
+        h = hs[hs["flow"] == flow]
+        if not h.empty:
+            if "alpn" in h.columns and pd.notna(h["alpn"].iloc[0]):
+                alpn = str(h["alpn"].iloc[0])
+            if str(h["version"].iloc[0]) == "TLS 1.2":
+                version = "TLSv1.2"
+    if alpn not in (None, "http/1.1"):
+        raise ReplayError(
+            f"flow {flow}: ALPN {alpn!r}: only HTTP/1.1 (and plain TCP) replays are built; "
+            "HTTP/2 and HTTP/3 replays are not yet"
+        )
+    rtt_ms = float(row["rtt_ms"])
+    legs = {
+        "server": float(row["server_leg_ms"]) if pd.notna(row["server_leg_ms"]) else 0.0,
+        "client": float(row["client_leg_ms"]) if pd.notna(row["client_leg_ms"]) else 0.0,
+    }
+    if tls:
+        units, base_ts = _tls_units(trace, flow, warnings)
+        base_delay_ms = 0.0  # the client's Finished: both ends' handshake is done by then
+    else:
+        units = _tcp_units(trace, flow, seg)
+        base_ts = int(row["first_ts_ns"])  # the SYN
+        base_delay_ms = rtt_ms  # the client can write one RTT after its SYN
+    if not units:
+        raise ReplayError(f"flow {flow}: no application data to replay")
+    units.sort(key=lambda u: (u["ts"], 0 if u["dir"] == "c2s" else 1))
+    f = trace.findings
+    f = f[f["flow"] == flow] if not f.empty else f
+    holds: dict[str, list[tuple[int, int]]] = {"c2s": [], "s2c": []}
+    kinds_by_dir: dict[str, set[str]] = {"c2s": set(), "s2c": set()}
+    for fr in f.itertuples():
+        if fr.dir in holds:
+            kinds_by_dir[str(fr.dir)].add(str(fr.kind))
+            if fr.kind in HOLD_KINDS and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
+                holds[str(fr.dir)].append((int(fr.t_start_ns), int(fr.t_end_ns)))
+    script_units: list[dict[str, Any]] = []
+    ready_prev: dict[str, int | None] = {"client": None, "server": None}
+    prev_side: str | None = None
+    prev_ts = base_ts
+    for u, ready in zip(units, ready_times(units, holds), strict=True):
+        side = "client" if u["dir"] == "c2s" else "server"
+        if prev_side == side and ready_prev[side] is not None:
+            after = "self"
+            delay = (ready - int(ready_prev[side] or 0)) / 1e6
+        elif prev_side is None:  # the first unit: after this end's handshake
+            after = "self"
+            leg = legs["server"] if side == "server" else 0.0
+            delay = (ready - base_ts) / 1e6 - base_delay_ms - leg
+        else:
+            after = "peer"
+            delay = (ready - prev_ts) / 1e6 - legs[side]
+        data = u["data"]
+        script_units.append(
+            {
+                "side": side,
+                "after": after,
+                "delay_ms": round(max(0.0, delay), 3),
+                "len": int(u["len"]),
+                "data": None if data is None else base64.b64encode(bytes(data)).decode(),
+            }
+        )
+        ready_prev[side] = ready
+        prev_side, prev_ts = side, u["ts"]
+    sides = {}
+    for side, d in (("client", "c2s"), ("server", "s2c")):
+        k = kinds_by_dir[d]
+        sides[side] = {
+            "nodelay": not (k & {"nagle", "nagle_delayed_ack"}),
+            "cork": "tcp_cork" in k,
+            "split_records": "tls_record_split_write" in k,
+            "coalesce_ms": 0.0,
+            "record_size": None,
+        }
+    drops = {}
+    for d, sender in (("c2s", "client"), ("s2c", "server")):
+        drops[d] = _drops(seg[seg["dir"] == d].sort_values("frame"), vantage == sender)
+    script = {
+        "tls": tls,
+        "tls_version": version,
+        "alpn": alpn,
+        "sides": sides,
+        "units": script_units,
+        "source": {"flow": flow, "vantage": vantage, "rtt_ms": rtt_ms},
+    }
+    return Plan(
+        flow=flow,
+        vantage=vantage,
+        tls=tls,
+        port=port,
+        delay_ms=rtt_ms / 2,
+        drop_c2s=drops["c2s"],
+        drop_s2c=drops["s2c"],
+        script=script,
+        warnings=warnings,
+    )
+
+
+def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
+    """The plan's script with one remedy applied (a new dict; the plan is unchanged)."""
+    script = json.loads(json.dumps(plan.script))
+    sides = script["sides"]
+    for s in sides.values():
+        if name == "nodelay":
+            s["nodelay"] = True
+        elif name == "uncork":
+            s["cork"] = False
+        elif name == "coalesce-writes":
+            s["split_records"] = False
+            s["coalesce_ms"] = COALESCE_MS
+        elif name == "record-size":
+            s["coalesce_ms"] = COALESCE_MS
+            s["record_size"] = value
+    return script
+
+
+# --------------------------------------------------------------------------- measure
+
+
+def _num(v: Any) -> float | None:
+    if v is None or pd.isna(v):
+        return None
+    x = float(v)
+    return None if math.isnan(x) else round(x, 3)
+
+
+def measure(trace: Trace, flow: int) -> dict[str, Any]:
+    """One run's findings (kinds with summed cost) and request metrics for ``flow``."""
+    f = trace.findings
+    f = f[f["flow"] == flow] if not f.empty else f
+    kinds: dict[str, dict[str, Any]] = {}
+    for r in f.itertuples():
+        k = kinds.setdefault(str(r.kind), {"count": 0, "cost_ms": 0.0})
+        k["count"] += 1
+        k["cost_ms"] = round(k["cost_ms"] + (float(r.cost_ms) if pd.notna(r.cost_ms) else 0.0), 3)
+    q = trace.requests
+    q = q[q["flow"] == flow] if not q.empty else q
+    reqs = [{m: _num(getattr(r, m)) for m in METRICS} for r in q.itertuples()]
+    first = reqs[0] if reqs else {m: None for m in METRICS}
+    return {"kinds": dict(sorted(kinds.items())), "requests": reqs, **first}
+
+
+def _within(orig: float | None, rep: float | None) -> tuple[float | None, bool | None]:
+    if orig is None and rep is None:
+        return None, None
+    if orig is None or rep is None:
+        return None, False
+    err = rep - orig
+    return round(err, 3), abs(err) <= max(TOLERANCE_MS, abs(orig) * TOLERANCE_PCT / 100)
+
+
+def fidelity(original: dict[str, Any], faithful: dict[str, Any]) -> dict[str, Any]:
+    """Errors of the faithful run against the original, and the verdict."""
+    out: dict[str, Any] = {
+        "tolerance": f"max({TOLERANCE_MS} ms, {TOLERANCE_PCT} % of the original)",
+        "kinds_missing": sorted(set(original["kinds"]) - set(faithful["kinds"])),
+        "kinds_extra": sorted(set(faithful["kinds"]) - set(original["kinds"])),
+    }
+    ok = not out["kinds_missing"] and not out["kinds_extra"]
+    for m in METRICS:
+        err, good = _within(original[m], faithful[m])
+        out[f"{m}_error"] = err
+        if good is False:
+            ok = False
+    out["reproduced"] = ok
+    return out
+
+
+# ------------------------------------------------------------------------------ run
+
+
+def _vantage_file(vantage: str) -> str:
+    return "server.pcapng" if vantage == "server" else "client.pcapng"
+
+
+def _run_once(plan: Plan, script: dict[str, Any], outdir: Path) -> None:
+    from .lab.reenact import scenario
+    from .lab.runner import run_scenario
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    path = outdir / "script.json"
+    path.write_text(json.dumps(script, indent=1) + "\n", encoding="utf-8")
+    run_scenario(
+        scenario(tls=plan.tls),
+        outdir,
+        script=str(path.resolve()),
+        **plan.lab_params(),
+    )
+
+
+def replay(
+    capture: str | os.PathLike[str],
+    *,
+    flow: int,
+    outdir: str | os.PathLike[str],
+    remedies: Sequence[str] = (),
+    keylog: str | None = None,
+) -> dict[str, Any]:
+    """Socket-level replay of ``flow`` (module doc); writes and returns summary.json."""
+    parsed = [parse_remedy(r) for r in remedies]
+    out = Path(outdir)
+    with open_trace(capture, keylog=keylog) as trace:
+        plan = derive(trace, flow)
+        original = measure(trace, flow)
+    if any(n == "auto" for n, _ in parsed):
+        parsed = [p for p in parsed if p[0] != "auto"]
+        parsed += [(n, None) for n in auto_remedies(original["kinds"]) if (n, None) not in parsed]
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, Any] = {"original": {"capture": str(capture), **original}}
+    _run_once(plan, plan.script, out / "faithful")
+    vfile = _vantage_file(plan.vantage)
+    with open_trace(out / "faithful" / vfile) as t:
+        runs["faithful"] = measure(t, 0)
+    runs["faithful"]["fidelity"] = fidelity(original, runs["faithful"])
+    for name, value in parsed:
+        label = name if value is None else f"{name}={value}"
+        d = out / f"remedy-{label}"
+        _run_once(plan, remedied(plan, name, value), d)
+        with open_trace(d / vfile) as t:
+            m = measure(t, 0)
+        addressed = [k for k in REMEDIES[name][0] if k in runs["faithful"]["kinds"]]
+        m["remedy"] = {
+            "name": name,
+            "value": value,
+            "addresses": list(REMEDIES[name][0]),
+            "removed": sorted(set(runs["faithful"]["kinds"]) - set(m["kinds"])),
+            "appeared": sorted(set(m["kinds"]) - set(runs["faithful"]["kinds"])),
+            "addressed_gone": all(k not in m["kinds"] for k in addressed) if addressed else None,
+        }
+        runs[f"remedy-{label}"] = m
+        _write_diff(out / "faithful" / vfile, d / vfile, out / f"diff-{label}.txt")
+    summary = {
+        "schema": "pcapkit.replay/1",
+        "capture": str(capture),
+        "flow": flow,
+        "vantage": plan.vantage,
+        "path": {
+            "delay_ms": round(plan.delay_ms, 3),
+            "drop_c2s": plan.drop_c2s,
+            "drop_s2c": plan.drop_s2c,
+        },
+        "sides": plan.script["sides"],
+        "units": len(plan.script["units"]),
+        "payload": "filler" if plan.warnings else "captured",
+        "warnings": plan.warnings,
+        "runs": runs,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _write_diff(before: Path, after: Path, dst: Path) -> None:
+    from .report.diff import diff, diff_text
+
+    dst.write_text(diff_text(diff(before, after)), encoding="utf-8")
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    """Original, faithful replay and each remedy side by side (a few lines)."""
+    runs = summary["runs"]
+    names = list(runs)
+    lines = [
+        f"replay of flow {summary['flow']} ({summary['vantage']} vantage), "
+        f"one-way delay {summary['path']['delay_ms']} ms, drops c2s {summary['path']['drop_c2s']} "
+        f"s2c {summary['path']['drop_s2c']}, {summary['units']} units ({summary['payload']})"
+    ]
+    lines += [f"warning: {w}" for w in summary["warnings"]]
+    width = max(len(n) for n in names)
+    for m in METRICS:
+        vals = " → ".join(
+            f"{n} {'–' if runs[n][m] is None else format(runs[n][m], '.1f') + ' ms'}" for n in names
+        )
+        lines.append(f"{m[:-3].upper():<6} {vals}")
+    for n in names:
+        kinds = ", ".join(runs[n]["kinds"]) or "none"
+        lines.append(f"{n:<{width}}  findings: {kinds}")
+    fid = runs["faithful"]["fidelity"]
+    lines.append(
+        "faithful replay "
+        + ("reproduces the original" if fid["reproduced"] else "differs from the original")
+        + f" (tolerance {fid['tolerance']}; missing {fid['kinds_missing'] or 'none'}, "
+        f"extra {fid['kinds_extra'] or 'none'})"
+    )
+    for n in names[2:]:
+        rem = runs[n]["remedy"]
+        gone = ", ".join(rem["removed"]) or "nothing"
+        lines.append(f"{n}: removed {gone}; appeared {', '.join(rem['appeared']) or 'nothing'}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------- packet level
+
+
+def replay_packets(
+    capture: str | os.PathLike[str],
+    *,
+    into: str,
+    speed: float | None = 1.0,
+    loop: int = 1,
+    host_iface: bool = False,
+) -> dict[str, Any]:
+    """Send ``capture``'s frames onto ``into`` (``NETNS:IFACE``, or a host interface name
+    with ``host_iface=True``) at their pacing × 1/``speed`` (``None``: as fast as
+    possible), ``loop`` times.  Returns the sender's report (packets, seconds, timing
+    error percentiles).  Needs root."""
+    from .lab.pktsend import PROGRAM
+
+    netns, sep, iface = into.partition(":")
+    if host_iface:
+        if sep:
+            raise ReplayError("--host-iface takes a bare interface name, not NETNS:IFACE")
+        netns, iface = "", into
+    elif not sep or not netns or not iface:
+        raise ReplayError(
+            f"--into {into!r}: expected NETNS:IFACE (a lab namespace); a host interface "
+            "only with --host-iface"
+        )
+    elif not Path("/run/netns", netns).exists():
+        raise ReplayError(f"no network namespace {netns!r} (ip netns list)")
+    argv = [sys.executable, PROGRAM, str(Path(capture).resolve()), iface]
+    argv += ["--speed", "max" if speed is None else repr(speed), "--loop", str(loop)]
+    if netns:
+        argv = ["ip", "netns", "exec", netns, *argv]
+    p = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise ReplayError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed")
+    return json.loads(p.stdout)  # type: ignore[no-any-return]
