@@ -11,7 +11,7 @@ Ethernet interface (``SOCK_RAW``); raw-IP frames (link types 101, 228, 229 — t
 TUN captures) as network-layer packets (``SOCK_DGRAM``, protocol from the IP version; an
 Ethernet interface gets them with a broadcast destination); Ethernet frames onto a
 non-Ethernet interface (TUN) without their 14-byte header.  Other link types are refused.
-Pacing sleeps until ~200 µs before a frame's due time and spins the rest (tcpreplay's
+Pacing sleeps until 1 ms before a frame's due time and spins the rest (tcpreplay's
 default timer does the same kind of thing with ``nanosleep``/``gettimeofday``).
 """
 
@@ -24,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-SPIN_NS = 200_000  # sleep until this close to a due time, then spin: sleep() overshoots ~60 µs
+SPIN_NS = 1_000_000  # sleep until this close to a due time, then spin: sleep() overshoots
+# ~60 µs idle and up to milliseconds on a busy host
 ETH_P_ALL = 0x0003
 ETH_P_IP = 0x0800
 ETH_P_IPV6 = 0x86DD
