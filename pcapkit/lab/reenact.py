@@ -50,7 +50,7 @@ from .apps import (
     tls_server_context,
 )
 from .certs import DEFAULT_HOSTNAME
-from .scenarios import Scenario
+from .scenarios import RunData, Scenario
 
 TLS_HEADER = 5  # RFC 8446 §5.1: type, legacy version, length
 RECV_CHUNK = 65_536
@@ -75,11 +75,22 @@ def unit_bytes(unit: dict[str, Any]) -> bytes:
     return (FILLER * (n // len(FILLER) + 1))[:n]
 
 
+def records(ct: bytes) -> list[tuple[int, int]]:
+    """(offset, length) of each whole TLS record in ``ct``."""
+    out, off = [], 0
+    while off + TLS_HEADER <= len(ct):
+        n = TLS_HEADER + int.from_bytes(ct[off + 3 : off + 5], "big")
+        out.append((off, n))
+        off += n
+    return out
+
+
 class _End:
     """One end's connection: plain TCP or TLS through a memory BIO, with its write policy."""
 
     def __init__(self, sock: socket.socket, ctx: ssl.SSLContext | None, *, server: bool) -> None:
         self.sock = sock
+        self.server = server
         self.received = 0  # application bytes read from the peer
         self.read_done_ns = 0  # when the last read that advanced ``received`` returned
         self.sends: list[dict[str, int]] = []
@@ -94,11 +105,14 @@ class _End:
             )
 
     # -- raw I/O ----------------------------------------------------------------
-    def _flush(self) -> None:
+    def _flush(self, *, per_record: bool = False) -> None:
         if self.obj is not None:
             data = self.out.read()
-            if data:
+            if data and not per_record:
                 self.sock.sendall(data)
+            elif data:
+                for off, n in records(data):
+                    self.sock.sendall(data[off : off + n])
 
     def _feed(self) -> bool:
         data = self.sock.recv(RECV_CHUNK)
@@ -122,7 +136,9 @@ class _End:
                 self._flush()
                 if not self._feed():
                     raise ConnectionError("peer closed during the handshake") from None
-        self._flush()
+        # a server's last handshake step makes its NewSessionTickets: OpenSSL over a
+        # socket writes each with its own write (one segment each, as the captures show)
+        self._flush(per_record=self.server)
 
     def _drain_tls(self) -> bool:
         """Read what plaintext the BIO holds; False at close_notify."""
@@ -131,7 +147,7 @@ class _End:
             try:
                 data = self.obj.read(RECV_CHUNK)
             except ssl.SSLWantReadError:
-                self._flush()  # NewSessionTickets, key updates
+                self._flush(per_record=self.server)  # NewSessionTickets, key updates
                 return True
             except ssl.SSLZeroReturnError:
                 return False
@@ -169,37 +185,44 @@ class _End:
         if not split_records:
             self._send(ct)
             return
-        off = 0
-        while off + TLS_HEADER <= len(ct):
-            n = TLS_HEADER + int.from_bytes(ct[off + 3 : off + 5], "big")
+        for off, n in records(ct):
             self._send(ct[off : off + TLS_HEADER])
             self._send(ct[off + TLS_HEADER : off + n])
-            off += n
 
     def _send(self, data: bytes) -> None:
         self.sends.append({"t_ns": now_ns(), "len": len(data)})
         self.sock.sendall(data)
 
     def close(self, *, first: bool) -> None:
-        """Orderly close: the first to close sends close_notify/FIN, then reads to EOF."""
+        """Orderly close.  The client closes first (close_notify, FIN) and reads to EOF; the
+        server reads until the client's close, then sends its own (as the lab's servers)."""
         try:
-            if self.obj is not None:
-                try:
-                    self.obj.unwrap()
-                except (ssl.SSLWantReadError, ssl.SSLError):
-                    pass
-                self._flush()
             if first:
+                self._unwrap()
                 self.sock.shutdown(socket.SHUT_WR)
             while self._feed():
                 if self.obj is not None:
                     try:
                         self.obj.read(RECV_CHUNK)
+                    except ssl.SSLWantReadError:
+                        continue
                     except (ssl.SSLError, ValueError):
-                        pass
+                        break  # close_notify (SSLZeroReturnError) or after it
+                    else:
+                        continue
+            if not first:
+                self._unwrap()
         except OSError:
             pass
         self.sock.close()
+
+    def _unwrap(self) -> None:
+        if self.obj is not None:
+            try:
+                self.obj.unwrap()
+            except (ssl.SSLWantReadError, ssl.SSLError):
+                pass
+            self._flush()
 
 
 def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
@@ -226,11 +249,23 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
         base = end.read_done_ns if u["after"] == "peer" else last_write_ns
         due = base + round(float(u["delay_ms"]) * 1e6)
         wait = (due - now_ns()) / 1e9
-        if wait > 0:
+        woke_late: float | None = None  # only a unit that slept can wake late; the others
+        if wait > 0:  # were behind their due time already (a blocking write, a read)
             time.sleep(wait)
+            woke_late = (now_ns() - due) / 1e6
         data = unit_bytes(u)
-        last_write_ns = max(due, now_ns())
-        log.append({"unit": i, "due_ns": due, "write_ns": now_ns(), "len": len(data)})
+        # the next "self" unit is timed from this one's due time (an absolute schedule,
+        # as applications keep one): scheduling lateness does not accumulate
+        last_write_ns = due
+        log.append(
+            {
+                "unit": i,
+                "due_ns": due,
+                "write_ns": now_ns(),
+                "len": len(data),
+                "woke_late_ms": woke_late,
+            }
+        )
         nxt = next((v for v in units[i + 1 :] if v["side"] == role), None)
         if (
             coalesce_ns
@@ -322,6 +357,22 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     return {"socket": opts, "units": log, "sends": end.sends, "tls": info}
 
 
+def ground_truth(run: RunData) -> dict[str, Any]:
+    """Each end's units: when due, when written (the replay's own scheduling error)."""
+    out: dict[str, Any] = {}
+    for role, res in (("client", run.client), ("server", run.server)):
+        units = list(res.get("units", ()))
+        late = sorted(u["woke_late_ms"] for u in units if u.get("woke_late_ms") is not None)
+        out[role] = {
+            "units": units,
+            "sends": list(res.get("sends", ())),
+            # how late the program woke for a timed write: the host's scheduling, not TCP
+            "woke_late_ms_p50": late[len(late) // 2] if late else None,
+            "woke_late_ms_max": late[-1] if late else None,
+        }
+    return out
+
+
 def scenario(*, tls: bool) -> Scenario:
     """The (unregistered) replay scenario: run with ``runner.run_scenario``."""
     return Scenario(
@@ -334,4 +385,5 @@ def scenario(*, tls: bool) -> Scenario:
         client=f"{__name__}:client",
         params=PARAMS,
         tls=tls,
+        ground_truth=ground_truth,
     )
