@@ -247,6 +247,15 @@ def _tls_units(trace: Trace, flow: int, warnings: list[str]) -> tuple[list[dict[
     return units, base
 
 
+def _tcp_unit(stream: Any, d: str, ts: int, start: int, end: int) -> dict[str, Any]:
+    """A unit over stream bytes [start, end); filler when they were not captured."""
+    p0, p1 = stream.at(start), stream.at(end - 1)
+    if p0 is None or p1 is None or p1 - p0 != end - start - 1:  # a hole inside
+        return {"dir": d, "ts": ts, "len": end - start, "data": None}
+    data = bytes(stream[p0 : p1 + 1])
+    return {"dir": d, "ts": ts, "len": end - start, "data": data}
+
+
 def _tcp_units(trace: Trace, flow: int, segments: pd.DataFrame) -> list[dict[str, Any]]:
     """PSH-terminated runs of new data, one unit per run."""
     units: list[dict[str, Any]] = []
@@ -262,23 +271,11 @@ def _tcp_units(trace: Trace, flow: int, segments: pd.DataFrame) -> list[dict[str
             if bool(row.psh) or bool(row.fin):
                 end = int(row.offset) + int(row.length)
                 if end > start:
-                    p0 = stream.at(start)
-                    units.append(
-                        {
-                            "dir": d,
-                            "ts": ts,
-                            "len": end - start,
-                            "data": stream[p0 : p0 + end - start],
-                        }
-                    )
+                    units.append(_tcp_unit(stream, d, ts, start, end))
                 start = None
         if start is not None:
             row = seg.iloc[-1]
-            end = int(row["offset"]) + int(row["length"])
-            p0 = stream.at(start)
-            units.append(
-                {"dir": d, "ts": ts, "len": end - start, "data": stream[p0 : p0 + end - start]}
-            )
+            units.append(_tcp_unit(stream, d, ts, start, int(row["offset"]) + int(row["length"])))
     return units
 
 
@@ -316,8 +313,9 @@ def ready_times(units: list[dict[str, Any]], holds: dict[str, list[tuple[int, in
         for k in range(j - 1, i - 1, -1):
             start = int(held[k] or 0)
             est = start
-            if nxt is not None and cadence[d] is not None:
-                est = units[nxt]["ts"] - (nxt - k) * int(cadence[d])
+            step = cadence[d]
+            if nxt is not None and step is not None:
+                est = units[nxt]["ts"] - (nxt - k) * step
             ready[k] = min(int(units[k]["ts"]), max(start, est))
         i = j
     last: dict[str, int] = {}
@@ -458,7 +456,7 @@ def derive(trace: Trace, flow: int) -> Plan:
 
 def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
     """The plan's script with one remedy applied (a new dict; the plan is unchanged)."""
-    script = json.loads(json.dumps(plan.script))
+    script: dict[str, Any] = json.loads(json.dumps(plan.script))
     sides = script["sides"]
     for s in sides.values():
         if name == "nodelay":

@@ -19,7 +19,10 @@ FIXTURES = (
     "tls_sse_nagle tls_sse_nodelay tls_sse_think tls_sse_drop tcp_cork tcp_cork_cleared "
     "tls_tiny_records tls_buffered_records tls_record_split_write tls_record_whole_write "
     "server_think nagle_wwr nagle_wwr_nodelay tls_small_records_drop tls_large_record_drop "
-    "fast_retransmit tail_ok delivery_stall"
+    "fast_retransmit tail_ok delivery_stall rto_lost_retransmission rto_tail_loss "
+    "tls_reuse tls_no_reuse tls_resumed tls_resumption_rejected slow_start_restart "
+    "slow_start_restart_off zero_window zero_window_control handshake_ok syn_ok syn_lost "
+    "synack_lost ack_stall black_hole grpc_stream h2_sse_nodrop bulk_veth_gso_tls"
 ).split()
 
 

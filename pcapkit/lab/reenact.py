@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import ssl
 import time
@@ -54,6 +55,7 @@ from .scenarios import RunData, Scenario
 
 TLS_HEADER = 5  # RFC 8446 §5.1: type, legacy version, length
 RECV_CHUNK = 65_536
+APP_PRIORITY = 5  # SCHED_FIFO: above normal tasks, below the forwarder's (forwarder.py: 10)
 FILLER = b"pcapkit replay filler\n"  # same-size stand-in when the capture has no keys
 
 # The replay scenario's parameters: the lab's common path parameters plus these.
@@ -64,6 +66,7 @@ PARAMS: dict[str, Any] = {
     "client_nodelay": True,  # read back into scenario.json like every scenario's sockets
     "server_nodelay": True,
     "timeout_s": 60.0,
+    "realtime_apps": True,  # both programs at SCHED_FIFO APP_PRIORITY (see _realtime)
 }
 
 
@@ -286,6 +289,20 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
     return log
 
 
+def _realtime(p: dict[str, Any]) -> bool:
+    """SCHED_FIFO just below the forwarder's: a replay is about *when* each write happens,
+    and on a busy host a normal task can wake 10–30 ms late (measured: one replayed SSE
+    event 28 ms late beside other lab runs).  The programs sleep between writes and never
+    spin, so they cannot starve the host.  False when the kernel refuses."""
+    if not p.get("realtime_apps"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(APP_PRIORITY))
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
 def _load(p: dict[str, Any]) -> dict[str, Any]:
     with open(p["script"], encoding="utf-8") as f:
         return json.load(f)  # type: ignore[no-any-return]
@@ -312,6 +329,7 @@ def _cork(s: socket.socket, on: bool) -> None:
 
 def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     script = _load(p)
+    rt = _realtime(p)
     side = script["sides"]["server"]
     ctx = _contexts(p, script, "server")
     ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=bool(side["nodelay"]))
@@ -328,11 +346,12 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     log = play("server", script, end)
     end.close(first=False)
     ls.close()
-    return {"socket": opts, "units": log, "sends": end.sends}
+    return {"socket": opts, "units": log, "sends": end.sends, "realtime": rt}
 
 
 def client(p: dict[str, Any]) -> dict[str, Any]:
     script = _load(p)
+    rt = _realtime(p)
     side = script["sides"]["client"]
     ctx = _contexts(p, script, "client")
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -354,7 +373,7 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
             "alpn": end.obj.selected_alpn_protocol(),
         }
     end.close(first=True)
-    return {"socket": opts, "units": log, "sends": end.sends, "tls": info}
+    return {"socket": opts, "units": log, "sends": end.sends, "tls": info, "realtime": rt}
 
 
 def ground_truth(run: RunData) -> dict[str, Any]:
@@ -364,6 +383,7 @@ def ground_truth(run: RunData) -> dict[str, Any]:
         units = list(res.get("units", ()))
         late = sorted(u["woke_late_ms"] for u in units if u.get("woke_late_ms") is not None)
         out[role] = {
+            "realtime": res.get("realtime"),
             "units": units,
             "sends": list(res.get("sends", ())),
             # how late the program woke for a timed write: the host's scheduling, not TCP
