@@ -79,6 +79,10 @@ HOLD_KINDS = ("nagle", "nagle_delayed_ack", "tcp_cork")
 # A unit released within this long after a hold's end was released by it (the releasing
 # ACK and the released segment are consecutive frames; gaps.RELEASE_SLACK_NS).
 RELEASE_SLACK_NS = 1_000_000
+# Linux's initial window (RFC 6928: 10 segments) and minimum RTO (TCP_RTO_MIN, 200 ms):
+# a sender idle longer than its RTO restarts from the initial window unless told not to.
+INIT_CWND = 10
+MIN_RTO_NS = 200_000_000
 # Units handed to the socket this close together count as one burst for coalescing.
 COALESCE_MS = 1.0
 TLS13_OVERHEAD = 22  # header 5 + inner content type 1 + AEAD tag 16 (RFC 8446 §5.2)
@@ -123,6 +127,9 @@ class Plan:
     drop_c2s: list[int]
     drop_s2c: list[int]
     script: dict[str, Any]
+    drop_syn_c2s: list[int] = field(default_factory=list)
+    drop_syn_s2c: list[int] = field(default_factory=list)
+    sysctls: dict[str, dict[str, int]] = field(default_factory=dict)  # "cli"/"srv" → sysctls
     warnings: list[str] = field(default_factory=list)
 
     def lab_params(self) -> dict[str, Any]:
@@ -130,6 +137,10 @@ class Plan:
             "delay_ms": round(self.delay_ms, 3),
             "drop_c2s": self.drop_c2s,
             "drop_s2c": self.drop_s2c,
+            "drop_syn_c2s": self.drop_syn_c2s,
+            "drop_syn_s2c": self.drop_syn_s2c,
+            "sysctl_cli": self.sysctls.get("cli", {}),
+            "sysctl_srv": self.sysctls.get("srv", {}),
             "port": self.port,
             "tls": self.tls,
         }
@@ -193,6 +204,42 @@ def _drops(segments: pd.DataFrame, vantage_is_sender: bool) -> list[int]:
             if k == "prev_not_captured":
                 drops.append(i + 1 + len(drops))
     return drops
+
+
+def _syn_drops(packets: pd.DataFrame, flow: int, vantage: str) -> dict[str, list[int]]:
+    """Lost handshake packets, as the forwarder's 1-based SYN / SYN-ACK indices.
+
+    At the client: k SYNs sent before the SYN/ACK that came means k − 1 went unanswered
+    (lost either way; dropping the SYNs gives the client the same wait).  At the server:
+    k SYN/ACKs sent means the first k − 1 never reached the client (it sent its SYN
+    again, or the server's timer fired)."""
+    p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")]
+    flags = p["tcp_flags"].astype("int64")
+    syn = p[(flags & 0x12) == 0x02]  # SYN without ACK: the client's
+    synack = p[(flags & 0x12) == 0x12]
+    out: dict[str, list[int]] = {"c2s": [], "s2c": []}
+    if vantage == "client" and len(syn) > 1 and len(synack) >= 1:
+        out["c2s"] = list(range(1, len(syn)))
+    elif vantage == "server" and len(synack) > 1:
+        out["s2c"] = list(range(1, len(synack)))
+    return out
+
+
+def _no_restart_after_idle(seg: pd.DataFrame, rtt_ms: float) -> bool:
+    """Did this direction send more than an initial window in the first round trip after
+    an idle longer than the minimum RTO?  Then its kernel did not restart slow start
+    (``net.ipv4.tcp_slow_start_after_idle=0``, RFC 5681 §4.1 / RFC 7661): the replay sets
+    the same."""
+    new = seg[seg["kind"] == "new"]["ts_ns"].sort_values().to_numpy()
+    if new.shape[0] < INIT_CWND + 2:
+        return False
+    rtt_ns = rtt_ms * 1e6
+    for i in range(1, new.shape[0]):
+        if new[i] - new[i - 1] > MIN_RTO_NS + rtt_ns:
+            flight = int(((new >= new[i]) & (new < new[i] + 0.9 * rtt_ns)).sum())
+            if flight > INIT_CWND:
+                return True
+    return False
 
 
 def _held_start(t: int, holds: list[tuple[int, int]]) -> int | None:
@@ -433,6 +480,12 @@ def derive(trace: Trace, flow: int) -> Plan:
     drops = {}
     for d, sender in (("c2s", "client"), ("s2c", "server")):
         drops[d] = _drops(seg[seg["dir"] == d].sort_values("frame"), vantage == sender)
+    syn_drops = _syn_drops(trace.packets, flow, vantage)
+    sysctls = {
+        role: {"net.ipv4.tcp_slow_start_after_idle": 0}
+        for role, d in (("cli", "c2s"), ("srv", "s2c"))
+        if _no_restart_after_idle(seg[seg["dir"] == d], rtt_ms)
+    }
     script = {
         "tls": tls,
         "tls_version": version,
@@ -449,6 +502,9 @@ def derive(trace: Trace, flow: int) -> Plan:
         delay_ms=rtt_ms / 2,
         drop_c2s=drops["c2s"],
         drop_s2c=drops["s2c"],
+        drop_syn_c2s=syn_drops["c2s"],
+        drop_syn_s2c=syn_drops["s2c"],
+        sysctls=sysctls,
         script=script,
         warnings=warnings,
     )
@@ -609,6 +665,9 @@ def replay(
             "delay_ms": round(plan.delay_ms, 3),
             "drop_c2s": plan.drop_c2s,
             "drop_s2c": plan.drop_s2c,
+            "drop_syn_c2s": plan.drop_syn_c2s,
+            "drop_syn_s2c": plan.drop_syn_s2c,
+            "sysctls": plan.sysctls,
         },
         "sides": plan.script["sides"],
         "units": len(plan.script["units"]),

@@ -144,3 +144,26 @@ def test_cli_usage_and_refusal_exit_codes(tmp_path: Path) -> None:
     res = r.invoke(cli, ["replay", h3, "--flow", "0", "-o", str(tmp_path / "x")])
     assert res.exit_code == 1
     assert res.output.strip().splitlines()[-1].startswith("pcapkit: error: flow 0 is udp")
+
+
+@pytest.mark.parametrize(
+    ("fixture", "vantage", "c2s", "s2c"),
+    [
+        ("syn_lost", "client", [1], []),  # the client's first SYN went unanswered
+        ("synack_lost", "server", [], [1]),  # the server's first SYN/ACK never arrived
+        ("syn_ok", "client", [], []),
+    ],
+)
+def test_lost_handshake_packets(fixture: str, vantage: str, c2s: list, s2c: list) -> None:
+    with pcapkit.open(FIX / fixture / f"{vantage}.pcapng") as t:
+        plan = derive(t, 0)
+    assert (plan.drop_syn_c2s, plan.drop_syn_s2c) == (c2s, s2c)
+
+
+@pytest.mark.parametrize("fixture", ["slow_start_restart", "slow_start_restart_off"])
+def test_slow_start_after_idle_from_the_first_flight(fixture: str) -> None:
+    with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+        plan = derive(t, 0)
+    truth = _truth(fixture)["sysctls"]["srv"]["net.ipv4.tcp_slow_start_after_idle"]
+    derived = plan.lab_params()["sysctl_srv"].get("net.ipv4.tcp_slow_start_after_idle", 1)
+    assert str(derived) == truth
