@@ -7,7 +7,8 @@ two Ethernet/IPv4/UDP captures (classic pcap, ns timestamps), and sends each wit
 same namespace), while tcpdump on ``pk1`` records what arrived with nanosecond kernel
 timestamps.  Both tools are judged by the same receiver:
 
-``tcpreplay`` runs twice: with its default timer and with ``--timer=nano``.
+``tcpreplay`` runs twice: as it comes, and under ``chrt -f 5`` — the SCHED_FIFO priority
+pcapkit's sender takes for itself when paced (``pcapkit/lab/pktsend.py``).
 
 * **--max** (``tcpreplay --topspeed``): packets/s = received packets − 1 over the first to
   last arrival (the sender's own start-up does not count), and how many arrived;
@@ -35,8 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NS = f"pkbench-{os.getpid()}"
 PCAP_NS_MAGIC = 0xA1B23C4D
 LINKTYPE_ETHERNET = 1
-# tcpreplay with its default timer (gtod) and with --timer=nano
-TOOLS = ("pcapkit", "tcpreplay", "tcpreplay-nano")
+# tcpreplay as it comes, and at the SCHED_FIFO priority pcapkit's paced sender takes
+# for itself (chrt -f 5): the same footing
+TOOLS = ("pcapkit", "tcpreplay", "tcpreplay-rt")
 
 
 def write_capture(path: Path, n: int, *, paced: bool) -> None:
@@ -101,7 +103,8 @@ def one(tool: str, cap: Path, work: Path, *, top: bool) -> tuple[dict[int, int],
         argv += ["--max"] if top else ["--speed", "1"]
     else:
         argv = ["ip", "netns", "exec", NS, "tcpreplay", "-q", "-i", "pk0"]
-        argv += ["--timer=nano"] if tool == "tcpreplay-nano" else []
+        if tool == "tcpreplay-rt":
+            argv = ["chrt", "-f", "5", *argv]
         argv += ["--topspeed"] if top else []
         argv += [str(cap)]
     t0 = time.perf_counter()
@@ -168,11 +171,14 @@ def main() -> int:
             f"{', '.join(f'{r:,.0f}' for r, _ in rate[tool])} | {e[0]:.1f} µs | {e[1]:.1f} µs | "
             f"{', '.join(f'{x[1]:.0f}' for x in err[tool])} | {e[2]}/{a.paced_packets} |"
         )
-    ratio = max(rate["pcapkit"])[0] / max(rate["tcpreplay"])[0]
     med = statistics.median
-    lines += ["", f"pcapkit / tcpreplay packets/s: {ratio:.2f}× (median p99 µs: "
-              f"pcapkit {med(x[1] for x in err['pcapkit']):.0f}, "
-              f"tcpreplay {med(x[1] for x in err['tcpreplay']):.0f})"]  # fmt: skip
+    lines.append("")
+    for other in TOOLS[1:]:
+        ratio = max(rate["pcapkit"])[0] / max(rate[other])[0]
+        lines.append(
+            f"pcapkit / {other}: packets/s at max {ratio:.2f}×; median p99 at speed 1 "
+            f"{med(x[1] for x in err['pcapkit']):.0f} µs vs {med(x[1] for x in err[other]):.0f} µs"
+        )
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if a.out:

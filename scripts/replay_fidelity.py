@@ -1,7 +1,8 @@
 """Replay every TCP/TLS lab fixture and tabulate fidelity (issue 19; needs root).
 
-``python scripts/replay_fidelity.py OUTDIR [FIXTURE ...]`` runs ``pcapkit replay`` (at the
-server vantage, flow 0, ``--remedy auto``) on each fixture and prints one markdown row per
+``python scripts/replay_fidelity.py [--vantage client|server] OUTDIR [FIXTURE ...]`` runs
+``pcapkit replay`` (on the fixture's server.pcapng unless ``--vantage client``; flow 0,
+``--remedy auto``) on each fixture and prints one markdown row per
 fixture: the original's and the faithful replay's finding kinds, the TTFB/TTFT/gap p95
 errors (replay − original, ms), whether the faithful run is within tolerance, and what the
 remedies removed.  Refusals are rows too.
@@ -31,6 +32,9 @@ def _fmt(v: object) -> str:
 
 
 def main(argv: list[str]) -> int:
+    vantage = "server"
+    if argv[:1] == ["--vantage"]:
+        vantage, argv = argv[1], argv[2:]
     out = Path(argv[0])
     names = argv[1:] or FIXTURES
     root = Path(__file__).resolve().parents[1] / "fixtures"
@@ -41,7 +45,7 @@ def main(argv: list[str]) -> int:
     print("|---|---|---|---|---|---|---|---|")
     rows = {}
     for name in names:
-        cap = root / name / "server.pcapng"
+        cap = root / name / f"{vantage}.pcapng"
         try:
             s = replay(cap, flow=0, outdir=out / name, remedies=["auto"])
         except ReplayError as e:
