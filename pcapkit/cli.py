@@ -1189,7 +1189,11 @@ def capture(
 
 @cli.command(epilog=READ_HELP)
 @click.argument("capture", required=False, type=click.Path(dir_okay=False))
-@click.option("--flow", type=int, help="Socket-level: the TCP flow to re-enact (pcapkit flows).")
+@click.option(
+    "--flow",
+    type=int,
+    help="Socket-level: the TCP flow to re-enact (its id, as pcapkit analyze --flow takes it).",
+)
 @click.option(
     "-o",
     "--output",

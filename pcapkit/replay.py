@@ -189,6 +189,8 @@ def _flow_row(trace: Trace, flow: int) -> Any:
 
 def _drops(segments: pd.DataFrame, vantage_is_sender: bool) -> list[int]:
     """1-based payload-packet indices (forwarder numbering) of the lost transmissions."""
+    # probes are not lost data: a zero-window probe or keep-alive repeats a byte on purpose
+    segments = segments[~segments["kind"].isin(("zero_window_probe", "keep_alive"))]
     if segments.empty:
         return []
     offsets = segments["offset"].tolist()
@@ -671,12 +673,18 @@ def replay(
         },
         "sides": plan.script["sides"],
         "units": len(plan.script["units"]),
-        "payload": "filler" if plan.warnings else "captured",
+        "payload": _payload_kind(plan.script["units"]),
         "warnings": plan.warnings,
         "runs": runs,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def _payload_kind(units: list[dict[str, Any]]) -> str:
+    """ "captured" (every unit's bytes from the capture), "filler", or "mixed"."""
+    have = {u["data"] is not None for u in units}
+    return "captured" if have == {True} else "filler" if have == {False} else "mixed"
 
 
 def _write_diff(before: Path, after: Path, dst: Path) -> None:
