@@ -36,12 +36,13 @@ Socket level — ``replay(capture, flow=N, outdir=DIR, remedies=[...])``:
 Remedies (:data:`REMEDIES`): ``nodelay`` (nagle, nagle_delayed_ack), ``uncork``
 (tcp_cork), ``coalesce-writes`` (tls_tiny_records, tls_record_split_write,
 tls_records_coalesced: back-to-back writes handed over as one), ``record-size=N``
-(tls_tiny_records: back-to-back writes buffered into records of ≤ N bytes); ``auto`` picks
-the remedies the original's findings propose.
+(tls_tiny_records: back-to-back writes buffered into records of ≤ N bytes),
+``notsent-lowat=N`` (h2_send_buffer_hol: TCP_NOTSENT_LOWAT, the writer keeps its backlog);
+``auto`` picks the remedies the original's findings propose.
 
 Refusals (:class:`ReplayError`, one line): not TCP, no handshake in the capture (no RTT,
-no ISN), one direction only, an ALPN other than HTTP/1.1 (HTTP/2 and HTTP/3 replays are
-not built yet), a flow with no application data.
+no ISN), one direction only, an ALPN other than HTTP/1.1 or h2 (HTTP/3 replay is not
+built yet), a flow with no application data.
 
 Packet level — :func:`replay_packets`: the frames of a capture sent onto an interface in
 a lab namespace at their original pacing (scaled, or as fast as possible), like
@@ -61,6 +62,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .trace import Trace
@@ -79,6 +81,16 @@ HOLD_KINDS = ("nagle", "nagle_delayed_ack", "tcp_cork")
 # A unit released within this long after a hold's end was released by it (the releasing
 # ACK and the released segment are consecutive frames; gaps.RELEASE_SLACK_NS).
 RELEASE_SLACK_NS = 1_000_000
+# Bottleneck rate (see _bottleneck_mbit): at least this many packet spacings, the middle
+# half within this ratio (a 1 Mbit/s lab link: 1.00–1.00; unlimited paths: 4×–1000×).
+RATE_MIN_SAMPLES = 16
+RATE_SPREAD = 1.25
+RATE_MIN_BYTES = 1000  # only near-full packets (or ACKs of as much): small messages are
+#                        spaced by the application (an SSE stream at 50 ms looks like 15 kbit/s)
+HEADER_BYTES = 52  # IPv4 20 + TCP 32 (timestamps): what a segment adds to its payload
+MSS_GUESS = 1448
+SNDBUF_WRITE_AHEAD = 2 * 1024 * 1024  # SO_SNDBUF (bytes) when the capture shows write-ahead
+QUEUE_SLACK = 1.5  # a unit this close behind the previous one's serialisation was queued
 # Linux's initial window (RFC 6928: 10 segments) and minimum RTO (TCP_RTO_MIN, 200 ms):
 # a sender idle longer than its RTO restarts from the initial window unless told not to.
 INIT_CWND = 10
@@ -100,6 +112,7 @@ REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
         False,
     ),
     "record-size": (("tls_tiny_records",), True),
+    "notsent-lowat": (("h2_send_buffer_hol",), True),
 }
 # --remedy auto: the first remedy listed for each kind the original shows
 AUTO: dict[str, str] = {
@@ -108,6 +121,7 @@ AUTO: dict[str, str] = {
     "tcp_cork": "uncork",
     "tls_record_split_write": "coalesce-writes",
     "tls_tiny_records": "coalesce-writes",
+    "h2_send_buffer_hol": "notsent-lowat=16384",  # Cloudflare's value (detect/h2_send_buffer)
 }
 
 
@@ -130,6 +144,7 @@ class Plan:
     drop_syn_c2s: list[int] = field(default_factory=list)
     drop_syn_s2c: list[int] = field(default_factory=list)
     sysctls: dict[str, dict[str, int]] = field(default_factory=dict)  # "cli"/"srv" → sysctls
+    rate_mbit: float | None = None  # the bottleneck, both directions (the lab's rate_mbit)
     warnings: list[str] = field(default_factory=list)
 
     def lab_params(self) -> dict[str, Any]:
@@ -139,6 +154,7 @@ class Plan:
             "drop_s2c": self.drop_s2c,
             "drop_syn_c2s": self.drop_syn_c2s,
             "drop_syn_s2c": self.drop_syn_s2c,
+            "rate_mbit": self.rate_mbit,
             "sysctl_cli": self.sysctls.get("cli", {}),
             "sysctl_srv": self.sysctls.get("srv", {}),
             "port": self.port,
@@ -164,15 +180,16 @@ def parse_remedy(text: str) -> tuple[str, int | None]:
         value = int(raw)
     except ValueError:
         raise ValueError(f"remedy {name}: {raw!r} is not an integer") from None
-    if not 1 <= value <= 16_384:  # RFC 8446 §5.1: a record carries at most 2^14 bytes
-        raise ValueError(f"remedy {name}: {value} is outside 1..16384")
+    top = 16_384 if name == "record-size" else 1 << 30  # RFC 8446 §5.1: a record ≤ 2^14 B
+    if not 1 <= value <= top:
+        raise ValueError(f"remedy {name}: {value} is outside 1..{top}")
     return name, value
 
 
 def auto_remedies(kinds: Iterable[str]) -> list[str]:
     """The remedies the findings propose, in a stable order."""
     chosen = {AUTO[k] for k in kinds if k in AUTO}
-    return [r for r in REMEDIES if r in chosen]
+    return [r for name in REMEDIES for r in sorted(chosen) if r.partition("=")[0] == name]
 
 
 # ---------------------------------------------------------------------------- derive
@@ -242,6 +259,41 @@ def _no_restart_after_idle(seg: pd.DataFrame, rtt_ms: float) -> bool:
             if flight > INIT_CWND:
                 return True
     return False
+
+
+def _bottleneck_mbit(packets: pd.DataFrame, flow: int, vantage: str) -> float | None:
+    """The bottleneck rate of the server → client direction, where the capture shows one.
+
+    Behind a rate limit, back-to-back data arrives at the client spaced by its
+    serialisation time, and the client's ACKs reach the server spaced the same way: the
+    per-packet rate (IP bytes × 8 / spacing; at the server, bytes newly acknowledged plus
+    their headers over the ACK spacing) is then the same for most packets.  Without one,
+    the spacing follows the sender's bursts and the application, and the rates spread over
+    orders of magnitude.  Only packets (or ACKed amounts) of :data:`RATE_MIN_BYTES` or more
+    count: small messages are spaced by the application.  A rate is returned only when the middle half of the per-packet
+    rates lies within :data:`RATE_SPREAD` (and there are :data:`RATE_MIN_SAMPLES`)."""
+    p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")]
+    if vantage == "client":
+        d = p[(p["dir"] == "s2c") & (p["payload_len"] > 0)].sort_values("ts_ns")
+        size = d["wire_len"].to_numpy(dtype="float64")[1:]
+        gap = np.diff(d["ts_ns"].to_numpy(dtype="int64"))
+    elif vantage == "server":
+        a = p[p["dir"] == "c2s"].sort_values("ts_ns")
+        adv = np.diff(a["rel_ack"].to_numpy(dtype="float64"))
+        gap = np.diff(a["ts_ns"].to_numpy(dtype="int64"))
+        keep = adv > 0
+        size = adv[keep] + HEADER_BYTES * np.ceil(adv[keep] / MSS_GUESS)
+        gap = gap[keep]
+    else:
+        return None
+    ok = (gap > 0) & (size >= RATE_MIN_BYTES)  # packet pairs of data, not paced messages
+    rates = size[ok] * 8 / (gap[ok] / 1e9) / 1e6
+    if rates.shape[0] < RATE_MIN_SAMPLES:
+        return None
+    q25, q50, q75 = np.percentile(rates, [25, 50, 75])
+    if q25 <= 0 or q75 / q25 > RATE_SPREAD:
+        return None
+    return float(f"{q50:.3g}")
 
 
 def _held_start(t: int, holds: list[tuple[int, int]]) -> int | None:
@@ -328,8 +380,19 @@ def _tcp_units(trace: Trace, flow: int, segments: pd.DataFrame) -> list[dict[str
     return units
 
 
-def ready_times(units: list[dict[str, Any]], holds: dict[str, list[tuple[int, int]]]) -> list[int]:
+def ready_times(
+    units: list[dict[str, Any]],
+    holds: dict[str, list[tuple[int, int]]],
+    rate_mbit: float | None = None,
+    legs: dict[str, float] | None = None,
+) -> list[int]:
     """When each unit was written (capture clock): its wire time unless a hold released it.
+
+    Behind a bottleneck of ``rate_mbit``, a unit that follows its end's previous unit
+    within :data:`QUEUE_SLACK` × that unit's serialisation time (+ 1 ms) was queued behind
+    it: it was written with it (the application wrote ahead; the link paced it), or as
+    soon as its trigger — the peer's latest unit, plus the round trip between the
+    capture point and this end (``legs``, ms) — could have reached it.
 
     A held unit was written between the hold's start and its release.  Within a *turn*
     (consecutive units of one end, no peer unit between), held units are placed back from
@@ -367,6 +430,20 @@ def ready_times(units: list[dict[str, Any]], holds: dict[str, list[tuple[int, in
                 est = units[nxt]["ts"] - (nxt - k) * step
             ready[k] = min(int(units[k]["ts"]), max(start, est))
         i = j
+    if rate_mbit:
+        prev: dict[str, int] = {}  # the end's previous unit
+        trigger: dict[str, int] = {}  # when the peer's latest unit could have reached it
+        for k, b in enumerate(units):
+            d = b["dir"]
+            if d in prev:
+                a = units[prev[d]]
+                serial_ns = (a["len"] + HEADER_BYTES) * 8 / (rate_mbit * 1e6) * 1e9
+                if b["ts"] - a["ts"] <= QUEUE_SLACK * serial_ns + RELEASE_SLACK_NS:
+                    ready[k] = min(ready[k], max(ready[prev[d]], trigger.get(d, 0)))
+            prev[d] = k
+            other = "s2c" if d == "c2s" else "c2s"
+            leg_ms = (legs or {}).get("server" if other == "s2c" else "client", 0.0)
+            trigger[other] = int(b["ts"] + leg_ms * 1e6)
     last: dict[str, int] = {}
     for k, u in enumerate(units):
         ready[k] = max(ready[k], last.get(u["dir"], ready[k]))
@@ -401,12 +478,19 @@ def derive(trace: Trace, flow: int) -> Plan:
         if not h.empty:
             if "alpn" in h.columns and pd.notna(h["alpn"].iloc[0]):
                 alpn = str(h["alpn"].iloc[0])
+            elif pd.notna(h["alpn_offered"].iloc[0]) and "h2" in str(h["alpn_offered"].iloc[0]):
+                # TLS 1.3 encrypts the server's choice: without keys, an offer of h2 may
+                # have been taken
+                alpn = "h2"
             if str(h["version"].iloc[0]) == "TLS 1.2":
                 version = "TLSv1.2"
-    if alpn not in (None, "http/1.1"):
-        raise ReplayError(
-            f"flow {flow}: ALPN {alpn!r}: only HTTP/1.1 (and plain TCP) replays are built; "
-            "HTTP/2 and HTTP/3 replays are not yet"
+    if alpn not in (None, "http/1.1", "h2"):
+        raise ReplayError(f"flow {flow}: ALPN {alpn!r}: only HTTP/1.1, HTTP/2 and plain TCP replay")
+    if alpn == "h2":
+        warnings.append(
+            "HTTP/2: the frames are replayed as captured, each TLS record at its time after "
+            "its trigger (no HTTP/2 state machine: flow control and priorities act only "
+            "through the wire order the capture shows)"
         )
     rtt_ms = float(row["rtt_ms"])
     legs = {
@@ -422,6 +506,11 @@ def derive(trace: Trace, flow: int) -> Plan:
         base_delay_ms = rtt_ms  # the client can write one RTT after its SYN
     if not units:
         raise ReplayError(f"flow {flow}: no application data to replay")
+    if alpn == "h2" and any(u["data"] is None for u in units):
+        raise ReplayError(
+            f"flow {flow}: HTTP/2 without TLS keys: same-size filler is not HTTP/2, the "
+            "replay would not be one (give --keylog)"
+        )
     units.sort(key=lambda u: (u["ts"], 0 if u["dir"] == "c2s" else 1))
     f = trace.findings
     f = f[f["flow"] == flow] if not f.empty else f
@@ -445,7 +534,8 @@ def derive(trace: Trace, flow: int) -> Plan:
     ready_prev: dict[str, int | None] = {"client": None, "server": None}
     prev_side: str | None = None
     prev_ts = base_ts
-    for u, ready in zip(units, ready_times(units, holds), strict=True):
+    rate_mbit = _bottleneck_mbit(trace.packets, flow, vantage)
+    for u, ready in zip(units, ready_times(units, holds, rate_mbit, legs), strict=True):
         side = "client" if u["dir"] == "c2s" else "server"
         if prev_side == side and ready_prev[side] is not None:
             after = "self"
@@ -478,6 +568,10 @@ def derive(trace: Trace, flow: int) -> Plan:
             "split_records": "tls_record_split_write" in k,
             "coalesce_ms": 0.0,
             "record_size": None,
+            # a server that queued a response behind another in its socket buffer had the
+            # room to write ahead: the replay gives it as much (Linux's default wmem max)
+            "sndbuf": SNDBUF_WRITE_AHEAD if "h2_send_buffer_hol" in k else None,
+            "notsent_lowat": None,
         }
     drops = {}
     for d, sender in (("c2s", "client"), ("s2c", "server")):
@@ -507,6 +601,7 @@ def derive(trace: Trace, flow: int) -> Plan:
         drop_syn_c2s=syn_drops["c2s"],
         drop_syn_s2c=syn_drops["s2c"],
         sysctls=sysctls,
+        rate_mbit=rate_mbit,
         script=script,
         warnings=warnings,
     )
@@ -527,6 +622,8 @@ def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
         elif name == "record-size":
             s["coalesce_ms"] = COALESCE_MS
             s["record_size"] = value
+        elif name == "notsent-lowat":
+            s["notsent_lowat"] = value
     return script
 
 
@@ -633,7 +730,9 @@ def replay(
         original = measure(trace, flow)
     if any(n == "auto" for n, _ in parsed):
         parsed = [p for p in parsed if p[0] != "auto"]
-        parsed += [(n, None) for n in auto_remedies(original["kinds"]) if (n, None) not in parsed]
+        for r in auto_remedies(original["kinds"]):
+            if parse_remedy(r) not in parsed:
+                parsed.append(parse_remedy(r))
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, Any] = {"original": {"capture": str(capture), **original}}
     how = _run_once(plan, plan.script, out / "faithful")
@@ -670,6 +769,7 @@ def replay(
             "drop_syn_c2s": plan.drop_syn_c2s,
             "drop_syn_s2c": plan.drop_syn_s2c,
             "sysctls": plan.sysctls,
+            "rate_mbit": plan.rate_mbit,
         },
         "sides": plan.script["sides"],
         "units": len(plan.script["units"]),

@@ -94,16 +94,27 @@ def test_without_keys_filler_and_a_warning() -> None:
 
 
 @pytest.mark.parametrize(
-    ("fixture", "message"),
+    ("fixture", "keys", "message"),
     [
-        ("h2_hol_nodrop", "ALPN 'h2'"),
-        ("h3_sse_nodrop", "only TCP flows"),
+        ("h2_hol_nodrop", False, "HTTP/2 without TLS keys"),
+        ("h3_sse_nodrop", True, "only TCP flows"),
     ],
 )
-def test_refusals(fixture: str, message: str) -> None:
-    with pcapkit.open(FIX / fixture / "client.pcapng") as t, pytest.raises(ReplayError) as e:
+def test_refusals(fixture: str, keys: bool, message: str) -> None:
+    with (
+        pcapkit.open(FIX / fixture / "client.pcapng", embedded_keys=keys) as t,
+        pytest.raises(ReplayError) as e,
+    ):
         derive(t, 0)
     assert message in str(e.value)
+
+
+def test_h2_frames_replayed_as_captured() -> None:
+    with pcapkit.open(FIX / "h2_hol_nodrop" / "client.pcapng") as t:
+        plan = derive(t, 0)
+    assert plan.script["alpn"] == "h2" and "HTTP/2" in plan.warnings[0]
+    first = base64.b64decode(plan.script["units"][0]["data"])
+    assert first.startswith(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")  # RFC 9113 §3.4 preface
 
 
 def test_refuses_a_capture_without_the_handshake(tmp_path: Path) -> None:
@@ -167,3 +178,14 @@ def test_slow_start_after_idle_from_the_first_flight(fixture: str) -> None:
     truth = _truth(fixture)["sysctls"]["srv"]["net.ipv4.tcp_slow_start_after_idle"]
     derived = plan.lab_params()["sysctl_srv"].get("net.ipv4.tcp_slow_start_after_idle", 1)
     assert str(derived) == truth
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+@pytest.mark.parametrize(
+    "fixture", ["h2_send_buffer", "h2_send_buffer_lowat", "h2_flow_control_large", "tls_sse_nagle"]
+)
+def test_bottleneck_rate_only_where_the_path_had_one(fixture: str, vantage: str) -> None:
+    """1 Mbit/s where the lab set it; none on the unlimited paths (bulk or paced streams)."""
+    with pcapkit.open(FIX / fixture / f"{vantage}.pcapng") as t:
+        plan = derive(t, 0)
+    assert plan.rate_mbit == _truth(fixture)["path"]["s2c"]["rate_mbit"]

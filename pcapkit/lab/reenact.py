@@ -14,7 +14,8 @@ trigger:
   unit, the end of the handshake) by ``delay_ms``.
 
 Socket behaviour per end (``script["sides"][role]``): ``nodelay`` (TCP_NODELAY), ``cork``
-(TCP_CORK set before the first unit and never cleared), ``split_records`` (each TLS
+(TCP_CORK set before the first unit and never cleared), ``sndbuf`` (SO_SNDBUF),
+``notsent_lowat`` (TCP_NOTSENT_LOWAT), ``split_records`` (each TLS
 record's 5-byte header and its body handed to TCP with two ``send()`` calls, as
 ``tls_record_split_write`` shows), ``coalesce_ms`` (units of this end written within this
 many ms of the previous one are buffered and handed over as one write: the remedy for
@@ -322,9 +323,22 @@ def _contexts(p: dict[str, Any], script: dict[str, Any], role: str) -> ssl.SSLCo
     return ctx
 
 
-def _cork(s: socket.socket, on: bool) -> None:
-    if on:
+TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)  # linux/tcp.h
+
+
+def _sockopts(s: socket.socket, side: dict[str, Any]) -> dict[str, Any]:
+    """TCP_CORK, SO_SNDBUF and TCP_NOTSENT_LOWAT as the script says; read back."""
+    if side.get("cork"):
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+    if side.get("sndbuf"):
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, int(side["sndbuf"]))
+    if side.get("notsent_lowat"):
+        s.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, int(side["notsent_lowat"]))
+    return {
+        "TCP_CORK": bool(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)),
+        "SO_SNDBUF": s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF),
+        "TCP_NOTSENT_LOWAT": s.getsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT),
+    }
 
 
 def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
@@ -338,11 +352,7 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     raw.settimeout(IO_TIMEOUT_S)
     end = _End(raw, ctx, server=True)
     end.handshake()
-    _cork(raw, bool(side.get("cork")))
-    opts = {
-        **tcp_options(raw),
-        "TCP_CORK": bool(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_CORK)),
-    }
+    opts = {**tcp_options(raw), **_sockopts(raw, side)}
     log = play("server", script, end)
     end.close(first=False)
     ls.close()
@@ -361,8 +371,7 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     raw.settimeout(IO_TIMEOUT_S)
     end = _End(raw, ctx, server=False)
     end.handshake()
-    _cork(raw, bool(side.get("cork")))
-    opts = tcp_options(raw)
+    opts = {**tcp_options(raw), **_sockopts(raw, side)}
     log = play("client", script, end)
     info: dict[str, Any] = {}
     if end.obj is not None:
