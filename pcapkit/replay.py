@@ -269,18 +269,19 @@ def _bottleneck_mbit(packets: pd.DataFrame, flow: int, vantage: str) -> float | 
     per-packet rate (IP bytes × 8 / spacing; at the server, bytes newly acknowledged plus
     their headers over the ACK spacing) is then the same for most packets.  Without one,
     the spacing follows the sender's bursts and the application, and the rates spread over
-    orders of magnitude.  Only packets (or ACKed amounts) of :data:`RATE_MIN_BYTES` or more
-    count: small messages are spaced by the application.  A rate is returned only when the middle half of the per-packet
-    rates lies within :data:`RATE_SPREAD` (and there are :data:`RATE_MIN_SAMPLES`)."""
+    orders of magnitude.  Only packets (or ACKed amounts) of :data:`RATE_MIN_BYTES` or
+    more count: small messages are spaced by the application.  A rate is returned only
+    when the middle half of the per-packet rates lies within :data:`RATE_SPREAD` (and
+    there are :data:`RATE_MIN_SAMPLES`)."""
     p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")]
     if vantage == "client":
         d = p[(p["dir"] == "s2c") & (p["payload_len"] > 0)].sort_values("ts_ns")
-        size = d["wire_len"].to_numpy(dtype="float64")[1:]
-        gap = np.diff(d["ts_ns"].to_numpy(dtype="int64"))
+        size = d["wire_len"].astype("float64").to_numpy()[1:]
+        gap = np.diff(d["ts_ns"].astype("int64").to_numpy())
     elif vantage == "server":
         a = p[p["dir"] == "c2s"].sort_values("ts_ns")
-        adv = np.diff(a["rel_ack"].to_numpy(dtype="float64"))
-        gap = np.diff(a["ts_ns"].to_numpy(dtype="int64"))
+        adv = np.diff(a["rel_ack"].astype("float64").to_numpy())  # NA (no ACK flag) → NaN
+        gap = np.diff(a["ts_ns"].astype("int64").to_numpy())
         keep = adv > 0
         size = adv[keep] + HEADER_BYTES * np.ceil(adv[keep] / MSS_GUESS)
         gap = gap[keep]
@@ -455,7 +456,9 @@ def derive(trace: Trace, flow: int) -> Plan:
     """The replay plan of ``flow`` (see the module doc); ReplayError when impossible."""
     row = _flow_row(trace, flow)
     if row["proto"] != "tcp":
-        raise ReplayError(f"flow {flow} is {row['proto']}: only TCP flows replay (QUIC: not yet)")
+        raise ReplayError(
+            f"flow {flow} is {row['proto']}: only TCP flows replay (UDP and QUIC: not yet)"
+        )
     if not bool(row["handshake"]) or pd.isna(row["rtt_ms"]):
         raise ReplayError(
             f"flow {flow}: no TCP handshake in the capture: the RTT and the stream starts "
