@@ -89,6 +89,7 @@ RATE_MIN_BYTES = 1000  # only near-full packets (or ACKs of as much): small mess
 #                        spaced by the application (an SSE stream at 50 ms looks like 15 kbit/s)
 HEADER_BYTES = 52  # IPv4 20 + TCP 32 (timestamps): what a segment adds to its payload
 MSS_GUESS = 1448
+DEFAULT_RCV_WINDOW = 64_000  # Linux's first windows are ≥ 64 KiB unless SO_RCVBUF is set
 SNDBUF_WRITE_AHEAD = 2 * 1024 * 1024  # SO_SNDBUF (bytes) when the capture shows write-ahead
 QUEUE_SLACK = 1.5  # a unit this close behind the previous one's serialisation was queued
 # Linux's initial window (RFC 6928: 10 segments) and minimum RTO (TCP_RTO_MIN, 200 ms):
@@ -204,8 +205,19 @@ def _flow_row(trace: Trace, flow: int) -> Any:
     return sel.iloc[0]
 
 
-def _drops(segments: pd.DataFrame, vantage_is_sender: bool) -> list[int]:
-    """1-based payload-packet indices (forwarder numbering) of the lost transmissions."""
+def _drops(
+    segments: pd.DataFrame,
+    vantage_is_sender: bool,
+    acks: pd.DataFrame | None = None,
+    rtt_ms: float = 0.0,
+) -> list[int]:
+    """1-based payload-packet indices (forwarder numbering) of the lost transmissions.
+
+    At the sender, a copy sent again was lost — unless the ACK covering it came back less
+    than half a round trip after the last copy left (``acks``: the peer's packets, with
+    ``ts_ns`` and Wireshark's ``rel_ack``): that ACK answers the earlier copy, the
+    retransmission was spurious (a tail-loss probe or RTO while the receiver held its
+    ACKs, as an application that stopped reading makes it)."""
     # probes are not lost data: a zero-window probe or keep-alive repeats a byte on purpose
     segments = segments[~segments["kind"].isin(("zero_window_probe", "keep_alive"))]
     if segments.empty:
@@ -217,7 +229,23 @@ def _drops(segments: pd.DataFrame, vantage_is_sender: bool) -> list[int]:
         last: dict[int, int] = {}
         for i, off in enumerate(offsets):
             last[int(off)] = i
-        drops = [i + 1 for i, off in enumerate(offsets) if last[int(off)] != i]
+        spurious: set[int] = set()
+        if acks is not None and not acks.empty:
+            ack_ts = acks["ts_ns"].astype("int64").to_numpy()
+            ack_no = acks["rel_ack"].astype("float64").to_numpy()
+            ts = segments["ts_ns"].astype("int64").to_numpy()
+            ends = (segments["offset"] + segments["length"]).astype("int64").to_numpy()
+            for off, j in last.items():
+                if offsets.count(off) < 2:
+                    continue
+                covered = (ack_ts > ts[j]) & (ack_no >= ends[j] + 1)  # rel_ack is 1-based
+                if covered.any() and ack_ts[covered].min() - ts[j] < rtt_ms * 1e6 / 2:
+                    spurious.add(off)
+        drops = [
+            i + 1
+            for i, off in enumerate(offsets)
+            if last[int(off)] != i and int(off) not in spurious
+        ]
     else:
         for i, k in enumerate(kinds):
             if k == "prev_not_captured":
@@ -295,6 +323,48 @@ def _bottleneck_mbit(packets: pd.DataFrame, flow: int, vantage: str) -> float | 
     if q25 <= 0 or q75 / q25 > RATE_SPREAD:
         return None
     return float(f"{q50:.3g}")
+
+
+def _read_pauses(
+    packets: pd.DataFrame, findings: pd.DataFrame, flow: int, rtt_ms: float
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Reader pauses from ``zero_window`` findings, and each end's receive buffer.
+
+    An end whose largest advertised window stays below :data:`DEFAULT_RCV_WINDOW` set a
+    small SO_RCVBUF: the replay sets its largest window (Linux doubles the value and
+    advertises about half: the same window).  A zero window of direction d means d's
+    receiver stopped reading: it had acknowledged A bytes when the window closed, with
+    about one window W unread, so it stopped after A − W bytes, for the zero-window
+    interval plus one round trip (the window filled first).  Approximate by design:
+    zero_window's replay shows the episode, not its exact byte."""
+    p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")]
+    rcvbuf: dict[str, int] = {}
+    wmax: dict[str, int] = {}
+    for side, d in (("client", "c2s"), ("server", "s2c")):
+        w = p[p["dir"] == d]["window"].astype("float64").max()
+        if pd.notna(w) and w > 0:
+            wmax[side] = int(w)
+            if w < DEFAULT_RCV_WINDOW:
+                rcvbuf[side] = int(w)
+    pauses: list[dict[str, Any]] = []
+    if findings.empty:
+        return pauses, rcvbuf
+    for fr in findings[findings["kind"] == "zero_window"].itertuples():
+        if fr.dir not in ("c2s", "s2c") or pd.isna(fr.t_start_ns) or pd.isna(fr.t_end_ns):
+            continue
+        reader, rdir = ("client", "c2s") if fr.dir == "s2c" else ("server", "s2c")
+        acks = p[(p["dir"] == rdir) & (p["ts_ns"] <= fr.t_start_ns)]["rel_ack"]
+        acked = acks.astype("float64").max()
+        if pd.isna(acked):
+            continue
+        pauses.append(
+            {
+                "side": reader,
+                "after_bytes": max(0, int(acked) - wmax.get(reader, 0)),
+                "pause_ms": round((fr.t_end_ns - fr.t_start_ns) / 1e6 + rtt_ms, 3),
+            }
+        )
+    return pauses, rcvbuf
 
 
 def _held_start(t: int, holds: list[tuple[int, int]]) -> int | None:
@@ -578,14 +648,22 @@ def derive(trace: Trace, flow: int) -> Plan:
         }
     drops = {}
     for d, sender in (("c2s", "client"), ("s2c", "server")):
-        drops[d] = _drops(seg[seg["dir"] == d].sort_values("frame"), vantage == sender)
+        back = trace.packets
+        back = back[(back["flow"] == flow) & (back["dir"] != d)]
+        drops[d] = _drops(
+            seg[seg["dir"] == d].sort_values("frame"), vantage == sender, back, rtt_ms
+        )
     syn_drops = _syn_drops(trace.packets, flow, vantage)
     sysctls = {
         role: {"net.ipv4.tcp_slow_start_after_idle": 0}
         for role, d in (("cli", "c2s"), ("srv", "s2c"))
         if _no_restart_after_idle(seg[seg["dir"] == d], rtt_ms)
     }
+    pauses, rcvbuf = _read_pauses(trace.packets, f, flow, rtt_ms)
+    for side, size in rcvbuf.items():
+        sides[side]["rcvbuf"] = size
     script = {
+        "pauses": pauses,
         "tls": tls,
         "tls_version": version,
         "alpn": alpn,

@@ -189,3 +189,28 @@ def test_bottleneck_rate_only_where_the_path_had_one(fixture: str, vantage: str)
     with pcapkit.open(FIX / fixture / f"{vantage}.pcapng") as t:
         plan = derive(t, 0)
     assert plan.rate_mbit == _truth(fixture)["path"]["s2c"]["rate_mbit"]
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    ["rto_lost_retransmission", "rto_tail_loss", "fast_retransmit", "h2_hol_drop", "grpc_stream"],
+)
+def test_drops_at_the_sender_match_the_forwarder(fixture: str) -> None:
+    """Every lost copy, a lost retransmission included, at the forwarder's index."""
+    with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+        plan = derive(t, 0)
+    assert plan.drop_s2c == _truth(fixture)["params"]["drop_s2c"]
+
+
+def test_reader_pause_and_receive_buffer_from_zero_window() -> None:
+    with pcapkit.open(FIX / "zero_window" / "server.pcapng") as t:
+        plan = derive(t, 0)
+    truth = _truth("zero_window")["params"]
+    (pause,) = plan.script["pauses"]
+    assert pause["side"] == "client"
+    # the reader stopped after read_before_pause bytes, for pause_s: within one window
+    assert abs(pause["after_bytes"] - truth["read_before_pause"]) < 8_688
+    assert pause["pause_ms"] == pytest.approx(truth["pause_s"] * 1000, rel=0.1)
+    assert plan.script["sides"]["client"]["rcvbuf"] == 8_688  # its largest window
+    # the RTO copy sent into the closing window was spurious: the original was ACKed
+    assert plan.drop_s2c == []

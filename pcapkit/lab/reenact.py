@@ -13,9 +13,14 @@ trigger:
 * ``after: "self"`` — the unit follows the end's own previous write (or, for the first
   unit, the end of the handshake) by ``delay_ms``.
 
+``script["pauses"]``: a reader that stopped reading — ``{"side", "after_bytes",
+"pause_ms"}``: once that end has read ``after_bytes`` from its peer, it reads nothing for
+``pause_ms`` (the receive window fills and closes, as the capture showed).
+
 Socket behaviour per end (``script["sides"][role]``): ``nodelay`` (TCP_NODELAY), ``cork``
 (TCP_CORK set before the first unit and never cleared), ``sndbuf`` (SO_SNDBUF),
-``notsent_lowat`` (TCP_NOTSENT_LOWAT), ``split_records`` (each TLS
+``notsent_lowat`` (TCP_NOTSENT_LOWAT), ``rcvbuf`` (SO_RCVBUF, before the handshake),
+``split_records`` (each TLS
 record's 5-byte header and its body handed to TCP with two ``send()`` calls, as
 ``tls_record_split_write`` shows), ``coalesce_ms`` (units of this end written within this
 many ms of the previous one are buffered and handed over as one write: the remedy for
@@ -98,6 +103,7 @@ class _End:
         self.received = 0  # application bytes read from the peer
         self.read_done_ns = 0  # when the last read that advanced ``received`` returned
         self.sends: list[dict[str, int]] = []
+        self.pauses: list[tuple[int, float]] = []
         self.obj: ssl.SSLObject | None = None
         if ctx is not None:
             self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
@@ -161,8 +167,11 @@ class _End:
             self.read_done_ns = now_ns()
 
     def read_until(self, total: int) -> None:
-        """Read until ``total`` application bytes have come from the peer."""
+        """Read until ``total`` application bytes have come from the peer, stopping for
+        each read pause (``self.pauses``: (after_bytes, ms), in order) on the way."""
         while self.received < total:
+            if self.pauses and self.received >= self.pauses[0][0]:
+                time.sleep(self.pauses.pop(0)[1] / 1000)  # the reader stops reading
             if self.obj is not None and not self._drain_tls():
                 raise ConnectionError(f"peer closed after {self.received} of {total} bytes")
             if self.received >= total:
@@ -236,6 +245,11 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
     record_size = side.get("record_size")
     split = bool(side.get("split_records"))
     units = script["units"]
+    end.pauses = sorted(
+        (int(x["after_bytes"]), float(x["pause_ms"]))
+        for x in script.get("pauses", ())
+        if x["side"] == role
+    )
     peer_total = 0
     last_write_ns = now_ns()  # the handshake's end: the base of a first "self" unit
     log: list[dict[str, Any]] = []
@@ -347,6 +361,8 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     side = script["sides"]["server"]
     ctx = _contexts(p, script, "server")
     ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=bool(side["nodelay"]))
+    if side.get("rcvbuf"):  # accepted sockets inherit it (and the window scale from it)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(side["rcvbuf"]))
     ready()
     raw, _ = ls.accept()
     raw.settimeout(IO_TIMEOUT_S)
@@ -366,6 +382,8 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     ctx = _contexts(p, script, "client")
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     apply_tcp_options(raw, cc=p["cc"], nodelay=bool(side["nodelay"]))
+    if side.get("rcvbuf"):  # before connect: the window scale is chosen from it
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(side["rcvbuf"]))
     raw.settimeout(CONNECT_TIMEOUT_S)
     raw.connect((p["server_ip"], p["port"]))
     raw.settimeout(IO_TIMEOUT_S)
