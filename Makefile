@@ -8,7 +8,11 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
+<<<<<<< HEAD
 .PHONY: demo test lint bench bench-shapes fixtures golden filters notebooks clean fuzz hostile
+=======
+.PHONY: demo test lint bench bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
+>>>>>>> main
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -34,7 +38,8 @@ STRICT := dissectors pcapkit/schema.py pcapkit/anomalies.py pcapkit/net/streams.
 	pcapkit/net/tables.py pcapkit/align.py pcapkit/sessions/tls.py pcapkit/sessions/http.py \
 	pcapkit/detect/__init__.py pcapkit/detect/base.py pcapkit/detect/spec.py \
 	pcapkit/detect/registry.py pcapkit/trace.py pcapkit/report/gates.py \
-	pcapkit/pytest_plugin.py pcapkit/io/capture.py pcapkit/vantage.py
+	pcapkit/pytest_plugin.py pcapkit/io/capture.py pcapkit/vantage.py pcapkit/net/shard.py \
+	pcapkit/replay.py pcapkit/lab/reenact.py pcapkit/lab/pktsend.py
 
 lint: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks scripts fuzz
@@ -59,11 +64,23 @@ bench: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/gen_capture.py -n 1000000 -o benchmarks/out/big.pcap --seed 1
 	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap --reps 3 --out benchmarks/RESULTS.md
 
+<<<<<<< HEAD
 # issue 16: `pcapkit analyze` vs tshark on four synthetic traffic shapes (bulk, sse, h2,
 # quic), 100k and 1M packets; SIZES=100000,1000000,5000000 for the linearity run
 SIZES ?= 100000,1000000
 bench-shapes: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/shapes.py --sizes $(SIZES) --reps 3 --out benchmarks/RESULTS.md
+=======
+# Issue 20: pcapkit shard beside editcap / tshark -w, pcapkit batch on 1 and 2 Dask workers
+# (benchmarks/fleet.py; a 106 MB synthetic capture split in 8)
+bench-fleet: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python benchmarks/gen_capture.py -n 120000 -o benchmarks/out/fleet.pcap --seed 5 --no-manifest
+	nice $(TEST_VENV)/bin/python benchmarks/fleet.py benchmarks/out/fleet.pcap --shards 8 --out benchmarks/FLEET.md
+
+# Packet-level replay beside tcpreplay (issue 19; root: a throw-away network namespace)
+bench-replay: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python benchmarks/replay_packets.py --reps 3 --out benchmarks/REPLAY.md
+>>>>>>> main
 
 # Fuzzing (issue 15, fuzz/run.py): SECONDS for the file-level fuzzer plus SECONDS for the
 # dissector entry points together (ENGINE=atheris: coverage-guided, needs `pip install

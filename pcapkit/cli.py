@@ -206,6 +206,54 @@ def open_trace(
     raise AssertionError("unreachable")
 
 
+def open_for_analysis(
+    path: str, keylog: str | None, settings: dict[str, Any] | None
+) -> tuple[Any, _Progress | None]:
+    """:func:`open_trace`, or — when the capture's analysis would not fit the memory this
+    process may use — a :class:`pcapkit.sharded.ShardedTrace` over flow-hash shards in a
+    temporary directory, merged (issue 20): the same report either way."""
+    from .sharded import CROSS_CONNECTION_KINDS, capture_bytes, memory_budget, shards_needed
+
+    size = capture_bytes(path)
+    budget = memory_budget() if size else None
+    n = shards_needed(size, budget)
+    if not n:
+        return open_trace(path, keylog, settings=settings)
+    from .sharded import ShardedTrace
+
+    emit(
+        f"pcapkit: {path}: {size / 1e6:.0f} MB is more than this process's memory allows "
+        f"({(budget or 0) / 1e6:.0f} MB): analysed as {n} flow-hash shards, merged",
+        err=True,
+    )
+    cctx = click.get_current_context(silent=True)
+    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    window = max(1 << 20, min(8 << 20, (budget or 0) // 8))
+    try:
+        st = ShardedTrace(
+            path,
+            keylog,
+            shards=n,
+            thresholds=settings,
+            limits=limits,
+            window_bytes=window,
+            budget=budget,
+        )
+        if st.by == "connection":
+            emit(
+                f"pcapkit: {path}: one pair of hosts alone is too big: sharded by connection; "
+                f"findings that relate two connections ({', '.join(CROSS_CONNECTION_KINDS)}) "
+                "are only found within a shard",
+                err=True,
+            )
+        return st, None
+    except PcapkitError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}")
+    raise AssertionError("unreachable")
+
+
 def emit(text: str, *, err: bool = False, nl: bool = True, styled: bool = False) -> None:
     """Print ``text`` with every terminal control character escaped (captured strings are
     attacker-controlled: an X-Request-Id could retitle or clear the terminal).  With
@@ -424,7 +472,7 @@ def analyze(
     except ValueError as exc:
         emit(f"pcapkit: error: --kind: {exc}; kinds: {', '.join(KINDS)}", err=True)
         sys.exit(Exit.USAGE)
-    trace, prog = open_trace(path, keylog, settings=settings)
+    trace, prog = open_for_analysis(path, keylog, settings)
     failing = None
     violations: list[Any] = []
     try:
@@ -1039,6 +1087,157 @@ def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str
     emit(f"{output}: {n} frames of {len(flows)} flow(s)")
 
 
+@cli.command("shard", epilog=exit_help(Exit.OK, Exit.ERROR, Exit.USAGE))
+@click.argument("path", type=click.Path(allow_dash=True), metavar="CAPTURE")
+@click.option(
+    "-n",
+    "--shards",
+    "n",
+    type=click.IntRange(1, 4096),
+    required=True,
+    metavar="N",
+    help="How many shards to write.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="The directory to write DIR/shard-K.pcapng (K = 0…N−1) into.",
+)
+@click.option(
+    "--by",
+    type=click.Choice(["connection", "hosts"]),
+    default="connection",
+    show_default=True,
+    help="Keep together each connection (5-tuple), or every connection between two hosts "
+    "(the findings that relate connections, e.g. connection_not_reused, need it).",
+)
+def shard(path: str, n: int, outdir: str, by: str) -> None:
+    """Split a capture into N pcapng captures by a symmetric hash of each connection's
+    addresses and ports (as Zeek clusters and NIC RSS balance flows): both directions
+    and every frame of a connection land in one shard, with every interface and
+    Decryption Secrets Block of the input, in one streaming pass in bounded memory.
+    Fragments hash on their addresses; frames that are not IP go to shard 0.
+    DIR/shard-K.frames maps each shard frame to its frame number in the input.
+
+    \b
+    Examples:
+      pcapkit shard trace.pcap -n 8 -o shards/
+      pcapkit batch shards/ --out dataset/
+    """
+    from .net.shard import shard_capture
+
+    try:
+        res = shard_capture(path, n, outdir, by=by)
+    except PcapkitError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"{exc.filename or path}: {exc.strerror or exc}")
+    for a in res.anomalies:
+        emit(f"pcapkit: {path}: {a['name']}: {a['detail']}", err=True)
+    total = sum(res.frames)
+    for p, k in zip(res.paths, res.frames, strict=True):
+        emit(f"{p}: {k} frames")
+    emit(f"{total} frames in {n} shard(s), {res.secrets} secrets block(s) copied into each")
+
+
+@cli.command("batch", epilog=exit_help(Exit.OK, Exit.ERROR, Exit.USAGE))
+@click.argument("inputs", nargs=-1, required=True, metavar="INPUTS…")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False),
+    metavar="DATASET",
+    help="The directory of Parquet datasets: DATASET/<table>/ for every table.",
+)
+@click.option(
+    "--scheduler",
+    default=None,
+    metavar="ADDRESS",
+    help="A running Dask scheduler (tcp://host:8786); default: a local cluster.",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Worker processes of the local cluster (default: the usable cores).",
+)
+@click.option(
+    "--tables",
+    "tables",
+    default=None,
+    metavar="NAME[,NAME…]",
+    help="Only these tables (default: every table but packets).",
+)
+@click.option(
+    "--keylog",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="An NSS key log for every input (keys in the captures are used as well).",
+)
+@threshold_option
+def batch(
+    inputs: tuple[str, ...],
+    out: str,
+    scheduler: str | None,
+    workers: int | None,
+    tables: str | None,
+    keylog: str | None,
+    settings: dict[str, Any],
+) -> None:
+    """Analyse many captures on Dask, one task per input (a file, a glob, a directory, the
+    shards of `pcapkit shard`), into one Parquet dataset per table at DATASET/<table>/,
+    every row with its `capture` (and `shard`).  A failed input is reported (and listed in
+    DATASET/_errors.jsonl) and the rest goes on (exit 1 at the end); a re-run skips the
+    inputs already done.
+
+    \b
+    Examples:
+      pcapkit batch 'captures/*.pcapng' --out dataset/ --workers 2
+      pcapkit batch shards/ --out dataset/ --scheduler tcp://10.0.0.5:8786
+      duckdb -c "select capture, sum(cost_ms) from 'dataset/findings/*.parquet' group by 1"
+    """
+    from .batch import run_batch
+
+    names = [t.strip() for t in tables.split(",") if t.strip()] if tables else None
+
+    def report(k: int, n: int, s: dict[str, Any]) -> None:
+        what = (
+            f"ok, {s['frames']} frames, {s['rows'].get('findings', 0)} findings, {s['seconds']} s"
+            if s["ok"]
+            else f"FAILED: {s['error']}"
+        )
+        emit(f"[{k}/{n}] {s['capture']}: {what}", err=True)
+
+    try:
+        res = run_batch(
+            inputs,
+            out,
+            scheduler=scheduler,
+            workers=workers,
+            tables=names,
+            keylog=keylog,
+            settings=settings or None,
+            report=report,
+        )
+    except ValueError as exc:
+        emit(f"pcapkit: error: {exc}", err=True)
+        sys.exit(Exit.USAGE)
+    except (RuntimeError, OSError) as exc:
+        fail(str(exc))
+    emit(
+        f"{len(res.done)} done, {len(res.skipped)} already done, {len(res.failed)} failed "
+        f"in {res.seconds:.1f} s → {out}",
+        err=True,
+    )
+    if res.failed:
+        sys.exit(Exit.ERROR)
+
+
 @cli.command(epilog=READ_HELP)
 @click.argument("client", type=click.Path(allow_dash=False), metavar="CLIENT")
 @click.argument("server", type=click.Path(allow_dash=False), metavar="SERVER")
@@ -1189,6 +1388,132 @@ def capture(
     click.echo(msg, err=True)
     if as_json:
         click.echo(json.dumps(res.as_dict(), indent=2))
+
+
+@cli.command(epilog=READ_HELP)
+@click.argument("capture", required=False, type=click.Path(dir_okay=False))
+@click.option(
+    "--flow",
+    type=int,
+    help="Socket-level: the TCP flow to re-enact (its id, as pcapkit analyze --flow takes it).",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outdir",
+    type=click.Path(file_okay=False),
+    help="Socket-level: write DIR/faithful/, DIR/remedy-NAME/ and DIR/summary.json here.",
+)
+@click.option(
+    "--remedy",
+    "remedies",
+    multiple=True,
+    metavar="NAME[=VALUE]",
+    help="Socket-level: also replay with this remedy (repeatable): nodelay, uncork, "
+    "coalesce-writes, record-size=N, or auto (the remedies the findings propose).",
+)
+@click.option("--keylog", type=click.Path(exists=True, dir_okay=False), help="NSS key log.")
+@click.option(
+    "--packets",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Packet-level: send this capture's frames onto --into.",
+)
+@click.option(
+    "--into",
+    metavar="NETNS:IFACE",
+    help="Packet-level: the interface (in a network namespace) to send onto.",
+)
+@click.option(
+    "--host-iface",
+    is_flag=True,
+    help="Packet-level: --into names an interface of the host itself (never implied).",
+)
+@click.option(
+    "--speed",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Packet-level: pacing multiplier (2 = twice as fast).",
+)
+@click.option("--max", "top_speed", is_flag=True, help="Packet-level: as fast as possible.")
+@click.option(
+    "--loop",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Packet-level: send the capture this many times.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def replay(
+    capture: str | None,
+    flow: int | None,
+    outdir: str | None,
+    remedies: tuple[str, ...],
+    keylog: str | None,
+    packets: str | None,
+    into: str | None,
+    host_iface: bool,
+    speed: float,
+    top_speed: bool,
+    loop: int,
+    as_json: bool,
+) -> None:
+    """Re-enact a captured exchange over real stacks in the lab (needs root).
+
+    Socket level: the flow's path (RTT, drops) and each end's writes (sizes, timing,
+    socket options the findings imply) are replayed between a real client and server
+    through the lab's forwarder, once faithfully and once per --remedy; both ends are
+    captured with keys and analysed; DIR/summary.json holds each run's findings and
+    TTFB/TTFT/gap p95.  Packet level: the frames of --packets are sent onto an interface
+    in a network namespace at their original pacing (--speed, --max, --loop).
+
+    \b
+    Examples:
+      sudo pcapkit replay trace.pcapng --flow 0 -o out --remedy nodelay
+      sudo pcapkit replay trace.pcapng --flow 0 -o out --remedy auto
+      sudo pcapkit replay --packets trace.pcapng --into pklab-x-cli:veth0 --max
+    """
+    from .lab.errors import LabError
+    from .replay import ReplayError, replay_packets, summary_text
+    from .replay import replay as run_replay
+
+    try:
+        if packets is not None:
+            if capture is not None or flow is not None or outdir is not None or remedies:
+                raise click.UsageError(
+                    "--packets replays frames: no CAPTURE, --flow, -o or --remedy"
+                )
+            if into is None:
+                raise click.UsageError("--packets needs --into NETNS:IFACE")
+            res = replay_packets(
+                packets,
+                into=into,
+                speed=None if top_speed else speed,
+                loop=loop,
+                host_iface=host_iface,
+            )
+            click.echo(json.dumps(res, indent=2) if as_json else _packets_text(res))
+            return
+        if capture is None or flow is None or outdir is None:
+            raise click.UsageError("socket-level replay needs CAPTURE, --flow N and -o DIR")
+        summary = run_replay(capture, flow=flow, outdir=outdir, remedies=remedies, keylog=keylog)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    except (ReplayError, LabError) as e:
+        fail(str(e))
+        return
+    except PcapkitError as e:
+        fail(str(e))
+        return
+    click.echo(json.dumps(summary, indent=2) if as_json else summary_text(summary), nl=False)
+
+
+def _packets_text(res: dict[str, Any]) -> str:
+    err = res["timing_error_us"]
+    line = f"sent {res['packets']} packets ({res['bytes']} B) in {res['seconds']} s: {res['packets_per_s']} packets/s"
+    if err:
+        line += f"; timing error p50 {err['p50']} µs, p99 {err['p99']} µs"
+    return line
 
 
 def _register_optional_groups() -> None:

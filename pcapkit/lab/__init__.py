@@ -5,7 +5,10 @@ by the project's userspace forwarder (delay, rate, deterministic drops, reorderi
 devices; tcpdump captures both ends on one clock.  See DESIGN.md §6 and DETECTION.md §8.
 
 Public API: :func:`run`, :func:`list_scenarios`, :func:`cleanup_stale`; the ``lab`` click
-group lives in :mod:`pcapkit.lab.cli`.  Nothing else in ``pcapkit`` imports this package.
+group lives in :mod:`pcapkit.lab.cli`.  Replay's lab half is here too: the scripted
+client and server of a socket-level replay (:mod:`.reenact`, run through
+``runner.run_scenario``) and the packet sender (:mod:`.pktsend`).  Only the CLI and
+:mod:`pcapkit.replay` (which derives the script from a capture) import this package.
 Needs root (:class:`RootRequiredError` otherwise).
 """
 

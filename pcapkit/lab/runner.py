@@ -294,8 +294,16 @@ def run(
     writes ``middle.pcapng``, the vantage halfway along the path (TUN topology only).
     Needs root.
     """
+    return run_scenario(registry.get(name), outdir, middle=middle, **overrides)
+
+
+def run_scenario(
+    sc: Scenario, outdir: str | os.PathLike[str], *, middle: bool = False, **overrides: Any
+) -> dict[str, Any]:
+    """:func:`run` for a scenario object that is not in the registry (a replay's, built
+    per capture by :mod:`pcapkit.lab.reenact`)."""
     require_root()
-    sc = registry.get(name)
+    name = sc.name
     params = sc.resolve(overrides)
     _check_direct_path(sc, params, middle)
     out = Path(outdir)

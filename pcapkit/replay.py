@@ -1,0 +1,946 @@
+"""Replay (issue 19): re-enact a captured exchange over real stacks, with and without a remedy.
+
+Socket level — ``replay(capture, flow=N, outdir=DIR, remedies=[...])``:
+
+1. **Derive** (:func:`derive`) from one TCP flow of the capture
+   * the *path*: the flow's RTT (from the handshake, ``flows.rtt_ms``) split evenly into
+     the two one-way delays, and the drops the capture shows — every transmission of a
+     sequence range that had to be sent again, as the forwarder's 1-based payload-packet
+     index of its direction (at the sender's vantage: each copy but the last; at the
+     receiver's: the packet missing before each segment that arrived after a hole);
+   * each end's *units* — one application write each: a TLS application-data record
+     (≈ one ``SSL_write``) with keys, a PSH-terminated run of segments without TLS — with
+     its size, its payload (the decrypted or plain stream bytes; same-size filler when
+     the capture has no keys, with a warning), and its timing relative to its trigger:
+     the peer's last unit (``after: "peer"``: the gap minus the round trip between the
+     capture point and that end, ``flows.server_leg_ms`` / ``client_leg_ms``) or the end's
+     own previous write (``after: "self"``).  A unit that a TCP hold released (a
+     ``nagle``, ``nagle_delayed_ack``, ``tcp_cork`` finding of its direction whose interval
+     holds the unit's time) was written when the hold began (the finding's ``t_start``),
+     not when it left: the replay must hold it again by itself, not by script;
+   * each end's *socket behaviour* from the findings: Nagle on where a Nagle finding
+     names that end (TCP_NODELAY otherwise: the wire showed no hold), TCP_CORK left set
+     where ``tcp_cork`` does, record header and body written apart where
+     ``tls_record_split_write`` does.
+2. **Re-enact** it through the lab (:mod:`pcapkit.lab.reenact`: a scripted client and
+   server in two namespaces, the userspace forwarder between them, tcpdump at both ends,
+   keys embedded) — once faithfully (``DIR/faithful/``) and once per remedy
+   (``DIR/remedy-NAME/``).
+3. **Analyse** every run at the original's vantage and write ``DIR/summary.json``: per
+   run the findings' kinds (with their summed cost), the request metrics (TTFB, TTFT,
+   gap p95) and, for the faithful run, its error against the original with the verdict
+   against :data:`TOLERANCE_MS` / :data:`TOLERANCE_PCT`; for each remedy, the kinds it
+   removed and whether the ones it addresses are gone.  ``DIR/diff-NAME.txt`` is
+   ``pcapkit diff`` of the faithful run against each remedy run.
+
+Remedies (:data:`REMEDIES`): ``nodelay`` (nagle, nagle_delayed_ack), ``uncork``
+(tcp_cork), ``coalesce-writes`` (tls_tiny_records, tls_record_split_write,
+tls_records_coalesced: back-to-back writes handed over as one), ``record-size=N``
+(tls_tiny_records: back-to-back writes buffered into records of ≤ N bytes),
+``notsent-lowat=N`` (h2_send_buffer_hol: TCP_NOTSENT_LOWAT, the writer keeps its backlog);
+``auto`` picks the remedies the original's findings propose.
+
+Refusals (:class:`ReplayError`, one line): not TCP, no handshake in the capture (no RTT,
+no ISN), one direction only, an ALPN other than HTTP/1.1 or h2 (HTTP/3 replay is not
+built yet), a flow with no application data.
+
+Packet level — :func:`replay_packets`: the frames of a capture sent onto an interface in
+a lab namespace at their original pacing (scaled, or as fast as possible), like
+tcpreplay; the sender runs inside the namespace (:mod:`pcapkit.lab.pktsend`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .trace import Trace
+from .trace import open as open_trace
+
+# Fidelity tolerance for a request metric (TTFB, TTFT, gap p95): the larger of 5 ms (a
+# few scheduler quanta of two Python processes plus the forwarder's release jitter on a
+# busy 2-core host) and 10 % of the original's value.
+TOLERANCE_MS = 5.0
+TOLERANCE_PCT = 10.0
+# A run whose programs woke later than TOLERANCE_MS for a timed write is run again, up to
+# this many runs in all (the host was busy: another run is cheaper than a wrong verdict).
+ATTEMPTS = 3
+# Kinds that hold bytes in the sender's TCP: a unit they released was written earlier.
+HOLD_KINDS = ("nagle", "nagle_delayed_ack", "tcp_cork")
+# A unit released within this long after a hold's end was released by it (the releasing
+# ACK and the released segment are consecutive frames; gaps.RELEASE_SLACK_NS).
+RELEASE_SLACK_NS = 1_000_000
+# Bottleneck rate (see _bottleneck_mbit): at least this many packet spacings, the middle
+# half within this ratio (a 1 Mbit/s lab link: 1.00–1.00; unlimited paths: 4×–1000×).
+RATE_MIN_SAMPLES = 16
+RATE_SPREAD = 1.25
+RATE_MIN_BYTES = 1000  # only near-full packets (or ACKs of as much): small messages are
+#                        spaced by the application (an SSE stream at 50 ms looks like 15 kbit/s)
+HEADER_BYTES = 52  # IPv4 20 + TCP 32 (timestamps): what a segment adds to its payload
+MSS_GUESS = 1448
+DEFAULT_RCV_WINDOW = 64_000  # Linux's first windows are ≥ 64 KiB unless SO_RCVBUF is set
+SNDBUF_WRITE_AHEAD = 2 * 1024 * 1024  # SO_SNDBUF (bytes) when the capture shows write-ahead
+QUEUE_SLACK = 1.5  # a unit this close behind the previous one's serialisation was queued
+# Linux's initial window (RFC 6928: 10 segments) and minimum RTO (TCP_RTO_MIN, 200 ms):
+# a sender idle longer than its RTO restarts from the initial window unless told not to.
+INIT_CWND = 10
+MIN_RTO_NS = 200_000_000
+# Units handed to the socket this close together count as one burst for coalescing.
+COALESCE_MS = 1.0
+TLS13_OVERHEAD = 22  # header 5 + inner content type 1 + AEAD tag 16 (RFC 8446 §5.2)
+# an encrypted TLS 1.3 alert (2 bytes) on the wire: what a keyless capture's last record
+# of a direction is when it is the close_notify
+CLOSE_NOTIFY_LEN = 2 + TLS13_OVERHEAD
+METRICS = ("ttfb_ms", "ttft_ms", "gap_p95_ms")
+
+# remedy name → (the finding kinds it addresses, whether it takes a value)
+REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
+    "nodelay": (("nagle", "nagle_delayed_ack"), False),
+    "uncork": (("tcp_cork",), False),
+    "coalesce-writes": (
+        ("tls_tiny_records", "tls_record_split_write", "tls_records_coalesced"),
+        False,
+    ),
+    "record-size": (("tls_tiny_records",), True),
+    "notsent-lowat": (("h2_send_buffer_hol",), True),
+}
+# --remedy auto: the first remedy listed for each kind the original shows
+AUTO: dict[str, str] = {
+    "nagle": "nodelay",
+    "nagle_delayed_ack": "nodelay",
+    "tcp_cork": "uncork",
+    "tls_record_split_write": "coalesce-writes",
+    "tls_tiny_records": "coalesce-writes",
+    "h2_send_buffer_hol": "notsent-lowat=16384",  # Cloudflare's value (detect/h2_send_buffer)
+}
+
+
+class ReplayError(Exception):
+    """The capture lacks what a faithful replay needs (one line for the user)."""
+
+
+@dataclass
+class Plan:
+    """What a replay re-enacts: the path, the script, and what was seen."""
+
+    flow: int
+    vantage: str
+    tls: bool
+    port: int
+    delay_ms: float
+    drop_c2s: list[int]
+    drop_s2c: list[int]
+    script: dict[str, Any]
+    drop_syn_c2s: list[int] = field(default_factory=list)
+    drop_syn_s2c: list[int] = field(default_factory=list)
+    sysctls: dict[str, dict[str, int]] = field(default_factory=dict)  # "cli"/"srv" → sysctls
+    rate_mbit: float | None = None  # the bottleneck, both directions (the lab's rate_mbit)
+    warnings: list[str] = field(default_factory=list)
+
+    def lab_params(self) -> dict[str, Any]:
+        return {
+            "delay_ms": round(self.delay_ms, 3),
+            "drop_c2s": self.drop_c2s,
+            "drop_s2c": self.drop_s2c,
+            "drop_syn_c2s": self.drop_syn_c2s,
+            "drop_syn_s2c": self.drop_syn_s2c,
+            "rate_mbit": self.rate_mbit,
+            "sysctl_cli": self.sysctls.get("cli", {}),
+            "sysctl_srv": self.sysctls.get("srv", {}),
+            "port": self.port,
+            "tls": self.tls,
+        }
+
+
+def parse_remedy(text: str) -> tuple[str, int | None]:
+    """``"record-size=4096"`` → ("record-size", 4096); unknown names raise ValueError."""
+    name, sep, raw = text.partition("=")
+    if name not in REMEDIES and name != "auto":
+        raise ValueError(f"unknown remedy {name!r} (known: auto, {', '.join(REMEDIES)})")
+    if name == "auto":
+        return name, None
+    takes_value = REMEDIES[name][1]
+    if takes_value != bool(sep):
+        raise ValueError(
+            f"remedy {name} {'needs =N' if takes_value else 'takes no value'}: {text!r}"
+        )
+    if not sep:
+        return name, None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"remedy {name}: {raw!r} is not an integer") from None
+    top = 16_384 if name == "record-size" else 1 << 30  # RFC 8446 §5.1: a record ≤ 2^14 B
+    if not 1 <= value <= top:
+        raise ValueError(f"remedy {name}: {value} is outside 1..{top}")
+    return name, value
+
+
+def auto_remedies(kinds: Iterable[str]) -> list[str]:
+    """The remedies the findings propose, in a stable order."""
+    chosen = {AUTO[k] for k in kinds if k in AUTO}
+    return [r for name in REMEDIES for r in sorted(chosen) if r.partition("=")[0] == name]
+
+
+# ---------------------------------------------------------------------------- derive
+
+
+def _flow_row(trace: Trace, flow: int) -> Any:
+    f = trace.flows
+    sel = f[f["flow"] == flow]
+    if sel.empty:
+        known = ", ".join(str(int(x)) for x in f["flow"].head(10))
+        raise ReplayError(f"no flow {flow} in the capture (flows: {known or 'none'})")
+    return sel.iloc[0]
+
+
+def _drops(
+    segments: pd.DataFrame,
+    vantage_is_sender: bool,
+    acks: pd.DataFrame | None = None,
+    rtt_ms: float = 0.0,
+) -> list[int]:
+    """1-based payload-packet indices (forwarder numbering) of the lost transmissions.
+
+    At the sender, a copy sent again was lost — unless the ACK covering it came back less
+    than half a round trip after the last copy left (``acks``: the peer's packets, with
+    ``ts_ns`` and Wireshark's ``rel_ack``): that ACK answers the earlier copy, the
+    retransmission was spurious (a tail-loss probe or RTO while the receiver held its
+    ACKs, as an application that stopped reading makes it)."""
+    # probes are not lost data: a zero-window probe or keep-alive repeats a byte on purpose
+    segments = segments[~segments["kind"].isin(("zero_window_probe", "keep_alive"))]
+    if segments.empty:
+        return []
+    offsets = segments["offset"].tolist()
+    kinds = segments["kind"].tolist()
+    drops: list[int] = []
+    if vantage_is_sender:
+        last: dict[int, int] = {}
+        for i, off in enumerate(offsets):
+            last[int(off)] = i
+        spurious: set[int] = set()
+        if acks is not None and not acks.empty:
+            ack_ts = acks["ts_ns"].astype("int64").to_numpy()
+            ack_no = acks["rel_ack"].astype("float64").to_numpy()
+            ts = segments["ts_ns"].astype("int64").to_numpy()
+            ends = (segments["offset"] + segments["length"]).astype("int64").to_numpy()
+            for off, j in last.items():
+                if offsets.count(off) < 2:
+                    continue
+                covered = (ack_ts > ts[j]) & (ack_no >= ends[j] + 1)  # rel_ack is 1-based
+                if covered.any() and ack_ts[covered].min() - ts[j] < rtt_ms * 1e6 / 2:
+                    spurious.add(off)
+        drops = [
+            i + 1
+            for i, off in enumerate(offsets)
+            if last[int(off)] != i and int(off) not in spurious
+        ]
+    else:
+        for i, k in enumerate(kinds):
+            if k == "prev_not_captured":
+                drops.append(i + 1 + len(drops))
+    return drops
+
+
+def _syn_drops(packets: pd.DataFrame, flow: int, vantage: str) -> dict[str, list[int]]:
+    """Lost handshake packets, as the forwarder's 1-based SYN / SYN-ACK indices.
+
+    At the client: k SYNs sent before the SYN/ACK that came means k − 1 went unanswered
+    (lost either way; dropping the SYNs gives the client the same wait).  At the server:
+    k SYN/ACKs sent means the first k − 1 never reached the client (it sent its SYN
+    again, or the server's timer fired)."""
+    p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")]
+    flags = p["tcp_flags"].astype("int64")
+    syn = p[(flags & 0x12) == 0x02]  # SYN without ACK: the client's
+    synack = p[(flags & 0x12) == 0x12]
+    out: dict[str, list[int]] = {"c2s": [], "s2c": []}
+    if vantage == "client" and len(syn) > 1 and len(synack) >= 1:
+        out["c2s"] = list(range(1, len(syn)))
+    elif vantage == "server" and len(synack) > 1:
+        out["s2c"] = list(range(1, len(synack)))
+    return out
+
+
+def _no_restart_after_idle(seg: pd.DataFrame, rtt_ms: float) -> bool:
+    """Did this direction send more than an initial window in the first round trip after
+    an idle longer than the minimum RTO?  Then its kernel did not restart slow start
+    (``net.ipv4.tcp_slow_start_after_idle=0``, RFC 5681 §4.1 / RFC 7661): the replay sets
+    the same."""
+    new = seg[seg["kind"] == "new"]["ts_ns"].sort_values().to_numpy()
+    if new.shape[0] < INIT_CWND + 2:
+        return False
+    rtt_ns = rtt_ms * 1e6
+    for i in range(1, new.shape[0]):
+        if new[i] - new[i - 1] > MIN_RTO_NS + rtt_ns:
+            flight = int(((new >= new[i]) & (new < new[i] + 0.9 * rtt_ns)).sum())
+            if flight > INIT_CWND:
+                return True
+    return False
+
+
+def _bottleneck_mbit(packets: pd.DataFrame, flow: int, vantage: str) -> float | None:
+    """The bottleneck rate of the server → client direction, where the capture shows one.
+
+    Behind a rate limit, back-to-back data arrives at the client spaced by its
+    serialisation time, and the client's ACKs reach the server spaced the same way: the
+    per-packet rate (IP bytes × 8 / spacing; at the server, bytes newly acknowledged plus
+    their headers over the ACK spacing) is then the same for most packets.  Without one,
+    the spacing follows the sender's bursts and the application, and the rates spread over
+    orders of magnitude.  Only packets (or ACKed amounts) of :data:`RATE_MIN_BYTES` or
+    more count: small messages are spaced by the application.  A rate is returned only
+    when the middle half of the per-packet rates lies within :data:`RATE_SPREAD` (and
+    there are :data:`RATE_MIN_SAMPLES`)."""
+    p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")]
+    if vantage == "client":
+        d = p[(p["dir"] == "s2c") & (p["payload_len"] > 0)].sort_values("ts_ns")
+        size = d["wire_len"].astype("float64").to_numpy()[1:]
+        gap = np.diff(d["ts_ns"].astype("int64").to_numpy())
+    elif vantage == "server":
+        a = p[p["dir"] == "c2s"].sort_values("ts_ns")
+        adv = np.diff(a["rel_ack"].astype("float64").to_numpy())  # NA (no ACK flag) → NaN
+        gap = np.diff(a["ts_ns"].astype("int64").to_numpy())
+        keep = adv > 0
+        size = adv[keep] + HEADER_BYTES * np.ceil(adv[keep] / MSS_GUESS)
+        gap = gap[keep]
+    else:
+        return None
+    ok = (gap > 0) & (size >= RATE_MIN_BYTES)  # packet pairs of data, not paced messages
+    rates = size[ok] * 8 / (gap[ok] / 1e9) / 1e6
+    if rates.shape[0] < RATE_MIN_SAMPLES:
+        return None
+    q25, q50, q75 = np.percentile(rates, [25, 50, 75])
+    if q25 <= 0 or q75 / q25 > RATE_SPREAD:
+        return None
+    return float(f"{q50:.3g}")
+
+
+def _read_pauses(
+    packets: pd.DataFrame, findings: pd.DataFrame, flow: int, rtt_ms: float
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Reader pauses from ``zero_window`` findings, and each end's receive buffer.
+
+    An end whose largest advertised window stays below :data:`DEFAULT_RCV_WINDOW` set a
+    small SO_RCVBUF: the replay sets its largest window (Linux doubles the value and
+    advertises about half: the same window).  A zero window of direction d means d's
+    receiver stopped reading: it had acknowledged A bytes when the window closed, with
+    about one window W unread, so it stopped after A − W bytes, for the zero-window
+    interval plus one round trip (the window filled first).  Approximate by design:
+    zero_window's replay shows the episode, not its exact byte."""
+    p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")]
+    rcvbuf: dict[str, int] = {}
+    wmax: dict[str, int] = {}
+    for side, d in (("client", "c2s"), ("server", "s2c")):
+        w = p[p["dir"] == d]["window"].astype("float64").max()
+        if pd.notna(w) and w > 0:
+            wmax[side] = int(w)
+            if w < DEFAULT_RCV_WINDOW:
+                rcvbuf[side] = int(w)
+    pauses: list[dict[str, Any]] = []
+    if findings.empty:
+        return pauses, rcvbuf
+    for fr in findings[findings["kind"] == "zero_window"].itertuples():
+        if fr.dir not in ("c2s", "s2c") or pd.isna(fr.t_start_ns) or pd.isna(fr.t_end_ns):
+            continue
+        reader, rdir = ("client", "c2s") if fr.dir == "s2c" else ("server", "s2c")
+        acks = p[(p["dir"] == rdir) & (p["ts_ns"] <= fr.t_start_ns)]["rel_ack"]
+        acked = acks.astype("float64").max()
+        if pd.isna(acked):
+            continue
+        pauses.append(
+            {
+                "side": reader,
+                "after_bytes": max(0, int(acked) - wmax.get(reader, 0)),
+                "pause_ms": round((fr.t_end_ns - fr.t_start_ns) / 1e6 + rtt_ms, 3),
+            }
+        )
+    return pauses, rcvbuf
+
+
+def _held_start(t: int, holds: list[tuple[int, int]]) -> int | None:
+    for start, end in holds:
+        if start < t <= end + RELEASE_SLACK_NS:
+            return start
+    return None
+
+
+def _tls_units(trace: Trace, flow: int, warnings: list[str]) -> tuple[list[dict[str, Any]], int]:
+    """Application-data records of both directions: (units, base ts = client Finished)."""
+    r = trace.records
+    r = r[r["flow"] == flow]
+    hs = trace.tls_handshake
+    hs = hs[hs["flow"] == flow]
+    base: int | None = None
+    if not hs.empty and pd.notna(hs["client_finished_ts_ns"].iloc[0]):
+        base = int(hs["client_finished_ts_ns"].iloc[0])
+    decrypted = r[r["status"] == "decrypted"]
+    units: list[dict[str, Any]] = []
+    if not decrypted.empty:
+        app = r[(r["content_type"] == 23) & (r["status"] == "decrypted")]
+        for d in ("c2s", "s2c"):
+            plain = trace.plaintext(flow, d)
+            pos = 0
+            # plaintext() concatenates every decrypted application-data record in order
+            for row in app[app["dir"] == d].itertuples():
+                n = int(row.plaintext_len)
+                units.append(
+                    {"dir": d, "ts": int(row.first_ts_ns), "len": n, "data": plain[pos : pos + n]}
+                )
+                pos += n
+    else:
+        warnings.append(
+            "no TLS keys for this flow: the replay writes same-size filler, and the server's "
+            "session tickets cannot be told from data (each is replayed as a unit)"
+        )
+        outer = r[r["outer_content_type"] == 23]
+        for d in ("c2s", "s2c"):
+            rows = outer[outer["dir"] == d]
+            # TLS 1.3: the client's first encrypted record is its Finished, the server's
+            # encrypted records before the client's Finished are its handshake flight
+            if base is not None:  # TLS 1.3: encrypted handshake records come before it
+                rows = rows[rows["first_ts_ns"] > base]
+            if not rows.empty and int(rows["length"].iloc[-1]) == CLOSE_NOTIFY_LEN:
+                rows = rows.iloc[:-1]  # the direction's last record: its close_notify
+            for row in rows.itertuples():
+                n = max(0, int(row.length) - TLS13_OVERHEAD)
+                units.append({"dir": d, "ts": int(row.first_ts_ns), "len": n, "data": None})
+    if base is None:
+        raise ReplayError(f"flow {flow}: no TLS handshake in the capture")
+    return units, base
+
+
+def _tcp_unit(stream: Any, d: str, ts: int, start: int, end: int) -> dict[str, Any]:
+    """A unit over stream bytes [start, end); filler when they were not captured."""
+    p0, p1 = stream.at(start), stream.at(end - 1)
+    if p0 is None or p1 is None or p1 - p0 != end - start - 1:  # a hole inside
+        return {"dir": d, "ts": ts, "len": end - start, "data": None}
+    data = bytes(stream[p0 : p1 + 1])
+    return {"dir": d, "ts": ts, "len": end - start, "data": data}
+
+
+def _tcp_units(trace: Trace, flow: int, segments: pd.DataFrame) -> list[dict[str, Any]]:
+    """PSH-terminated runs of new data, one unit per run."""
+    units: list[dict[str, Any]] = []
+    for d in ("c2s", "s2c"):
+        seg = segments[(segments["dir"] == d) & (segments["kind"] != "retransmission")]
+        seg = seg.sort_values("offset", kind="stable")
+        stream = trace.stream(flow, d)
+        start: int | None = None
+        ts = 0
+        for row in seg.itertuples():
+            if start is None:
+                start, ts = int(row.offset), int(row.ts_ns)
+            if bool(row.psh) or bool(row.fin):
+                end = int(row.offset) + int(row.length)
+                if end > start:
+                    units.append(_tcp_unit(stream, d, ts, start, end))
+                start = None
+        if start is not None:
+            row = seg.iloc[-1]
+            units.append(_tcp_unit(stream, d, ts, start, int(row["offset"]) + int(row["length"])))
+    return units
+
+
+def ready_times(
+    units: list[dict[str, Any]],
+    holds: dict[str, list[tuple[int, int]]],
+    rate_mbit: float | None = None,
+    legs: dict[str, float] | None = None,
+) -> list[int]:
+    """When each unit was written (capture clock): its wire time unless a hold released it.
+
+    Behind a bottleneck of ``rate_mbit``, a unit that follows its end's previous unit
+    within :data:`QUEUE_SLACK` × that unit's serialisation time (+ 1 ms) was queued behind
+    it: it was written with it (the application wrote ahead; the link paced it), or as
+    soon as its trigger — the peer's latest unit, plus the round trip between the
+    capture point and this end (``legs``, ms) — could have reached it.
+
+    A held unit was written between the hold's start and its release.  Within a *turn*
+    (consecutive units of one end, no peer unit between), held units are placed back from
+    the turn's next unheld unit at the end's cadence (the median gap between its unheld
+    consecutive units), clamped to [hold start, release]; with no cadence or no later
+    unheld unit, at the hold's start.  Times never go backwards within an end.
+    """
+    n = len(units)
+    held = [_held_start(u["ts"], holds[u["dir"]]) for u in units]
+    gaps: dict[str, list[int]] = {"c2s": [], "s2c": []}
+    for i in range(1, n):
+        a, b = units[i - 1], units[i]
+        if a["dir"] == b["dir"] and held[i] is None and held[i - 1] is None:
+            gaps[b["dir"]].append(b["ts"] - a["ts"])
+    cadence = {
+        d: (sorted(g)[len(g) // 2] if g and sorted(g)[len(g) // 2] > RELEASE_SLACK_NS else None)
+        for d, g in gaps.items()
+    }
+    ready = [int(u["ts"]) for u in units]
+    i = 0
+    while i < n:
+        if held[i] is None:
+            i += 1
+            continue
+        j = i  # the run of held units [i, j) within one turn
+        while j < n and held[j] is not None and units[j]["dir"] == units[i]["dir"]:
+            j += 1
+        d = units[i]["dir"]
+        nxt = j if j < n and units[j]["dir"] == d else None
+        for k in range(j - 1, i - 1, -1):
+            start = int(held[k] or 0)
+            est = start
+            step = cadence[d]
+            if nxt is not None and step is not None:
+                est = units[nxt]["ts"] - (nxt - k) * step
+            ready[k] = min(int(units[k]["ts"]), max(start, est))
+        i = j
+    if rate_mbit:
+        prev: dict[str, int] = {}  # the end's previous unit
+        trigger: dict[str, int] = {}  # when the peer's latest unit could have reached it
+        for k, b in enumerate(units):
+            d = b["dir"]
+            if d in prev:
+                a = units[prev[d]]
+                serial_ns = (a["len"] + HEADER_BYTES) * 8 / (rate_mbit * 1e6) * 1e9
+                if b["ts"] - a["ts"] <= QUEUE_SLACK * serial_ns + RELEASE_SLACK_NS:
+                    ready[k] = min(ready[k], max(ready[prev[d]], trigger.get(d, 0)))
+            prev[d] = k
+            other = "s2c" if d == "c2s" else "c2s"
+            leg_ms = (legs or {}).get("server" if other == "s2c" else "client", 0.0)
+            trigger[other] = int(b["ts"] + leg_ms * 1e6)
+    last: dict[str, int] = {}
+    for k, u in enumerate(units):
+        ready[k] = max(ready[k], last.get(u["dir"], ready[k]))
+        last[u["dir"]] = ready[k]
+    return ready
+
+
+def derive(trace: Trace, flow: int) -> Plan:
+    """The replay plan of ``flow`` (see the module doc); ReplayError when impossible."""
+    row = _flow_row(trace, flow)
+    if row["proto"] != "tcp":
+        raise ReplayError(
+            f"flow {flow} is {row['proto']}: only TCP flows replay (UDP and QUIC: not yet)"
+        )
+    if not bool(row["handshake"]) or pd.isna(row["rtt_ms"]):
+        raise ReplayError(
+            f"flow {flow}: no TCP handshake in the capture: the RTT and the stream starts "
+            "are unknown, a faithful replay is impossible"
+        )
+    if int(row["c2s_packets"]) == 0 or int(row["s2c_packets"]) == 0:
+        raise ReplayError(f"flow {flow}: the capture shows one direction only")
+    warnings: list[str] = []
+    vantage = str(row["vantage"])
+    seg = trace.segments
+    seg = seg[seg["flow"] == flow]
+    port = int(row["server_port"])
+    hs = trace.tls
+    r = trace.records
+    tls = bool((r["flow"] == flow).any())
+    alpn = None
+    version = "TLSv1.3"
+    if tls and hs is not None and not hs.empty and "flow" in hs.columns:
+        h = hs[hs["flow"] == flow]
+        if not h.empty:
+            if "alpn" in h.columns and pd.notna(h["alpn"].iloc[0]):
+                alpn = str(h["alpn"].iloc[0])
+            elif pd.notna(h["alpn_offered"].iloc[0]) and "h2" in str(h["alpn_offered"].iloc[0]):
+                # TLS 1.3 encrypts the server's choice: without keys, an offer of h2 may
+                # have been taken
+                alpn = "h2"
+            if str(h["version"].iloc[0]) == "TLS 1.2":
+                version = "TLSv1.2"
+    if alpn not in (None, "http/1.1", "h2"):
+        raise ReplayError(f"flow {flow}: ALPN {alpn!r}: only HTTP/1.1, HTTP/2 and plain TCP replay")
+    if alpn == "h2":
+        warnings.append(
+            "HTTP/2: the frames are replayed as captured, each TLS record at its time after "
+            "its trigger (no HTTP/2 state machine: flow control and priorities act only "
+            "through the wire order the capture shows)"
+        )
+    rtt_ms = float(row["rtt_ms"])
+    legs = {
+        "server": float(row["server_leg_ms"]) if pd.notna(row["server_leg_ms"]) else 0.0,
+        "client": float(row["client_leg_ms"]) if pd.notna(row["client_leg_ms"]) else 0.0,
+    }
+    if tls:
+        units, base_ts = _tls_units(trace, flow, warnings)
+        base_delay_ms = 0.0  # the client's Finished: both ends' handshake is done by then
+    else:
+        units = _tcp_units(trace, flow, seg)
+        base_ts = int(row["first_ts_ns"])  # the SYN
+        base_delay_ms = rtt_ms  # the client can write one RTT after its SYN
+    if not units:
+        raise ReplayError(f"flow {flow}: no application data to replay")
+    if alpn == "h2" and any(u["data"] is None for u in units):
+        raise ReplayError(
+            f"flow {flow}: HTTP/2 without TLS keys: same-size filler is not HTTP/2, the "
+            "replay would not be one (give --keylog)"
+        )
+    units.sort(key=lambda u: (u["ts"], 0 if u["dir"] == "c2s" else 1))
+    f = trace.findings
+    f = f[f["flow"] == flow] if not f.empty else f
+    holds: dict[str, list[tuple[int, int]]] = {"c2s": [], "s2c": []}
+    kinds_by_dir: dict[str, set[str]] = {"c2s": set(), "s2c": set()}
+    for fr in f.itertuples():
+        if fr.dir in holds:
+            kinds_by_dir[str(fr.dir)].add(str(fr.kind))
+            cause = fr.details.get("cause") if isinstance(fr.details, dict) else None
+            if cause in ("nagle", "nagle_delayed_ack"):  # e.g. records coalesced by Nagle
+                kinds_by_dir[str(fr.dir)].add(str(cause))
+            if fr.kind in HOLD_KINDS and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
+                holds[str(fr.dir)].append((int(fr.t_start_ns), int(fr.t_end_ns)))
+            elif cause == "cwnd" and pd.notna(fr.t_end_ns):
+                # records that waited for the congestion window were written right after
+                # the end's previous unit (back to back), not when the window opened
+                before = [u["ts"] for u in units if u["dir"] == fr.dir and u["ts"] < fr.t_end_ns]
+                if before:
+                    holds[str(fr.dir)].append((int(before[-1]) - 1, int(fr.t_end_ns)))
+    script_units: list[dict[str, Any]] = []
+    ready_prev: dict[str, int | None] = {"client": None, "server": None}
+    prev_side: str | None = None
+    prev_ts = base_ts
+    rate_mbit = _bottleneck_mbit(trace.packets, flow, vantage)
+    for u, ready in zip(units, ready_times(units, holds, rate_mbit, legs), strict=True):
+        side = "client" if u["dir"] == "c2s" else "server"
+        if prev_side == side and ready_prev[side] is not None:
+            after = "self"
+            delay = (ready - int(ready_prev[side] or 0)) / 1e6
+        elif prev_side is None:  # the first unit: after this end's handshake
+            after = "self"
+            leg = legs["server"] if side == "server" else 0.0
+            delay = (ready - base_ts) / 1e6 - base_delay_ms - leg
+        else:
+            after = "peer"
+            delay = (ready - prev_ts) / 1e6 - legs[side]
+        data = u["data"]
+        script_units.append(
+            {
+                "side": side,
+                "after": after,
+                "delay_ms": round(max(0.0, delay), 3),
+                "len": int(u["len"]),
+                "data": None if data is None else base64.b64encode(bytes(data)).decode(),
+            }
+        )
+        ready_prev[side] = ready
+        prev_side, prev_ts = side, u["ts"]
+    sides = {}
+    for side, d in (("client", "c2s"), ("server", "s2c")):
+        k = kinds_by_dir[d]
+        sides[side] = {
+            "nodelay": not (k & {"nagle", "nagle_delayed_ack"}),
+            "cork": "tcp_cork" in k,
+            "split_records": "tls_record_split_write" in k,
+            "coalesce_ms": 0.0,
+            "record_size": None,
+            # a server that queued a response behind another in its socket buffer had the
+            # room to write ahead: the replay gives it as much (Linux's default wmem max)
+            "sndbuf": SNDBUF_WRITE_AHEAD if "h2_send_buffer_hol" in k else None,
+            "notsent_lowat": None,
+        }
+    drops = {}
+    for d, sender in (("c2s", "client"), ("s2c", "server")):
+        back = trace.packets
+        back = back[(back["flow"] == flow) & (back["dir"] != d)]
+        drops[d] = _drops(
+            seg[seg["dir"] == d].sort_values("frame"), vantage == sender, back, rtt_ms
+        )
+    syn_drops = _syn_drops(trace.packets, flow, vantage)
+    sysctls = {
+        role: {"net.ipv4.tcp_slow_start_after_idle": 0}
+        for role, d in (("cli", "c2s"), ("srv", "s2c"))
+        if _no_restart_after_idle(seg[seg["dir"] == d], rtt_ms)
+    }
+    pauses, rcvbuf = _read_pauses(trace.packets, f, flow, rtt_ms)
+    for side, size in rcvbuf.items():
+        sides[side]["rcvbuf"] = size
+    script = {
+        "pauses": pauses,
+        "tls": tls,
+        "tls_version": version,
+        "alpn": alpn,
+        "sides": sides,
+        "units": script_units,
+        "source": {"flow": flow, "vantage": vantage, "rtt_ms": rtt_ms},
+    }
+    return Plan(
+        flow=flow,
+        vantage=vantage,
+        tls=tls,
+        port=port,
+        delay_ms=rtt_ms / 2,
+        drop_c2s=drops["c2s"],
+        drop_s2c=drops["s2c"],
+        drop_syn_c2s=syn_drops["c2s"],
+        drop_syn_s2c=syn_drops["s2c"],
+        sysctls=sysctls,
+        rate_mbit=rate_mbit,
+        script=script,
+        warnings=warnings,
+    )
+
+
+def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
+    """The plan's script with one remedy applied (a new dict; the plan is unchanged)."""
+    script: dict[str, Any] = json.loads(json.dumps(plan.script))
+    sides = script["sides"]
+    for s in sides.values():
+        if name == "nodelay":
+            s["nodelay"] = True
+        elif name == "uncork":
+            s["cork"] = False
+        elif name == "coalesce-writes":
+            s["split_records"] = False
+            s["coalesce_ms"] = COALESCE_MS
+        elif name == "record-size":
+            s["coalesce_ms"] = COALESCE_MS
+            s["record_size"] = value
+        elif name == "notsent-lowat":
+            s["notsent_lowat"] = value
+    return script
+
+
+# --------------------------------------------------------------------------- measure
+
+
+def _num(v: Any) -> float | None:
+    if v is None or pd.isna(v):
+        return None
+    x = float(v)
+    return None if math.isnan(x) else round(x, 3)
+
+
+def measure(trace: Trace, flow: int) -> dict[str, Any]:
+    """One run's findings (kinds with summed cost) and request metrics for ``flow``."""
+    f = trace.findings
+    f = f[f["flow"] == flow] if not f.empty else f
+    kinds: dict[str, dict[str, Any]] = {}
+    for r in f.itertuples():
+        k = kinds.setdefault(str(r.kind), {"count": 0, "cost_ms": 0.0})
+        k["count"] += 1
+        k["cost_ms"] = round(k["cost_ms"] + (float(r.cost_ms) if pd.notna(r.cost_ms) else 0.0), 3)
+    q = trace.requests
+    q = q[q["flow"] == flow] if not q.empty else q
+    reqs = [{m: _num(getattr(r, m)) for m in METRICS} for r in q.itertuples()]
+    first = reqs[0] if reqs else {m: None for m in METRICS}
+    return {"kinds": dict(sorted(kinds.items())), "requests": reqs, **first}
+
+
+def _within(orig: float | None, rep: float | None) -> tuple[float | None, bool | None]:
+    if orig is None and rep is None:
+        return None, None
+    if orig is None or rep is None:
+        return None, False
+    err = rep - orig
+    return round(err, 3), abs(err) <= max(TOLERANCE_MS, abs(orig) * TOLERANCE_PCT / 100)
+
+
+def fidelity(original: dict[str, Any], faithful: dict[str, Any]) -> dict[str, Any]:
+    """Errors of the faithful run against the original, and the verdict."""
+    out: dict[str, Any] = {
+        "tolerance": f"max({TOLERANCE_MS} ms, {TOLERANCE_PCT} % of the original)",
+        "kinds_missing": sorted(set(original["kinds"]) - set(faithful["kinds"])),
+        "kinds_extra": sorted(set(faithful["kinds"]) - set(original["kinds"])),
+    }
+    ok = not out["kinds_missing"] and not out["kinds_extra"]
+    for m in METRICS:
+        err, good = _within(original[m], faithful[m])
+        out[f"{m}_error"] = err
+        if good is False:
+            ok = False
+    out["reproduced"] = ok
+    return out
+
+
+# ------------------------------------------------------------------------------ run
+
+
+def _vantage_file(vantage: str) -> str:
+    return "server.pcapng" if vantage == "server" else "client.pcapng"
+
+
+def _run_once(plan: Plan, script: dict[str, Any], outdir: Path) -> dict[str, Any]:
+    """One lab run of ``script``; rerun (up to :data:`ATTEMPTS` in all) while the programs
+    woke more than :data:`TOLERANCE_MS` late for a timed write (a busy host, not the
+    replay).  Returns how the run went: attempts and the worst wake-up lateness."""
+    from .lab.reenact import scenario
+    from .lab.runner import run_scenario
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    path = outdir / "script.json"
+    path.write_text(json.dumps(script, indent=1) + "\n", encoding="utf-8")
+    late: float | None = None
+    attempts = 0
+    while attempts < ATTEMPTS:
+        attempts += 1
+        doc = run_scenario(
+            scenario(tls=plan.tls),
+            outdir,
+            script=str(path.resolve()),
+            **plan.lab_params(),
+        )
+        gt = doc.get("ground_truth") or {}
+        lates = [gt[r]["woke_late_ms_max"] for r in ("client", "server") if r in gt]
+        late = max((x for x in lates if x is not None), default=None)
+        if late is None or late <= TOLERANCE_MS:
+            break
+    return {"attempts": attempts, "woke_late_ms_max": None if late is None else round(late, 3)}
+
+
+def replay(
+    capture: str | os.PathLike[str],
+    *,
+    flow: int,
+    outdir: str | os.PathLike[str],
+    remedies: Sequence[str] = (),
+    keylog: str | None = None,
+) -> dict[str, Any]:
+    """Socket-level replay of ``flow`` (module doc); writes and returns summary.json."""
+    parsed = [parse_remedy(r) for r in remedies]
+    out = Path(outdir)
+    with open_trace(capture, keylog=keylog) as trace:
+        plan = derive(trace, flow)
+        original = measure(trace, flow)
+    if any(n == "auto" for n, _ in parsed):
+        parsed = [p for p in parsed if p[0] != "auto"]
+        for r in auto_remedies(original["kinds"]):
+            if parse_remedy(r) not in parsed:
+                parsed.append(parse_remedy(r))
+    out.mkdir(parents=True, exist_ok=True)
+    runs: dict[str, Any] = {"original": {"capture": str(capture), **original}}
+    how = _run_once(plan, plan.script, out / "faithful")
+    vfile = _vantage_file(plan.vantage)
+    with open_trace(out / "faithful" / vfile) as t:
+        runs["faithful"] = {**measure(t, 0), "run": how}
+    runs["faithful"]["fidelity"] = fidelity(original, runs["faithful"])
+    for name, value in parsed:
+        label = name if value is None else f"{name}={value}"
+        d = out / f"remedy-{label}"
+        how = _run_once(plan, remedied(plan, name, value), d)
+        with open_trace(d / vfile) as t:
+            m = {**measure(t, 0), "run": how}
+        addressed = [k for k in REMEDIES[name][0] if k in runs["faithful"]["kinds"]]
+        m["remedy"] = {
+            "name": name,
+            "value": value,
+            "addresses": list(REMEDIES[name][0]),
+            "removed": sorted(set(runs["faithful"]["kinds"]) - set(m["kinds"])),
+            "appeared": sorted(set(m["kinds"]) - set(runs["faithful"]["kinds"])),
+            "addressed_gone": all(k not in m["kinds"] for k in addressed) if addressed else None,
+        }
+        runs[f"remedy-{label}"] = m
+        _write_diff(out / "faithful" / vfile, d / vfile, out / f"diff-{label}.txt")
+    summary = {
+        "schema": "pcapkit.replay/1",
+        "capture": str(capture),
+        "flow": flow,
+        "vantage": plan.vantage,
+        "path": {
+            "delay_ms": round(plan.delay_ms, 3),
+            "drop_c2s": plan.drop_c2s,
+            "drop_s2c": plan.drop_s2c,
+            "drop_syn_c2s": plan.drop_syn_c2s,
+            "drop_syn_s2c": plan.drop_syn_s2c,
+            "sysctls": plan.sysctls,
+            "rate_mbit": plan.rate_mbit,
+        },
+        "sides": plan.script["sides"],
+        "units": len(plan.script["units"]),
+        "payload": _payload_kind(plan.script["units"]),
+        "warnings": plan.warnings,
+        "runs": runs,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return summary
+
+
+def _payload_kind(units: list[dict[str, Any]]) -> str:
+    """ "captured" (every unit's bytes from the capture), "filler", or "mixed"."""
+    have = {u["data"] is not None for u in units}
+    return "captured" if have == {True} else "filler" if have == {False} else "mixed"
+
+
+def _write_diff(before: Path, after: Path, dst: Path) -> None:
+    from .report.diff import diff, diff_text
+
+    dst.write_text(diff_text(diff(before, after)), encoding="utf-8")
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    """Original, faithful replay and each remedy side by side (a few lines)."""
+    runs = summary["runs"]
+    names = list(runs)
+    lines = [
+        f"replay of flow {summary['flow']} ({summary['vantage']} vantage), "
+        f"one-way delay {summary['path']['delay_ms']} ms, drops c2s {summary['path']['drop_c2s']} "
+        f"s2c {summary['path']['drop_s2c']}, {summary['units']} units ({summary['payload']})"
+    ]
+    lines += [f"warning: {w}" for w in summary["warnings"]]
+    width = max(len(n) for n in names)
+    for m in METRICS:
+        vals = " → ".join(
+            f"{n} {'–' if runs[n][m] is None else format(runs[n][m], '.1f') + ' ms'}" for n in names
+        )
+        lines.append(f"{m[:-3].upper():<6} {vals}")
+    for n in names:
+        kinds = ", ".join(runs[n]["kinds"]) or "none"
+        lines.append(f"{n:<{width}}  findings: {kinds}")
+    fid = runs["faithful"]["fidelity"]
+    lines.append(
+        "faithful replay "
+        + ("reproduces the original" if fid["reproduced"] else "differs from the original")
+        + f" (tolerance {fid['tolerance']}; missing {fid['kinds_missing'] or 'none'}, "
+        f"extra {fid['kinds_extra'] or 'none'})"
+    )
+    for n in names[2:]:
+        rem = runs[n]["remedy"]
+        gone = ", ".join(rem["removed"]) or "nothing"
+        lines.append(f"{n}: removed {gone}; appeared {', '.join(rem['appeared']) or 'nothing'}")
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------- packet level
+
+
+def replay_packets(
+    capture: str | os.PathLike[str],
+    *,
+    into: str,
+    speed: float | None = 1.0,
+    loop: int = 1,
+    host_iface: bool = False,
+) -> dict[str, Any]:
+    """Send ``capture``'s frames onto ``into`` (``NETNS:IFACE``, or a host interface name
+    with ``host_iface=True``) at their pacing × 1/``speed`` (``None``: as fast as
+    possible), ``loop`` times.  Returns the sender's report (packets, seconds, timing
+    error percentiles).  Needs root."""
+    from .lab.pktsend import PROGRAM
+
+    netns, sep, iface = into.partition(":")
+    if host_iface:
+        if sep:
+            raise ReplayError("--host-iface takes a bare interface name, not NETNS:IFACE")
+        netns, iface = "", into
+    elif not sep or not netns or not iface:
+        raise ReplayError(
+            f"--into {into!r}: expected NETNS:IFACE (a lab namespace); a host interface "
+            "only with --host-iface"
+        )
+    elif not Path("/run/netns", netns).exists():
+        raise ReplayError(f"no network namespace {netns!r} (ip netns list)")
+    argv = [sys.executable, PROGRAM, str(Path(capture).resolve()), iface]
+    argv += ["--speed", "max" if speed is None else repr(speed), "--loop", str(loop)]
+    if netns:
+        argv = ["ip", "netns", "exec", netns, *argv]
+    p = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise ReplayError(p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed")
+    return json.loads(p.stdout)  # type: ignore[no-any-return]

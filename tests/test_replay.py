@@ -1,0 +1,216 @@
+"""Replay's derivation (issue 19) on the lab fixtures: no root, no lab run.
+
+What a capture says about the path, the writes and the sockets is checked against the
+fixture's own ground truth (scenario.json), and the refusals against captures that lack
+what a faithful replay needs.  The lab runs themselves are in tests/lab/test_replay_lab.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import pcapkit
+from pcapkit.cli import cli
+from pcapkit.replay import (
+    ReplayError,
+    auto_remedies,
+    derive,
+    parse_remedy,
+    remedied,
+)
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _truth(name: str) -> dict:
+    return json.loads((FIX / name / "scenario.json").read_text())
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_sse_nagle_units_payload_and_sockets(vantage: str) -> None:
+    with pcapkit.open(FIX / "tls_sse_nagle" / f"{vantage}.pcapng") as t:
+        plan = derive(t, 0)
+    units = plan.script["units"]
+    # GET, the response head, 20 events, the last chunk: one SSL_write each
+    assert [u["side"] for u in units] == ["client"] + ["server"] * 22
+    first = base64.b64decode(units[0]["data"])
+    assert first.startswith(b"GET /v1/stream HTTP/1.1\r\n")
+    assert base64.b64decode(units[3]["data"]) == b"f\r\ndata: token 2\n\n\r\n"
+    assert plan.script["sides"]["server"]["nodelay"] is False  # nagle_delayed_ack: s2c
+    assert plan.script["sides"]["client"]["nodelay"] is True
+    assert plan.drop_c2s == [] and plan.drop_s2c == []
+    assert plan.delay_ms * 2 == pytest.approx(_truth("tls_sse_nagle")["path"]["rtt_ms"], abs=1)
+
+
+def test_held_events_get_their_write_times_back() -> None:
+    """Events 1 and 2 left together behind the delayed ACK; the script writes them at the
+    stream's cadence, as the server did (scenario.json ground truth), not together."""
+    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
+        units = derive(t, 0).script["units"]
+    ev = _truth("tls_sse_nagle")["ground_truth"]["events"]
+    truth_ms = (ev[1]["write_ns"] - ev[0]["write_ns"]) / 1e6  # event 1 → event 2
+    assert units[3]["after"] == "self"
+    assert units[3]["delay_ms"] == pytest.approx(truth_ms, abs=5)
+    assert units[1]["after"] == "peer" and units[1]["delay_ms"] < 5  # head: at once
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_drop_index_matches_the_forwarder(vantage: str) -> None:
+    with pcapkit.open(FIX / "tls_sse_drop" / f"{vantage}.pcapng") as t:
+        plan = derive(t, 0)
+    assert plan.drop_s2c == _truth("tls_sse_drop")["params"]["drop_s2c"]
+    assert plan.drop_c2s == []
+
+
+def test_socket_behaviour_from_findings_and_remedies() -> None:
+    with pcapkit.open(FIX / "tcp_cork" / "server.pcapng") as t:
+        cork = derive(t, 0)
+    assert cork.script["sides"]["server"]["cork"] is True
+    assert cork.script["tls"] is False
+    assert [u["len"] for u in cork.script["units"]] == [18, 100, 100, 100, 100]
+    assert remedied(cork, "uncork", None)["sides"]["server"]["cork"] is False
+    assert cork.script["sides"]["server"]["cork"] is True  # the plan itself unchanged
+    with pcapkit.open(FIX / "tls_record_split_write" / "server.pcapng") as t:
+        split = derive(t, 0)
+    assert split.script["sides"]["server"]["split_records"] is True
+    fixed = remedied(split, "coalesce-writes", None)["sides"]["server"]
+    assert fixed["split_records"] is False and fixed["coalesce_ms"] > 0
+    with pcapkit.open(FIX / "tls_sse_nodelay" / "server.pcapng") as t:
+        assert derive(t, 0).script["sides"]["server"]["nodelay"] is True
+
+
+def test_without_keys_filler_and_a_warning() -> None:
+    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng", embedded_keys=False) as t:
+        plan = derive(t, 0)
+    assert plan.warnings and "no TLS keys" in plan.warnings[0]
+    assert all(u["data"] is None for u in plan.script["units"])
+    assert plan.script["units"][0] == {**plan.script["units"][0], "side": "client", "len": 73}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "keys", "message"),
+    [
+        ("h2_hol_nodrop", False, "HTTP/2 without TLS keys"),
+        ("h3_sse_nodrop", True, "only TCP flows"),
+    ],
+)
+def test_refusals(fixture: str, keys: bool, message: str) -> None:
+    with (
+        pcapkit.open(FIX / fixture / "client.pcapng", embedded_keys=keys) as t,
+        pytest.raises(ReplayError) as e,
+    ):
+        derive(t, 0)
+    assert message in str(e.value)
+
+
+def test_h2_frames_replayed_as_captured() -> None:
+    with pcapkit.open(FIX / "h2_hol_nodrop" / "client.pcapng") as t:
+        plan = derive(t, 0)
+    assert plan.script["alpn"] == "h2" and "HTTP/2" in plan.warnings[0]
+    first = base64.b64decode(plan.script["units"][0]["data"])
+    assert first.startswith(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")  # RFC 9113 §3.4 preface
+
+
+def test_refuses_a_capture_without_the_handshake(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.pcapng"
+    subprocess.run(
+        ["editcap", "-r", str(FIX / "tls_sse_nagle" / "server.pcapng"), str(cut), "4-56"],
+        check=True,
+        capture_output=True,
+    )
+    with pcapkit.open(cut) as t, pytest.raises(ReplayError, match="no TCP handshake"):
+        derive(t, 0)
+    with pcapkit.open(cut) as t, pytest.raises(ReplayError, match="no flow 7"):
+        derive(t, 7)
+
+
+def test_remedy_names() -> None:
+    assert parse_remedy("nodelay") == ("nodelay", None)
+    assert parse_remedy("record-size=4096") == ("record-size", 4096)
+    for bad in ("record-size", "nodelay=1", "record-size=x", "record-size=0", "fast"):
+        with pytest.raises(ValueError):
+            parse_remedy(bad)
+    assert auto_remedies(["sse_batching", "tcp_cork", "nagle_delayed_ack"]) == [
+        "nodelay",
+        "uncork",
+    ]
+
+
+def test_cli_usage_and_refusal_exit_codes(tmp_path: Path) -> None:
+    r = CliRunner()
+    assert r.invoke(cli, ["replay"]).exit_code == 2
+    cap = str(FIX / "tls_sse_nagle" / "server.pcapng")
+    assert r.invoke(cli, ["replay", "--packets", cap]).exit_code == 2
+    res = r.invoke(cli, ["replay", cap, "--flow", "0", "-o", str(tmp_path), "--remedy", "x"])
+    assert res.exit_code == 2
+    res = r.invoke(cli, ["replay", "--packets", cap, "--into", "eth0"])
+    assert res.exit_code == 1 and "NETNS:IFACE" in res.output
+    h3 = str(FIX / "h3_sse_nodrop" / "client.pcapng")
+    res = r.invoke(cli, ["replay", h3, "--flow", "0", "-o", str(tmp_path / "x")])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines()[-1].startswith("pcapkit: error: flow 0 is udp")
+
+
+@pytest.mark.parametrize(
+    ("fixture", "vantage", "c2s", "s2c"),
+    [
+        ("syn_lost", "client", [1], []),  # the client's first SYN went unanswered
+        ("synack_lost", "server", [], [1]),  # the server's first SYN/ACK never arrived
+        ("syn_ok", "client", [], []),
+    ],
+)
+def test_lost_handshake_packets(fixture: str, vantage: str, c2s: list, s2c: list) -> None:
+    with pcapkit.open(FIX / fixture / f"{vantage}.pcapng") as t:
+        plan = derive(t, 0)
+    assert (plan.drop_syn_c2s, plan.drop_syn_s2c) == (c2s, s2c)
+
+
+@pytest.mark.parametrize("fixture", ["slow_start_restart", "slow_start_restart_off"])
+def test_slow_start_after_idle_from_the_first_flight(fixture: str) -> None:
+    with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+        plan = derive(t, 0)
+    truth = _truth(fixture)["sysctls"]["srv"]["net.ipv4.tcp_slow_start_after_idle"]
+    derived = plan.lab_params()["sysctl_srv"].get("net.ipv4.tcp_slow_start_after_idle", 1)
+    assert str(derived) == truth
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+@pytest.mark.parametrize(
+    "fixture", ["h2_send_buffer", "h2_send_buffer_lowat", "h2_flow_control_large", "tls_sse_nagle"]
+)
+def test_bottleneck_rate_only_where_the_path_had_one(fixture: str, vantage: str) -> None:
+    """1 Mbit/s where the lab set it; none on the unlimited paths (bulk or paced streams)."""
+    with pcapkit.open(FIX / fixture / f"{vantage}.pcapng") as t:
+        plan = derive(t, 0)
+    assert plan.rate_mbit == _truth(fixture)["path"]["s2c"]["rate_mbit"]
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    ["rto_lost_retransmission", "rto_tail_loss", "fast_retransmit", "h2_hol_drop", "grpc_stream"],
+)
+def test_drops_at_the_sender_match_the_forwarder(fixture: str) -> None:
+    """Every lost copy, a lost retransmission included, at the forwarder's index."""
+    with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+        plan = derive(t, 0)
+    assert plan.drop_s2c == _truth(fixture)["params"]["drop_s2c"]
+
+
+def test_reader_pause_and_receive_buffer_from_zero_window() -> None:
+    with pcapkit.open(FIX / "zero_window" / "server.pcapng") as t:
+        plan = derive(t, 0)
+    truth = _truth("zero_window")["params"]
+    (pause,) = plan.script["pauses"]
+    assert pause["side"] == "client"
+    # the reader stopped after read_before_pause bytes, for pause_s: within one window
+    assert abs(pause["after_bytes"] - truth["read_before_pause"]) < 8_688
+    assert pause["pause_ms"] == pytest.approx(truth["pause_s"] * 1000, rel=0.1)
+    assert plan.script["sides"]["client"]["rcvbuf"] == 8_688  # its largest window
+    # the RTO copy sent into the closing window was spurious: the original was ACKed
+    assert plan.drop_s2c == []
