@@ -8,11 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-<<<<<<< HEAD
-.PHONY: demo test lint bench bench-shapes fixtures golden filters notebooks clean fuzz hostile
-=======
-.PHONY: demo test lint bench bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
->>>>>>> main
+.PHONY: demo test lint bench bench-shapes bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -64,13 +60,12 @@ bench: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/gen_capture.py -n 1000000 -o benchmarks/out/big.pcap --seed 1
 	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap --reps 3 --out benchmarks/RESULTS.md
 
-<<<<<<< HEAD
 # issue 16: `pcapkit analyze` vs tshark on four synthetic traffic shapes (bulk, sse, h2,
 # quic), 100k and 1M packets; SIZES=100000,1000000,5000000 for the linearity run
 SIZES ?= 100000,1000000
 bench-shapes: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/shapes.py --sizes $(SIZES) --reps 3 --out benchmarks/RESULTS.md
-=======
+
 # Issue 20: pcapkit shard beside editcap / tshark -w, pcapkit batch on 1 and 2 Dask workers
 # (benchmarks/fleet.py; a 106 MB synthetic capture split in 8)
 bench-fleet: $(TEST_VENV)/.stamp
@@ -80,7 +75,6 @@ bench-fleet: $(TEST_VENV)/.stamp
 # Packet-level replay beside tcpreplay (issue 19; root: a throw-away network namespace)
 bench-replay: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/replay_packets.py --reps 3 --out benchmarks/REPLAY.md
->>>>>>> main
 
 # Fuzzing (issue 15, fuzz/run.py): SECONDS for the file-level fuzzer plus SECONDS for the
 # dissector entry points together (ENGINE=atheris: coverage-guided, needs `pip install
