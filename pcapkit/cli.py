@@ -1534,9 +1534,15 @@ def _arrow_system_allocator() -> None:
     fits without it).  The command line lets Arrow (pandas' strings) use malloc as numpy
     does, unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses; the library leaves that to its
     caller."""
-    # through the environment Arrow reads when it first allocates, not by importing
+    if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
+        return
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:  # already loaded (an embedding program): set its pool
+        pa.set_memory_pool(pa.system_memory_pool())
+        return
+    # else through the environment Arrow reads when it first allocates, not by importing
     # pyarrow here (a quarter of a second of start-up for commands that never use it)
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
 
 
 def main() -> None:

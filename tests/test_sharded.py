@@ -124,6 +124,7 @@ import atexit, sys
 atexit.register(lambda: sys.stderr.write(
     "VMPEAK_KB " + [l for l in open("/proc/self/status") if l.startswith("VmPeak")][0].split()[1]))
 import pcapkit.cli
+import pcapkit.trace  # the analysis machinery (numpy, pandas): the CLI loads it lazily
 if sys.argv[1:] == ["--import-only"]:
     sys.exit(0)
 sys.argv = ["pcapkit"] + sys.argv[1:]
