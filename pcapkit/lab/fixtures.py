@@ -54,7 +54,10 @@ CAPTURE_BUDGET_BYTES = 200_000  # issue 4: each capture under ~200 KB
 # stall pairs (lost handshakes, RTOs, a black hole, a delivery stall) need all three
 # vantages — what each can and cannot see is the point — at a few kB each (plain HTTP, no
 # TLS): ~0.3 MB more.
-FOLDER_BUDGET_BYTES = 6_400_000
+# Issue 21's concurrency/backpressure pairs add ~1.3 MB: receiver_limited needs a
+# transfer past the default 64 KiB window (160 KiB, ~180 KB per capture, three vantages
+# each); the pool and stream-limit pairs are ~10–40 KB per capture.
+FOLDER_BUDGET_BYTES = 8_000_000
 README = "README.md"
 ROLES = ("client", "server")
 VANTAGES = ("client", "server", "middle")  # capture files a fixture may hold (role.pcapng)
@@ -585,6 +588,37 @@ def _reuse(doc: dict[str, Any], caps: Caps) -> list[str]:
     return frames_of_interest(doc, caps)
 
 
+def _receiver_limited(doc: dict[str, Any], caps: Caps) -> list[str]:
+    s = doc["ground_truth"]["summary"]
+    out = [
+        f"server TCP_INFO: rwnd-limited {_ms(s['rwnd_limited_ms'] * 1e6)} of "
+        f"{_ms(s['busy_ms'] * 1e6)} busy; transfer {_ms(s['transfer_ms'] * 1e6)}; "
+        f"{s['zero_window_acks']} zero-window ACKs"
+    ]
+    for role in ROLES:
+        d = data(caps[role], "s2c")
+        resumed = [b for a, b in zip(d, d[1:], strict=False) if b.ts_ns - a.ts_ns > 3_000_000]
+        out.append(
+            f"{role}: {len(resumed)} server pauses > 3 ms; data resumes at frames "
+            + ", ".join(str(x.frame) for x in resumed[:8])
+            + (" …" if len(resumed) > 8 else "")
+        )
+    return out
+
+
+def _queueing(doc: dict[str, Any], caps: Caps) -> list[str]:
+    g = doc["ground_truth"]
+    syns = [
+        x.frame for x in caps["client"] if x.proto == IPPROTO_TCP and (x.flags & 0x12) == TCP_SYN
+    ]
+    waits = ", ".join(f"{w:.0f}" for w in g["queued_waits_ms"]) or "none"
+    return [
+        f"client: {len(syns)} connection(s), SYN frames {', '.join(map(str, syns))}",
+        f"{g['queued']} requests waited (ms after the first was sent): {waits}; "
+        f"Σ {g['queueing_ms']:.0f} ms; all done after {g['done_ms']:.0f} ms",
+    ]
+
+
 def _generic(doc: dict[str, Any], caps: Caps) -> list[str]:
     return _tcp_drop_lines(doc, caps)
 
@@ -734,6 +768,12 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "tcp_cork_cleared": _cork,
     "zero_window": _zero_window,
     "zero_window_control": _zero_window,
+    "receiver_limited": _receiver_limited,
+    "receiver_limited_control": _receiver_limited,
+    "connection_pool_queueing": _queueing,
+    "connection_pool_queueing_control": _queueing,
+    "h2_concurrency_limited": _queueing,
+    "h2_concurrency_limited_control": _queueing,
     "slow_start_restart": _ssr,
     "slow_start_restart_off": _ssr,
     "h2_hol_drop": _h2,
