@@ -288,8 +288,9 @@ def _pool_origin(
             "host), keep long-lived SSE streams off the pool used for short calls, or use "
             "HTTP/2 or HTTP/3, which multiplex requests on one connection."
         ),
-        display_filter=" || ".join(f"tcp.stream == {s}" for s in streams)
-        + f" && ({frame_filter([e.frame for e in ev])} || http.request)",
+        display_filter="tcp.stream in {"
+        + ", ".join(map(str, streams))
+        + f"}} && (http.request || {frame_filter([e.frame for e in ev])})",
         details={
             "connections": n_conn,
             "queued": len(queued),
