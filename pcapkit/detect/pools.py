@@ -125,6 +125,7 @@ def detect(
     out: list[Finding] = []
     out += _pools(ctx, min_queued, tol_min_ms, tol_fraction, min_connections)
     out += _h2(ctx, min_queued, tol_min_ms, tol_fraction)
+    out += _h3(ctx, min_queued, tol_min_ms, tol_fraction)
     return out
 
 
@@ -454,6 +455,149 @@ def _h2_flow(
             "max_concurrent_streams": cap,
             "queued": len(queued),
             "streams": [int(slots[i].key) for i in queued],
+            "waits_ms": [round(w, 3) for w in waits],
+            "frames_filter": frame_filter([e.frame for e in ev]),
+        },
+    )
+
+
+# ------------------------------------------------------------------- P2 over QUIC (MAX_STREAMS)
+def _h3(
+    ctx: DetectContext, min_queued: int, tol_min_ms: float, tol_fraction: float
+) -> list[Finding]:
+    """§11.4 (iii): a client bidirectional stream 4n opens right after a MAX_STREAMS from
+    the server raised the limit above n — the limit before it (the server's
+    initial_max_streams_bidi, or the previous MAX_STREAMS) did not allow stream n, so it
+    could not have opened earlier.  The lag MAX_STREAMS → open is at most the capture
+    point ↔ client leg (≤ one handshake round trip) plus the tolerance."""
+    qf = ctx.quic_frames
+    if qf.empty:
+        return []
+    out = []
+    for f in sorted(set(qf["flow"].astype(int))):
+        fd = _h3_flow(ctx, f, qf[qf["flow"] == f], min_queued, tol_min_ms, tol_fraction)
+        if fd is not None:
+            out.append(fd)
+    return out
+
+
+def _initial_bidi_limit(ctx: DetectContext, f: int) -> int | None:
+    qt = ctx.quic_tls
+    if qt.empty or "initial_max_streams_bidi" not in qt.columns:
+        return None
+    rows = qt[(qt["flow"] == f) & ~qt["from_client"].astype(bool)]
+    vals = rows["initial_max_streams_bidi"].dropna()
+    return int(vals.iloc[0]) if len(vals) else None
+
+
+def _h3_flow(
+    ctx: DetectContext,
+    f: int,
+    qf: pd.DataFrame,
+    min_queued: int,
+    tol_min_ms: float,
+    tol_fraction: float,
+) -> Finding | None:
+    client = qf["from_client"].astype(bool).to_numpy()
+    types = qf["type"].astype(str).to_numpy()
+    ts = qf["ts_ns"].to_numpy(np.int64)
+    frames = qf["frame"].to_numpy(np.int64)
+    sid = qf["stream_id"].to_numpy(dtype=float, na_value=-1).astype(np.int64)
+    mx = qf["maximum"].to_numpy(dtype=float, na_value=-1).astype(np.int64)
+    grants = np.nonzero(~client & (types == "MAX_STREAMS_BIDI") & (mx >= 0))[0]
+    if grants.shape[0] < min_queued:
+        return None
+    opens: dict[int, tuple[int, int]] = {}
+    for j in np.nonzero(client & (types == "STREAM") & (sid >= 0) & (sid % 4 == 0))[0].tolist():
+        s_ = int(sid[j])
+        if s_ not in opens or ts[j] < opens[s_][0]:
+            opens[s_] = (int(ts[j]), int(frames[j]))
+    blocked = np.nonzero(client & (types == "STREAMS_BLOCKED_BIDI"))[0]
+    q = ctx.quic
+    rtt_ms = None
+    if not q.empty and "handshake_network_ms" in q.columns:
+        v = q.loc[q["flow"] == f, "handshake_network_ms"].dropna()
+        rtt_ms = float(v.iloc[0]) if len(v) else None
+    if rtt_ms is None:
+        return None
+    rtt = int(rtt_ms * MS)
+    lo, hi = _window(rtt, tol_min_ms, tol_fraction)
+    initial = _initial_bidi_limit(ctx, f)
+    order = sorted(opens, key=lambda x: opens[x][0])
+    g_ts, g_mx = ts[grants], mx[grants]
+    queued: list[tuple[int, int, int]] = []  # (stream, grant index, burst start)
+    last_free: int | None = None
+    limits_seen: set[int] = set()
+    for s_ in order:
+        t_o, _ = opens[s_]
+        n = s_ // 4
+        k = int(np.searchsorted(g_ts, t_o, side="right")) - 1
+        before = [initial] if initial is not None else []
+        coupled = False
+        if k >= 0 and g_mx[k] > n and lo <= t_o - g_ts[k] <= rtt + hi:
+            prev = [int(x) for x in g_mx[:k]] + before
+            coupled = bool(prev) and max(prev) <= n
+        if coupled and last_free is not None:
+            queued.append((s_, k, last_free))
+            limits_seen.add(max([int(x) for x in g_mx[:k]] + before))
+        else:
+            last_free = t_o
+    if len(queued) < min_queued:
+        return None
+    waits = [(opens[s_][0] - b) / MS for s_, _, b in queued]
+    cost = float(sum(waits))
+    cap = initial if initial is not None else min(limits_seen)
+    ev: list[Evidence] = []
+    if blocked.shape[0]:
+        ev.append(Evidence(int(frames[blocked[0]]), "streams_blocked", int(ts[blocked[0]])))
+    for s_, gk, _ in queued[:6]:
+        ev.append(Evidence(int(frames[grants[gk]]), "max_streams", int(g_ts[gk])))
+        ev.append(Evidence(opens[s_][1], "queued_stream_opened", opens[s_][0]))
+    udp_stream = int(ctx.flow(f).stream) if ctx.has_flow(f) else 0
+    d = "c2s"
+    return Finding(
+        kind="h2_concurrency_limited",
+        flow=f,
+        dir=d,
+        t_start_ns=int(min(b for _, _, b in queued)),
+        t_end_ns=int(max(opens[s_][0] for s_, _, _ in queued)),
+        cost_ms=cost,
+        cost_method="lower_bound",
+        evidence=ev,
+        vantage=ctx.vantage(f) if ctx.has_flow(f) else "unknown",
+        confidence=0.85 if blocked.shape[0] else 0.7,
+        checks=[
+            f"the server granted {cap} bidirectional streams at first "
+            "(initial_max_streams_bidi) and raised the limit one MAX_STREAMS at a time",
+            f"{len(queued)} request streams opened right after the MAX_STREAMS that first "
+            "allowed them (within one round trip): they could not have opened earlier",
+            f"the client sent STREAMS_BLOCKED ({int(blocked.shape[0])} frame(s))"
+            if blocked.shape[0]
+            else "no STREAMS_BLOCKED seen (RFC 9000 §4.6: SHOULD, not MUST)",
+        ],
+        explanation=(
+            f"HTTP/3: the server let the client open {cap} bidirectional streams "
+            "(QUIC initial_max_streams_bidi) and granted one more (MAX_STREAMS) only as "
+            f"streams closed: {len(queued)} requests waited for that credit, each stream "
+            f"opening right after a MAX_STREAMS ({cost:.0f} ms of waiting in all, up to "
+            f"{max(waits):.0f} ms for one; counted from the start of the burst, a lower "
+            "bound). The credit for a closed stream arrives a round trip after its end at "
+            "the earliest (the server counts the stream closed once its FIN is "
+            "acknowledged)."
+        ),
+        remedy=(
+            "Server: grant enough bidirectional streams up front (initial_max_streams_bidi "
+            "≥ 100, as HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS) and send MAX_STREAMS early, "
+            "not batched until the client is blocked (RFC 9000 §4.6: a receiver MUST NOT "
+            "wait for STREAMS_BLOCKED before advertising credit). Client: a second "
+            "connection when one is saturated; long streams on their own connection."
+        ),
+        display_filter=f"udp.stream == {udp_stream} && quic.frame_type in {{18, 22}}",
+        details={
+            "protocol": "h3",
+            "max_concurrent_streams": cap,
+            "queued": len(queued),
+            "streams": [s_ for s_, _, _ in queued],
             "waits_ms": [round(w, 3) for w in waits],
             "frames_filter": frame_filter([e.frame for e in ev]),
         },

@@ -612,8 +612,11 @@ def _queueing(doc: dict[str, Any], caps: Caps) -> list[str]:
         x.frame for x in caps["client"] if x.proto == IPPROTO_TCP and (x.flags & 0x12) == TCP_SYN
     ]
     waits = ", ".join(f"{w:.0f}" for w in g["queued_waits_ms"]) or "none"
+    blocked = g.get("streams_blocked_sent")
     return [
-        f"client: {len(syns)} connection(s), SYN frames {', '.join(map(str, syns))}",
+        f"client: {len(syns)} connection(s), SYN frames {', '.join(map(str, syns))}"
+        if syns
+        else f"client: one QUIC connection, {len(blocked or [])} STREAMS_BLOCKED sent",
         f"{g['queued']} requests waited (ms after the first was sent): {waits}; "
         f"Σ {g['queueing_ms']:.0f} ms; all done after {g['done_ms']:.0f} ms",
     ]
@@ -774,6 +777,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "connection_pool_queueing_control": _queueing,
     "h2_concurrency_limited": _queueing,
     "h2_concurrency_limited_control": _queueing,
+    "h3_concurrency_limited": _queueing,
+    "h3_concurrency_limited_control": _queueing,
     "slow_start_restart": _ssr,
     "slow_start_restart_off": _ssr,
     "h2_hol_drop": _h2,

@@ -17,7 +17,9 @@ VANTAGES = ("client", "server", "middle")
 PAIRS = {
     "connection_pool_queueing": "connection_pool_queueing_control",
     "h2_concurrency_limited": "h2_concurrency_limited_control",
+    "h3_concurrency_limited": "h3_concurrency_limited_control",
 }
+KIND = {"h3_concurrency_limited": "h2_concurrency_limited"}  # fixture → the kind it shows
 _cache: dict[Path, object] = {}
 
 
@@ -28,13 +30,13 @@ def findings(path: Path):
     return _cache[path]
 
 
-@pytest.mark.parametrize("kind", sorted(PAIRS))
+@pytest.mark.parametrize("name", sorted(PAIRS))
 @pytest.mark.parametrize("vantage", VANTAGES)
-def test_positive_cost_matches_ground_truth(kind, vantage):
-    sc = json.loads((FIX / kind / "scenario.json").read_text())
+def test_positive_cost_matches_ground_truth(name, vantage):
+    sc = json.loads((FIX / name / "scenario.json").read_text())
     gt = sc["ground_truth"]
-    f = findings(FIX / kind / f"{vantage}.pcapng")
-    rows = f[f.kind == kind]
+    f = findings(FIX / name / f"{vantage}.pcapng")
+    rows = f[f.kind == KIND.get(name, name)]
     assert len(rows) == 1, rows
     row = rows.iloc[0]
     assert row.cost_ms == pytest.approx(gt["queueing_ms"], rel=0.2)
@@ -60,6 +62,22 @@ def test_h2_limit_and_streams():
         assert "SETTINGS_MAX_CONCURRENT_STREAMS = 2" in row.explanation
 
 
+def test_h3_max_streams():
+    """QUIC (§11.4 (iii)): 2 bidirectional streams granted, one more per MAX_STREAMS; the
+    queued streams are request streams 8, 12, … (4n), each opened after the grant."""
+    sc = json.loads((FIX / "h3_concurrency_limited/scenario.json").read_text())
+    held = sorted(r["stream"] for r in sc["ground_truth"]["requests"])[2:]
+    for v in VANTAGES:
+        f = findings(FIX / f"h3_concurrency_limited/{v}.pcapng")
+        row = f[f.kind == "h2_concurrency_limited"].iloc[0]
+        assert row.details["protocol"] == "h3" and row.details["max_concurrent_streams"] == 2
+        assert sorted(row.details["streams"]) == held
+        roles = [e["role"] for e in row.evidence]
+        assert roles[0] == "streams_blocked"
+        assert roles.count("max_streams") == roles.count("queued_stream_opened") == 6
+        assert "udp.stream" in row.display_filter
+
+
 def test_pool_names_the_cap():
     for v in VANTAGES:
         f = findings(FIX / f"connection_pool_queueing/{v}.pcapng")
@@ -72,10 +90,10 @@ def test_pool_names_the_cap():
         }
 
 
-@pytest.mark.parametrize("kind", sorted(PAIRS))
-def test_controls_are_clean(kind):
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_controls_are_clean(name):
     for v in VANTAGES:
-        f = findings(FIX / PAIRS[kind] / f"{v}.pcapng")
+        f = findings(FIX / PAIRS[name] / f"{v}.pcapng")
         assert not set(f.kind) & {"connection_pool_queueing", "h2_concurrency_limited"}
 
 

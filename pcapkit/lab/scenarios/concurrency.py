@@ -419,6 +419,212 @@ def _h2_validate(doc: dict[str, Any]) -> list[str]:
     return [] if s["queued"] == 0 else [f"control queued streams: {s}"]
 
 
+# ------------------------------------------------- HTTP/3: QUIC MAX_STREAMS (P2, §11.4 (iii))
+H3_PARAMS: dict[str, Any] = {
+    "delay_ms": 15.0,
+    "port": 443,
+    "requests": 8,
+    "max_streams": 2,  # the server's initial_max_streams_bidi (and +1 per closed stream)
+    "interval_ms": 50.0,
+    "idle_timeout_s": 10.0,
+}
+
+
+def h3_server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    import asyncio
+
+    return asyncio.run(_h3_server(p, ready))
+
+
+async def _h3_server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    import asyncio
+
+    from aioquic.asyncio import QuicConnectionProtocol, serve
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import HeadersReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import ConnectionTerminated
+
+    done = asyncio.Event()
+    served: list[dict[str, Any]] = []
+
+    class Server(QuicConnectionProtocol):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            # aioquic 1.7.2 grants 128 bidirectional streams (private Limit, §11.4): set
+            # before the handshake, so the transport parameter carries the lower value,
+            # and aioquic raises it by one per closed stream (MAX_STREAMS)
+            lim = self._quic._local_max_streams_bidi
+            lim.value = lim.sent = int(p["max_streams"])
+            self._h3 = H3Connection(self._quic)
+
+        def quic_event_received(self, event: Any) -> None:
+            if isinstance(event, ConnectionTerminated):
+                done.set()
+                return
+            for ev in self._h3.handle_event(event):
+                if isinstance(ev, HeadersReceived):
+                    path = dict(ev.headers).get(b":path", b"/events/0").decode()
+                    i = int(path.rsplit("/", 1)[1])
+                    served.append({"i": i, "stream": ev.stream_id, "request_read_ns": now_ns()})
+                    asyncio.ensure_future(self._respond(ev.stream_id, i))
+
+        async def _respond(self, sid: int, i: int) -> None:
+            self._h3.send_headers(
+                sid, [(b":status", b"200"), (b"content-type", b"text/event-stream")]
+            )
+            self.transmit()
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            for n in range(_events(i)):
+                delay = start + n * p["interval_ms"] / 1000 - loop.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                self._h3.send_data(sid, _event(i, n), end_stream=n + 1 == _events(i))
+                self.transmit()
+
+    with open(p["keylog_server"], "a", encoding="ascii") as keylog:
+        cfg = QuicConfiguration(
+            is_client=False,
+            alpn_protocols=H3_ALPN,
+            secrets_log_file=keylog,
+            idle_timeout=p["idle_timeout_s"],
+        )
+        cfg.load_cert_chain(p["cert"], p["key"])
+        srv = await serve(p["server_ip"], p["port"], configuration=cfg, create_protocol=Server)
+        ready()
+        try:
+            await asyncio.wait_for(done.wait(), timeout=float(p["timeout_s"]))
+        finally:
+            srv.close()
+    return {"socket": None, "served": served}
+
+
+def h3_client(p: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    return asyncio.run(_h3_client(p))
+
+
+async def _h3_client(p: dict[str, Any]) -> dict[str, Any]:
+    import asyncio
+
+    from aioquic.asyncio import QuicConnectionProtocol, connect
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import DataReceived
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.logger import QuicLogger
+
+    all_done = asyncio.Event()
+    ends: dict[int, int] = {}
+
+    class Client(QuicConnectionProtocol):
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            self._h3 = H3Connection(self._quic)
+
+        def quic_event_received(self, event: Any) -> None:
+            for ev in self._h3.handle_event(event):
+                if isinstance(ev, DataReceived) and ev.stream_ended:
+                    ends[ev.stream_id] = now_ns()
+                    if len(ends) == p["requests"]:
+                        all_done.set()
+
+        def request_all(self) -> dict[int, int]:
+            out = {}
+            for i in range(p["requests"]):  # aioquic queues the streams beyond the limit
+                sid = self._quic.get_next_available_stream_id()
+                self._h3.send_headers(
+                    sid,
+                    [
+                        (b":method", b"GET"),
+                        (b":scheme", b"https"),
+                        (b":authority", DEFAULT_HOSTNAME.encode()),
+                        (b":path", f"/events/{i}".encode()),
+                        (b"accept", b"text/event-stream"),
+                    ],
+                    end_stream=True,
+                )
+                out[sid] = i
+            self.transmit()
+            return out
+
+    logger = QuicLogger()
+    with open(p["keylog_client"], "a", encoding="ascii") as keylog:
+        cfg = QuicConfiguration(
+            is_client=True,
+            alpn_protocols=H3_ALPN,
+            secrets_log_file=keylog,
+            quic_logger=logger,
+            server_name=DEFAULT_HOSTNAME,
+            idle_timeout=p["idle_timeout_s"],
+        )
+        cfg.load_verify_locations(cafile=p["cert"])
+        async with connect(
+            p["server_ip"], p["port"], configuration=cfg, create_protocol=Client
+        ) as conn:
+            t_wanted = now_ns()
+            streams = conn.request_all()  # type: ignore[attr-defined]
+            await asyncio.wait_for(all_done.wait(), timeout=float(p["timeout_s"]))
+            limit = conn._quic._remote_max_streams_bidi
+    # when each request stream's first STREAM frame left (the client's qlog)
+    first_sent: dict[int, int] = {}
+    blocked: list[dict[str, Any]] = []
+    for trace in logger.to_dict().get("traces", []):
+        for ev in trace.get("events", []):
+            if ev["name"] != "transport:packet_sent":
+                continue
+            t = round(ev["time"] * 1e6)
+            for f in ev["data"].get("frames", []):
+                if f.get("frame_type") == "stream" and f["stream_id"] in streams:
+                    first_sent.setdefault(f["stream_id"], t)
+                elif f.get("frame_type") == "streams_blocked":
+                    blocked.append({"t_ns": t, "limit": f.get("limit")})
+    rows = [
+        {
+            "i": i,
+            "stream": sid,
+            "wanted_ns": t_wanted,
+            "sent_ns": first_sent.get(sid, t_wanted),
+            "end_ns": ends.get(sid, t_wanted),
+        }
+        for sid, i in streams.items()
+    ]
+    return {
+        "socket": None,
+        "initial_limit": p["max_streams"],
+        "final_limit": limit,
+        "requests": rows,
+        "streams_blocked": blocked,
+    }
+
+
+def h3_ground_truth(run: RunData) -> dict[str, Any]:
+    p = run.params
+    q = _queue_truth(run.client["requests"], min(p["max_streams"], p["requests"]))
+    return {
+        "max_streams_bidi": p["max_streams"],
+        "streams_blocked_sent": run.client["streams_blocked"],
+        **q,
+        "summary": {
+            "max_streams_bidi": p["max_streams"],
+            "streams_blocked_frames": len(run.client["streams_blocked"]),
+            "queued": q["queued"],
+            "queueing_ms": q["queueing_ms"],
+            "done_ms": q["done_ms"],
+        },
+    }
+
+
+def _h3_validate(doc: dict[str, Any]) -> list[str]:
+    s = doc["ground_truth"]["summary"]
+    p = doc["params"]
+    if p["max_streams"] < p["requests"]:
+        ok = s["queued"] >= 3 and s["streams_blocked_frames"] >= 1
+        return [] if ok else [f"fewer than 3 queued streams or no STREAMS_BLOCKED: {s}"]
+    return [] if s["streams_blocked_frames"] == 0 else [f"control was blocked: {s}"]
+
+
 _M = __name__
 # every SSE event is its own small TLS record (one h2 DATA frame per write): T1/T3b may
 # fire in either variant (in the control 8 streams interleave their tiny records)
@@ -488,5 +694,38 @@ register(
         tls=True,
         ground_truth=h2_ground_truth,
         validate=_h2_validate,
+    )
+)
+register(
+    Scenario(
+        name="h3_concurrency_limited",
+        summary="8 HTTP/3 SSE streams wanted at once; the server grants 2 bidirectional "
+        "streams (initial_max_streams_bidi), +1 per closed stream (MAX_STREAMS)",
+        what="aioquic, max_streams_bidi 2: the client sends STREAMS_BLOCKED, and each queued "
+        "request stream opens right after a MAX_STREAMS from the server",
+        expected=("h2_concurrency_limited",),
+        pair="h3_concurrency_limited_control",
+        server=f"{_M}:h3_server",
+        client=f"{_M}:h3_client",
+        params=H3_PARAMS,
+        tls=True,
+        ground_truth=h3_ground_truth,
+        validate=_h3_validate,
+    )
+)
+register(
+    Scenario(
+        name="h3_concurrency_limited_control",
+        summary="the same 8 HTTP/3 streams with aioquic's default 128 streams (control)",
+        what="the same 8 streams, 128 bidirectional streams granted: all open at once",
+        expected=(),
+        controls=("h2_concurrency_limited",),
+        pair="h3_concurrency_limited",
+        server=f"{_M}:h3_server",
+        client=f"{_M}:h3_client",
+        params={**H3_PARAMS, "max_streams": 128},
+        tls=True,
+        ground_truth=h3_ground_truth,
+        validate=_h3_validate,
     )
 )
