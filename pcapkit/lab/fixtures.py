@@ -778,6 +778,8 @@ FRAMES_OF_INTEREST: dict[str, FoiFn] = {
     "h2_concurrency_limited": _queueing,
     "h2_concurrency_limited_control": _queueing,
     "h3_concurrency_limited": _queueing,
+    "connection_pool_one": _queueing,
+    "h2_client_cap": _queueing,
     "h3_concurrency_limited_control": _queueing,
     "slow_start_restart": _ssr,
     "slow_start_restart_off": _ssr,

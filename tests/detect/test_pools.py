@@ -115,3 +115,16 @@ def test_threshold_min_queued_is_honoured():
         thresholds={"pools.min_queued": 7},
     ) as t:
         assert "h2_concurrency_limited" not in set(t.findings.kind)
+
+
+@pytest.mark.parametrize("name", ["connection_pool_one", "h2_client_cap"])
+def test_the_wire_cannot_decide_stays_silent(name):
+    """Requests that really queued (ground truth ≥ 3) but not because of a pool of N ≥ 2
+    or the peer's stream limit: a pool of one (a sequential program on the wire) and an
+    application semaphore of 2 under SETTINGS_MAX_CONCURRENT_STREAMS 100 (DETECTION.md
+    §11.3, §11.4 false positives)."""
+    sc = json.loads((FIX / name / "scenario.json").read_text())
+    assert sc["ground_truth"]["queued"] >= 3
+    for v in VANTAGES:
+        f = findings(FIX / name / f"{v}.pcapng")
+        assert not set(f.kind) & {"connection_pool_queueing", "h2_concurrency_limited"}

@@ -231,7 +231,7 @@ def _pool_validate(doc: dict[str, Any]) -> list[str]:
     p = doc["params"]
     if s["connections"] != min(p["pool"], p["requests"]):
         return [f"{s['connections']} connections, not {p['pool']}"]
-    if p["pool"] < p["requests"]:
+    if p["pool"] < p["requests"]:  # a pool of 1 queues too; the detector must not say so
         return [] if s["queued"] >= 3 else [f"fewer than 3 queued requests: {s}"]
     return [] if s["queued"] == 0 else [f"control queued requests: {s}"]
 
@@ -242,6 +242,7 @@ H2_PARAMS: dict[str, Any] = {
     "port": 443,
     "requests": 8,
     "max_streams": 2,  # the server's SETTINGS_MAX_CONCURRENT_STREAMS
+    "client_cap": None,  # an application semaphore below the server's limit (None: none)
     "interval_ms": 50.0,
     "server_nodelay": True,
     "client_nodelay": True,
@@ -348,7 +349,8 @@ def h2_client(p: dict[str, Any]) -> dict[str, Any]:
     limit: int | None = None
 
     def open_streams() -> None:
-        while pending and limit is not None and conn.open_outbound_streams < limit:
+        cap = limit if limit is None or not p["client_cap"] else min(limit, p["client_cap"])
+        while pending and cap is not None and conn.open_outbound_streams < cap:
             i = pending.pop(0)
             sid = conn.get_next_available_stream_id()
             conn.send_headers(
@@ -395,6 +397,8 @@ def h2_client(p: dict[str, Any]) -> dict[str, Any]:
 def h2_ground_truth(run: RunData) -> dict[str, Any]:
     p = run.params
     lim = run.client["limit"] or p["requests"]
+    if p["client_cap"]:
+        lim = min(lim, p["client_cap"])
     q = _queue_truth(run.client["requests"], min(lim, p["requests"]))
     return {
         "handshakes": list(truth.handshake(truth.packets(run.forwarder))),
@@ -414,6 +418,8 @@ def _h2_validate(doc: dict[str, Any]) -> list[str]:
     p = doc["params"]
     if s["max_concurrent_streams"] != p["max_streams"]:
         return [f"client saw limit {s['max_concurrent_streams']}, not {p['max_streams']}"]
+    if p["client_cap"]:  # the application's own cap: queued, but not by the peer's limit
+        return [] if s["queued"] >= 3 else [f"the client cap queued fewer than 3: {s}"]
     if p["max_streams"] < p["requests"]:
         return [] if s["queued"] >= 3 else [f"fewer than 3 queued streams: {s}"]
     return [] if s["queued"] == 0 else [f"control queued streams: {s}"]
@@ -727,5 +733,42 @@ register(
         tls=True,
         ground_truth=h3_ground_truth,
         validate=_h3_validate,
+    )
+)
+register(
+    Scenario(
+        name="connection_pool_one",
+        summary="the same 8 requests through a pool of ONE connection (lone control: N = 1 "
+        "is a sequential program on the wire, not reported)",
+        what="8 requests, one keep-alive connection, each sent when the previous response "
+        "ended: a pool of one and a sequential program look the same (DETECTION.md §11.3)",
+        expected=(),
+        controls=("connection_pool_queueing",),
+        pair=None,
+        server=f"{_M}:pool_server",
+        client=f"{_M}:pool_client",
+        params={**POOL_PARAMS, "pool": 1, "requests": 6},
+        tls=True,
+        ground_truth=pool_ground_truth,
+        validate=_pool_validate,
+    )
+)
+register(
+    Scenario(
+        name="h2_client_cap",
+        summary="8 HTTP/2 streams, server limit 100, the client's own semaphore of 2 (lone "
+        "control: open streams pinned below the peer's limit are not h2_concurrency_limited)",
+        what="SETTINGS_MAX_CONCURRENT_STREAMS 100 but the application opens at most 2 streams "
+        "at a time: queued, by the client itself (DETECTION.md §11.4 false positives)",
+        expected=(),
+        controls=("h2_concurrency_limited",),
+        pair=None,
+        incidental=_H2_INCIDENTAL,
+        server=f"{_M}:h2_server",
+        client=f"{_M}:h2_client",
+        params={**H2_PARAMS, "max_streams": 100, "client_cap": 2},
+        tls=True,
+        ground_truth=h2_ground_truth,
+        validate=_h2_validate,
     )
 )
