@@ -397,7 +397,7 @@ def h2_client(p: dict[str, Any]) -> dict[str, Any]:
 def h2_ground_truth(run: RunData) -> dict[str, Any]:
     p = run.params
     lim = run.client["limit"] or p["requests"]
-    if p["client_cap"]:
+    if p.get("client_cap"):
         lim = min(lim, p["client_cap"])
     q = _queue_truth(run.client["requests"], min(lim, p["requests"]))
     return {
@@ -418,7 +418,7 @@ def _h2_validate(doc: dict[str, Any]) -> list[str]:
     p = doc["params"]
     if s["max_concurrent_streams"] != p["max_streams"]:
         return [f"client saw limit {s['max_concurrent_streams']}, not {p['max_streams']}"]
-    if p["client_cap"]:  # the application's own cap: queued, but not by the peer's limit
+    if p.get("client_cap"):  # the application's own cap: queued, but not by the peer's limit
         return [] if s["queued"] >= 3 else [f"the client cap queued fewer than 3: {s}"]
     if p["max_streams"] < p["requests"]:
         return [] if s["queued"] >= 3 else [f"fewer than 3 queued streams: {s}"]
@@ -519,10 +519,12 @@ async def _h3_client(p: dict[str, Any]) -> dict[str, Any]:
     from aioquic.h3.connection import H3_ALPN, H3Connection
     from aioquic.h3.events import DataReceived
     from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import HandshakeCompleted
     from aioquic.quic.logger import QuicLogger
 
     all_done = asyncio.Event()
     ends: dict[int, int] = {}
+    meta: dict[str, Any] = {}
 
     class Client(QuicConnectionProtocol):
         def __init__(self, *a: Any, **kw: Any) -> None:
@@ -530,6 +532,8 @@ async def _h3_client(p: dict[str, Any]) -> dict[str, Any]:
             self._h3 = H3Connection(self._quic)
 
         def quic_event_received(self, event: Any) -> None:
+            if isinstance(event, HandshakeCompleted):
+                meta["alpn"] = event.alpn_protocol
             for ev in self._h3.handle_event(event):
                 if isinstance(ev, DataReceived) and ev.stream_ended:
                     ends[ev.stream_id] = now_ns()
@@ -598,6 +602,8 @@ async def _h3_client(p: dict[str, Any]) -> dict[str, Any]:
     ]
     return {
         "socket": None,
+        "tls": {"version": "TLSv1.3", "cipher": None, "alpn": meta.get("alpn")},
+        "alpn": meta.get("alpn"),
         "initial_limit": p["max_streams"],
         "final_limit": limit,
         "requests": rows,
@@ -609,6 +615,7 @@ def h3_ground_truth(run: RunData) -> dict[str, Any]:
     p = run.params
     q = _queue_truth(run.client["requests"], min(p["max_streams"], p["requests"]))
     return {
+        "alpn": run.client.get("alpn"),
         "max_streams_bidi": p["max_streams"],
         "streams_blocked_sent": run.client["streams_blocked"],
         **q,
