@@ -30,8 +30,10 @@ def findings(path: Path):
     return _cache[path]
 
 
-@pytest.mark.parametrize("name", sorted(PAIRS))
-@pytest.mark.parametrize("vantage", VANTAGES)
+CASES = [(n, v) for n in sorted(PAIRS) for v in VANTAGES if (FIX / n / f"{v}.pcapng").exists()]
+
+
+@pytest.mark.parametrize("name,vantage", CASES)
 def test_positive_cost_matches_ground_truth(name, vantage):
     sc = json.loads((FIX / name / "scenario.json").read_text())
     gt = sc["ground_truth"]
@@ -67,7 +69,7 @@ def test_h3_max_streams():
     queued streams are request streams 8, 12, … (4n), each opened after the grant."""
     sc = json.loads((FIX / "h3_concurrency_limited/scenario.json").read_text())
     held = sorted(r["stream"] for r in sc["ground_truth"]["requests"])[2:]
-    for v in VANTAGES:
+    for v in ("client", "server"):
         f = findings(FIX / f"h3_concurrency_limited/{v}.pcapng")
         row = f[f.kind == "h2_concurrency_limited"].iloc[0]
         assert row.details["protocol"] == "h3" and row.details["max_concurrent_streams"] == 2
@@ -93,6 +95,8 @@ def test_pool_names_the_cap():
 @pytest.mark.parametrize("name", sorted(PAIRS))
 def test_controls_are_clean(name):
     for v in VANTAGES:
+        if not (FIX / PAIRS[name] / f"{v}.pcapng").exists():
+            continue
         f = findings(FIX / PAIRS[name] / f"{v}.pcapng")
         assert not set(f.kind) & {"connection_pool_queueing", "h2_concurrency_limited"}
 
