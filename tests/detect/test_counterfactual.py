@@ -76,13 +76,16 @@ def test_no_row_without_multiplexed_hol(name):
 
 
 def test_report_line_and_json():
+    from pcapkit.report.html import analysis_html
     from pcapkit.report.json import analysis_json
     from pcapkit.report.text import analysis_text
 
     with pcapkit.open(FIX / "h2_hol_drop/client.pcapng") as t:
         text = analysis_text(t)
         doc = analysis_json(t)
+        page = analysis_html(t)
     assert "HoL: QUIC would have saved" in text
+    assert "HoL: QUIC would have saved" in page
     (row,) = doc["hol_counterfactual"]
     assert row["streams_saved"] == [5, 7, 9, 11, 13]
 
