@@ -35,6 +35,7 @@ burst began, §11.3).  Both ends of the interval are client-sent: unbiased at an
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -213,33 +214,41 @@ def _pool_origin(
         return None
     order = sorted(range(len(slots)), key=lambda j: slots[j].sent)
     first = slots[order[0]].sent
+    # per connection, its requests in dispatch order (one exchange at a time per HTTP/1.1
+    # connection: only the last one dispatched before t can be in progress at t)
+    per_conn: dict[int, list[int]] = {}
+    for j in order:
+        per_conn.setdefault(slots[j].conn, []).append(j)
+    sent_of = {c: [slots[j].sent for j in js] for c, js in per_conn.items()}
+    syn_sorted = sorted(syn_ct)
     queued = []
-    for i in order:
-        s = slots[i]
-        prev = [
-            j
-            for j in order
-            if slots[j].conn == s.conn and slots[j].sent < s.sent and slots[j].end is not None
-        ]
-        if not prev:
-            continue
-        pj = prev[-1]
-        pe = slots[pj].end
-        assert pe is not None
-        lo, hi = lags[s.conn]
-        if not lo <= s.sent - pe <= hi:
-            continue
-        # every other connection that had carried a request is busy just before the release
-        t = pe - 1
-        conns_used = {slots[j].conn for j in order if slots[j].sent <= t}
-        busy = [j for j in order if slots[j].conn != s.conn and _busy(slots[j], t)]
-        if len(conns_used) < 2 or len({slots[j].conn for j in busy}) != len(conns_used) - 1:
-            continue
-        if any(first < x < s.sent for x in syn_ct):
-            continue  # the client was opening another connection: not capped
-        s.release = pj
-        s.queued_behind = busy + [pj]
-        queued.append(i)
+    for c, js in per_conn.items():
+        for pos in range(1, len(js)):
+            i, pj = js[pos], js[pos - 1]
+            s, pe = slots[i], slots[pj].end
+            if pe is None:
+                continue
+            lo, hi = lags[c]
+            if not lo <= s.sent - pe <= hi:
+                continue
+            # every other connection that had carried a request is busy just before the
+            # release
+            t = pe - 1
+            used = [c2 for c2 in per_conn if c2 != c and sent_of[c2][0] <= t]
+            busy = []
+            for c2 in used:
+                k = bisect.bisect_right(sent_of[c2], t) - 1
+                if _busy(slots[per_conn[c2][k]], t):
+                    busy.append(per_conn[c2][k])
+            if not used or len(busy) != len(used):
+                continue
+            k0 = bisect.bisect_right(syn_sorted, first)
+            if k0 < len(syn_sorted) and syn_sorted[k0] < s.sent:
+                continue  # the client was opening another connection: not capped
+            s.release = pj
+            s.queued_behind = busy + [pj]
+            queued.append(i)
+    queued.sort(key=lambda j: slots[j].sent)
     if len(queued) < min_queued:
         return None
     _burst_starts(slots)
@@ -382,24 +391,27 @@ def _h2_flow(
     ]
     queued = []
     limit_used: set[int] = set()
+    ended = sorted((o.end, j) for j, o in enumerate(slots) if o.end is not None)
+    end_ts = [e for e, _ in ended]
+    sent_sorted = sorted(o.sent for o in slots)
     for i, s in enumerate(slots):
         # the latest release before this dispatch, within the coupling window
-        cands = [
-            j
-            for j, o in enumerate(slots)
-            if j != i and o.end is not None and lo <= s.sent - o.end <= hi
-        ]
+        a = bisect.bisect_left(end_ts, s.sent - hi)
+        b = bisect.bisect_right(end_ts, s.sent - lo)
+        cands = [j for _, j in ended[a:b] if j != i]
         if not cands:
             continue
-        j = max(cands, key=lambda x: slots[x].end or 0)
+        j = cands[-1]
         t = (slots[j].end or 0) - 1
         in_force = [lim for lim in limits if lim[0] <= t]
         if not in_force:
             continue
         cap = in_force[-1][1]
-        busy = [b for b, o in enumerate(slots) if b != i and _busy(o, t)]
-        if len(busy) != cap:
+        n_busy = bisect.bisect_right(sent_sorted, t) - bisect.bisect_right(end_ts, t)
+        n_busy -= int(_busy(s, t))
+        if n_busy != cap:
             continue
+        busy = [b_ for b_, o in enumerate(slots) if b_ != i and _busy(o, t)]
         s.release = j
         s.queued_behind = busy
         queued.append(i)
