@@ -649,6 +649,12 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ),
         ("request_body_bytes", "Int64", "request body after removing chunked/frame framing"),
         (
+            "request_body_sha256",
+            "str",
+            "SHA-256 (hex) of that body: the same call retried has the same digest (missing: "
+            "no body, or not all of it captured)",
+        ),
+        (
             "response_body_bytes",
             "Int64",
             "response body after removing chunked/frame framing, before content decoding",
@@ -658,6 +664,12 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("gap_p95_ms", "Float64", "95th percentile gap between consecutive events/messages"),
         ("gap_max_ms", "Float64", "largest gap between consecutive events/messages"),
         ("events_per_s", "Float64", "events per second from first to last event"),
+        (
+            "body_bytes_per_s",
+            "Float64",
+            "delivery rate: response body bytes per second from the first body byte to the "
+            "last byte readable (missing: under two distinct times)",
+        ),
         ("syn_ts_ns", "Int64", "the connection's SYN (missing: not captured)"),
         ("tls_done_ts_ns", "Int64", "client Finished readable (missing: no TLS / not seen)"),
         ("request_start_ts_ns", "Int64", "first byte of the request readable"),
@@ -676,6 +688,12 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("content_encoding", "str", "response Content-Encoding"),
         ("traceparent", "str", "W3C traceparent of the request"),
         ("request_id", "str", "x-request-id of the request, else of the response"),
+        (
+            "idempotency_key",
+            "str",
+            "Idempotency-Key (or X-Idempotency-Key) of the request: one per logical call, "
+            "the same on every retry",
+        ),
         ("retry_after", "str", "Retry-After of the response"),
         ("ratelimit", "str", "x-ratelimit-* / ratelimit-* response fields, 'name=value; …'"),
         ("request_headers", "object", "[(name, value)] of the request, secrets redacted"),

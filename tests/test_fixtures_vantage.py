@@ -96,7 +96,9 @@ def test_middle_vantage_has_both_legs_at_half_the_rtt(folder):
     path = folder / "middle.pcapng"
     with pcapkit.open(path) as t:
         tcp = t.flows[t.flows.proto == "tcp"]
-        assert not tcp.empty
+        if tcp.empty:  # QUIC: no TCP handshake to measure the legs from
+            assert sc["ground_truth"]["alpn"] == "h3"
+            return
         for f in tcp.itertuples():
             if _lost_handshake(sc):  # the handshake legs may span the SYN timer (see above)
                 continue

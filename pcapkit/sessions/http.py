@@ -413,11 +413,26 @@ def _header_fields(req: Any, resp: Any) -> dict[str, Any]:
     return {
         "traceparent": pick(req, "traceparent"),
         "request_id": pick(req, "x-request-id") or pick(resp, "x-request-id"),
+        "idempotency_key": pick(req, "idempotency-key") or pick(req, "x-idempotency-key"),
         "retry_after": pick(resp, "retry-after"),
         "ratelimit": "; ".join(rl) or None,
         "content_encoding": pick(resp, "content-encoding"),
         "content_type": pick(resp, "content-type"),
     }
+
+
+def body_digest(chunks: Any, complete: bool | None) -> str | None:
+    """SHA-256 (hex) of a request body from its pieces' ``data``, in order; None without a
+    body, when a piece's bytes are missing, or when the request did not arrive whole."""
+    import hashlib
+
+    parts = list(chunks)
+    if not parts or not complete or any(getattr(c, "data", None) is None for c in parts):
+        return None
+    h = hashlib.sha256()
+    for c in parts:
+        h.update(c.data)
+    return h.hexdigest()
 
 
 def _sse_events(
@@ -498,6 +513,7 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
     req_heads: dict[int, tuple[Any, int, int, int, int]] = {}
     req_ends: dict[int, tuple[Any, int, int]] = {}
     first_c2s: dict[int, int] = {}
+    req_bodies: dict[int, list[Any]] = {}
     for i, it in enumerate(conn.c2s):
         fr, ts = int(stamps["c2s"][0][i]), int(stamps["c2s"][1][i])
         if isinstance(it, (Http1Head, Http1PartialHead)):
@@ -516,6 +532,7 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             req_ends[it.message] = (it, fr, ts)
         elif isinstance(it, Http1Body):
             first_c2s.setdefault(it.message, ts)
+            req_bodies.setdefault(it.message, []).append(it)
 
     # responses, grouped per message number
     resp: dict[int, dict[str, Any]] = {}
@@ -599,6 +616,12 @@ def _http1(b: _Builder, af: AppFlow, conn_times: dict[str, Any]) -> None:
             None
             if req is None
             else isinstance(req, Http1Head) and (n not in req_ends or req_ends[n][0].complete)
+        )
+        # surplus (0-RTT) shifts the numbering: the bodies are keyed by the dissector's
+        body_key = n - surplus
+        row["request_body_sha256"] = body_digest(
+            req_bodies.get(body_key, ()),
+            bool(row["request_complete"]) and n in req_ends,
         )
         row["first_body_ts_ns"] = r["first_body"][1] if "first_body" in r else -1
         pieces = r["pieces"]
@@ -774,7 +797,7 @@ def _http2(
     (RFC 7540 §3.2); ``upgraded`` is that request's head with its frame and time: it
     becomes stream 1's request (the server answers it on stream 1)."""
     from dissectors.grpc import dissect_grpc_stream, is_grpc
-    from dissectors.http2 import H2Connection, H2Error, H2Frame, settings_name
+    from dissectors.http2 import H2Connection, H2Error, H2Frame, error_code_name, settings_name
 
     st0 = start or {"c2s": 0, "s2c": 0}
     streams_cap, frames_cap = b.limits["h2_streams"], b.limits["messages"]
@@ -859,6 +882,7 @@ def _http2(
             "first_body_ts_ns": first_body,
             "last_byte_ts_ns": last,
             "request_body_bytes": st.body_bytes["c2s"],
+            "request_body_sha256": body_digest(st.body_chunks["c2s"], req_end is not None),
             "response_body_bytes": st.body_bytes["s2c"] if rs else None,
             "complete": end_off is not None,
             # a decoded header block is whole; the request ended at its END_STREAM
@@ -933,6 +957,8 @@ def _http2(
                     f"{settings_name(k)}={v}"
                     for k, v in sorted(f.settings, key=lambda kv: kv[0] != 0x3)
                 )
+            elif f.type_name == "RST_STREAM" and f.error_code is not None:
+                detail = f"error {error_code_name(f.error_code)}"
             b.message(
                 af.flow,
                 d,
@@ -1041,6 +1067,9 @@ def _http3(b: _Builder, qf: Any) -> None:
             "first_body_ts_ns": first_body,
             "last_byte_ts_ns": last if rs else -1,
             "request_body_bytes": strm.body_bytes["c2s"],
+            "request_body_sha256": body_digest(
+                strm.body_chunks["c2s"], strm.end_stream_offset["c2s"] is not None
+            ),
             "response_body_bytes": strm.body_bytes["s2c"] if rs else None,
             "complete": strm.end_stream_offset["s2c"] is not None,
             "request_complete": (None if rq is None else strm.end_stream_offset["c2s"] is not None),
@@ -1199,7 +1228,21 @@ def requests_table(app: AppTables) -> pd.DataFrame:
         return schema.frame("requests", n=0)
     data: dict[str, Any] = dict(app.requests)
     data["request"] = np.arange(n, dtype=np.int64)
+    data["body_bytes_per_s"] = _delivery_rate(
+        data["response_body_bytes"], data["first_body_ts_ns"], data["last_byte_ts_ns"]
+    )
     return schema.frame("requests", data, n)
+
+
+def _delivery_rate(body: list[Any], first: list[Any], last: list[Any]) -> list[float | None]:
+    """Response body bytes per second over [first body byte, last byte] (issue 21)."""
+    out: list[float | None] = []
+    for b, a, z in zip(body, first, last, strict=True):
+        if b is None or a is None or z is None or int(z) <= int(a) or int(a) < 0:
+            out.append(None)
+        else:
+            out.append(round(int(b) / ((int(z) - int(a)) / 1e9), 3))
+    return out
 
 
 def h2_windows_table(app: AppTables) -> pd.DataFrame:

@@ -67,6 +67,9 @@ PATHOLOGIES: dict[str, tuple[str, str]] = {
     "connection_dead": ("L3", "issue 22; RFC 6298 §5.5, RFC 1122 §4.2.3.5"),
     "delivery_stall": ("L4", "issue 22: a path that delivers nothing for many round trips"),
     "loss_recovery": ("L5", "issue 22; RFC 5681 §3.2, RFC 8985"),
+    "retry_ignored_retry_after": ("A1", "DETECTION.md §11.1"),
+    "retry_amplification": ("A2", "DETECTION.md §11.2"),
+    "client_timeout": ("A3", "DETECTION.md §11.6"),
 }
 
 # Parameters every scenario understands (the path and the run); scenarios add their own.
@@ -179,6 +182,7 @@ _BUILTIN_MODULES = (
     "pcapkit.lab.scenarios.reuse",
     "pcapkit.lab.scenarios.bulk",
     "pcapkit.lab.scenarios.stalls",
+    "pcapkit.lab.scenarios.retries",
 )
 TOPOLOGIES = ("tun", "loopback", "veth")
 
