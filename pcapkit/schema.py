@@ -743,6 +743,23 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("unblocked_frame", "Int64", "frame carrying that instruction; missing if never released"),
         ("unblocked_ts_ns", "Int64", "time of that frame"),
     ],
+    "hol_counterfactual": [
+        ("flow", "int64", "flow id (an HTTP/2-over-TCP or an HTTP/3 connection)"),
+        ("dir", "category", "c2s or s2c: the direction whose losses blocked streams"),
+        ("transport", "str", "tcp (what QUIC would have saved) or quic (what it saved)"),
+        ("episodes", "int64", "head-of-line findings counted (tcp_hol_blocking, quic_stream_hol)"),
+        ("hol_ms", "float64", "Σ of those findings' costs (the blocking that happened)"),
+        (
+            "quic_saved_ms",
+            "float64",
+            "Σ over the streams that gained of each stream's wait avoided by per-stream "
+            "delivery (tcp: QUIC would have saved; quic: TCP would have added)",
+        ),
+        ("max_ms", "float64", "the largest single stream's gain"),
+        ("streams_saved", "object", "streams that would not wait (tcp) / did not wait (quic)"),
+        ("streams_blocked", "object", "streams with bytes in the lost packets: wait either way"),
+        ("assumption", "str", "what the counterfactual holds fixed (DETECTION.md §11.7)"),
+    ],
     "gaps": [
         ("request", "int64", "row of Trace.requests"),
         ("flow", "int64", "flow id"),
@@ -903,6 +920,8 @@ TABLES: dict[str, str] = {
     "requests": "one row per HTTP exchange with its timeline (TTFB, TTFT, gaps)",
     "h2_windows": "HTTP/2 DATA and WINDOW_UPDATE frames with the send windows after each",
     "qpack_blocked": "HTTP/3 field sections that waited for QPACK encoder instructions",
+    "hol_counterfactual": "per connection: what QUIC saved (HTTP/3) or would have saved "
+    "(HTTP/2 over TCP) of head-of-line blocking",
     "gaps": "why each streamed response waited: path, network findings, server",
     "one_way": "two vantages: each TCP segment's or UDP datagram's one-way delay, or its loss",
     "anomalies": "what could not be parsed, with a stable name (like Zeek's weird.log)",

@@ -64,6 +64,7 @@ CROSS_CONNECTION_KINDS = (
     "retry_ignored_retry_after",
     "retry_amplification",
     "client_timeout",
+    "connection_pool_queueing",
 )
 # ``PCAPKIT_MEMORY_MB`` overrides the detected budget (MB of address space for the
 # analysis of the capture: e.g. to force the shard path, or to keep off it).
@@ -230,6 +231,7 @@ def _remap_obj(df: pd.DataFrame, col: str, fn: Callable[[Any], Any]) -> None:
 
 
 TABLES = ("flows", "flows_in_detail", "tls", "quic", "requests", "gaps", "findings", "anomalies")
+TABLES += ("hol_counterfactual",)
 FRAME_COLS = ("first_frame", "last_frame", "request_frame", "response_frame")
 FRAME_COLS += ("response_head_frame", "frame", "last_byte_frame")
 
@@ -357,7 +359,15 @@ class ShardedTrace:
         for name, dfs in tables.items():
             df = pd.concat(dfs, ignore_index=True) if dfs else pd.DataFrame()
             self._tables[name] = df
-        for name in ("flows", "flows_in_detail", "tls", "quic", "records", "packets"):
+        for name in (
+            "flows",
+            "flows_in_detail",
+            "tls",
+            "quic",
+            "records",
+            "packets",
+            "hol_counterfactual",
+        ):
             sort = [
                 c for c in ("flow", "frame", "dir", "offset") if c in self._tables[name].columns
             ]

@@ -603,6 +603,15 @@ class Trace:
         return findings_table(self.finding_objects)
 
     @cached_property
+    def hol_counterfactual(self) -> pd.DataFrame:
+        """Per connection with head-of-line blocking: what QUIC saved (HTTP/3) or would have
+        saved (HTTP/2 over TCP), same losses and repair times assumed
+        (:mod:`pcapkit.detect.counterfactual`, DETECTION.md §11.7)."""
+        from .detect.counterfactual import hol_counterfactual
+
+        return hol_counterfactual(self.finding_objects, self.quic_frames)
+
+    @cached_property
     def gaps(self) -> pd.DataFrame:
         """Why each streamed response waited: the first event (TTFT) and every long gap,
         split into path, network findings and server time (:mod:`pcapkit.detect.gaps`)."""

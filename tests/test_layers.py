@@ -46,6 +46,10 @@ RANKS = {
 }
 # names with a leading underscore that are public API of the standard library
 PUBLIC_UNDERSCORE = {"_exit", "_replace", "_asdict", "_fields", "_make"}
+# a third-party private a lab scenario must set, (file, attribute), each with its reason:
+# aioquic 1.7.2 has no public knob for the bidirectional streams a server grants
+# (DETECTION.md §11.4's recipe sets this Limit before the handshake)
+THIRD_PARTY_PRIVATE = {("pcapkit/lab/scenarios/concurrency.py", "_local_max_streams_bidi")}
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,8 @@ def violations(root: Path) -> list[str]:
             elif RANKS[theirs] > RANKS[mine]:
                 out.append(f"{where}: {mine} imports {tgt} ({theirs}, a layer above)")
         for line, attr in private_attribute_uses(path):
+            if (str(rel), attr) in THIRD_PARTY_PRIVATE:
+                continue
             out.append(f"{rel}:{line}: reaches into another module's private {attr}")
     out.extend(_cycles(graph))
     return out

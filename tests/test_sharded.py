@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
 NDPI = SHARED / "realworld" / "ndpi" / "pcap"
 TABLES = ("flows", "flows_in_detail", "findings", "requests", "tls", "quic", "gaps", "records")
+TABLES += ("hol_counterfactual",)
 
 
 def _rows(df: object) -> list[tuple[str, ...]]:
@@ -48,6 +49,8 @@ def _synthetic(path: Path, packets: int, seed: int) -> Path:
 MERGE_CAPTURES = [
     "fixtures/tls_no_reuse/client.pcapng",  # connection_not_reused relates two connections
     "fixtures/h3_sse_drop/client.pcapng",
+    "fixtures/h2_hol_drop/client.pcapng",  # a hol_counterfactual row (what QUIC would save)
+    "fixtures/connection_pool_queueing/client.pcapng",  # relates the pool's connections
     "ndpi/tls_certificate_too_long.pcap",  # many hosts: flows, requests spread over shards
     "ndpi/googledns_android10.pcap",
     "ndpi/quic-28.pcap",

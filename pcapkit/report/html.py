@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .. import plot
+from ..detect.counterfactual import summary_line as hol_summary_line
 from ..trace import Trace
 from .coverage import coverage, coverage_line
 from .escape import printable
@@ -270,6 +271,9 @@ def _session_html(trace: Trace, flow: int) -> str:
             f"{esc(getattr(s, 'alpn', ''))} · "
             f"{'decrypted' if getattr(s, 'decrypted', False) else 'not decrypted'}</p>"
         )
+    hol = trace.hol_counterfactual
+    for h in hol[hol["flow"] == flow].itertuples(index=False):  # what QUIC saved (§11.7)
+        out.append(f'<p class="session">{esc(hol_summary_line(h))}</p>')
     return "".join(out)
 
 

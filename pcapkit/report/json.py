@@ -113,6 +113,7 @@ def _sections(
     yield "quic", iter_records(flow_rows(trace.quic, only_flows)), True
     yield "requests", iter_records(flow_rows(requests, only_flows)), True
     yield "gaps", iter_records(gaps), True
+    yield "hol_counterfactual", iter_records(flow_rows(trace.hol_counterfactual, only_flows)), True
     yield "findings", iter_records(findings), True
     yield "anomalies", iter_records(trace.anomalies), True
 

@@ -15,6 +15,7 @@ JSON_KEYS = (
     "quic",
     "requests",
     "gaps",
+    "hol_counterfactual",
     "findings",
     "anomalies",
 )

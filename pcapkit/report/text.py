@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..detect.counterfactual import summary_line as hol_summary_line
 from ..schema import is_missing as _na
 from ..trace import Trace
 from .coverage import coverage, coverage_line, unread
@@ -423,6 +424,9 @@ def analysis_text(
     gaps: dict[int, list[Any]] = {}
     for g in trace.gaps.itertuples(index=False):
         gaps.setdefault(int(g.request), []).append(g)
+    hol: dict[int, list[Any]] = {}  # per connection: what QUIC saved / would have saved
+    for h in trace.hol_counterfactual.itertuples(index=False):
+        hol.setdefault(int(h.flow), []).append(h)
     per_flow: dict[int, list[Any]] = {}
     for fnd in findings.itertuples(index=False):
         per_flow.setdefault(-1 if _na(fnd.flow) else int(fnd.flow), []).append(fnd)
@@ -441,6 +445,8 @@ def analysis_text(
             )
         for group in _groups(per_flow.get(int(r.flow), [])):
             out.extend(grouped_finding_lines(group))
+        for h in hol.get(int(r.flow), []):
+            out.extend(_wrap(hol_summary_line(h), "    "))
     for group in _groups(per_flow.get(-1, [])):
         out.append("")
         out.extend(grouped_finding_lines(group))

@@ -797,7 +797,7 @@ def _http2(
     (RFC 7540 §3.2); ``upgraded`` is that request's head with its frame and time: it
     becomes stream 1's request (the server answers it on stream 1)."""
     from dissectors.grpc import dissect_grpc_stream, is_grpc
-    from dissectors.http2 import H2Connection, H2Error, H2Frame, error_code_name
+    from dissectors.http2 import H2Connection, H2Error, H2Frame, error_code_name, settings_name
 
     st0 = start or {"c2s": 0, "s2c": 0}
     streams_cap, frames_cap = b.limits["h2_streams"], b.limits["messages"]
@@ -950,6 +950,13 @@ def _http2(
                 detail = f"{f.data_length} data bytes" + (", END_STREAM" if f.end_stream else "")
             elif f.type_name == "WINDOW_UPDATE":
                 detail = f"increment {f.window_size_increment}"
+            elif f.type_name == "SETTINGS" and f.settings:
+                # NAME=value (RFC 9113 §6.5.2), MAX_CONCURRENT_STREAMS first (the detail is
+                # cut at DETAIL_CHARS): what h2_concurrency_limited reads
+                detail += "; " + ", ".join(
+                    f"{settings_name(k)}={v}"
+                    for k, v in sorted(f.settings, key=lambda kv: kv[0] != 0x3)
+                )
             elif f.type_name == "RST_STREAM" and f.error_code is not None:
                 detail = f"error {error_code_name(f.error_code)}"
             b.message(

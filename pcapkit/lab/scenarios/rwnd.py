@@ -204,3 +204,164 @@ register(
         validate=_validate,
     )
 )
+
+
+# ----------------------------------------------------------------- receiver_limited (R7)
+# DETECTION.md §11.5: a reader that keeps reading, but slowly.  The client leaves its
+# buffers at the defaults (autotuning on); the positive reads ``read_chunk`` bytes then
+# sleeps ``read_sleep_ms``; the control reads 64 KiB at a time without sleeping.  The
+# server writes ``response_len`` bytes with one ``sendall`` and then reads the kernel's own
+# account of the transfer from TCP_INFO: ``tcpi_busy_time`` and ``tcpi_rwnd_limited``
+# (µs, u64 at offsets 168 and 176 of ``struct tcp_info``, include/uapi/linux/tcp.h) — the
+# time the sender was blocked at the advertised window, the ground truth of the cost.
+RL_PARAMS: dict[str, Any] = {
+    "delay_ms": 15.0,
+    "response_len": 163_840,  # 160 KiB: the default 64 KiB window fills, then ~20 updates
+    "client_rcvbuf": 0,  # 0: default buffers, autotuning on (§11.5's rl_slow4k)
+    "read_before_pause": 0,
+    "pause_s": 0,
+    "read_chunk": 4_096,
+    "read_sleep_ms": 10.0,  # 0: read as fast as possible (control)
+    "server_nodelay": False,
+    "client_nodelay": True,
+}
+_TCP_INFO_FULL = 232  # sizeof(struct tcp_info) on 6.x
+_TCPI_BUSY, _TCPI_RWND, _TCPI_SNDBUF = 168, 176, 184  # u64 µs (uapi tcp.h)
+
+
+def _chrono_us(s: socket.socket) -> dict[str, int | None]:
+    import struct
+
+    raw = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_FULL)
+    if len(raw) < _TCPI_SNDBUF + 8:
+        return {"busy_us": None, "rwnd_limited_us": None, "sndbuf_limited_us": None}
+    busy, rwnd, sndbuf = struct.unpack_from("=QQQ", raw, _TCPI_BUSY)
+    return {"busy_us": busy, "rwnd_limited_us": rwnd, "sndbuf_limited_us": sndbuf}
+
+
+def rl_server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=p["server_nodelay"])
+    ready()
+    conn, _ = ls.accept()
+    conn.settimeout(IO_TIMEOUT_S)
+    opts = tcp_options(conn)
+    recv_exact(conn, len(REQUEST))
+    t0 = now_ns()
+    conn.sendall(bytes(range(256)) * (p["response_len"] // 256))
+    t1 = now_ns()
+    conn.recv(1)  # the client's FIN: everything was ACKed, the chronographs are final
+    chrono = _chrono_us(conn)
+    info = tcp_info(conn)
+    conn.close()
+    ls.close()
+    return {
+        "socket": opts,
+        "write_start_ns": t0,
+        "write_end_ns": t1,
+        "tcp_info_end": info,
+        "chrono": chrono,
+    }
+
+
+def rl_client(p: dict[str, Any]) -> dict[str, Any]:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    apply_tcp_options(s, cc=p["cc"], nodelay=p["client_nodelay"])
+    s.settimeout(CONNECT_TIMEOUT_S)
+    s.connect((p["server_ip"], p["port"]))
+    s.settimeout(IO_TIMEOUT_S)
+    opts = tcp_options(s)
+    opts["SO_RCVBUF"] = s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+    s.sendall(REQUEST)
+    total, got = p["response_len"] // 256 * 256, 0
+    reads = []
+    sleep_s = p["read_sleep_ms"] / 1000
+    chunk = p["read_chunk"] if sleep_s else 65_536
+    while got < total:
+        data = s.recv(min(chunk, total - got))
+        if not data:
+            raise ConnectionError(f"server closed after {got} bytes")
+        got += len(data)
+        reads.append({"t_ns": now_ns(), "bytes": got})
+        if sleep_s:
+            time.sleep(sleep_s)
+    s.close()
+    return {"socket": opts, "reads": reads}
+
+
+def rl_ground_truth(run: RunData) -> dict[str, Any]:
+    pkts = truth.packets(run.forwarder)
+    zero = sum(
+        1
+        for x in pkts
+        if x.proto == 6
+        and x.dir == "c2s"
+        and x.win == 0
+        and not x.flags & (TCP_SYN | TCP_FIN | TCP_RST)
+    )
+    reads = run.client["reads"]
+    ch = run.server["chrono"]
+    gaps = [b["t_ns"] - a["t_ns"] for a, b in zip(reads, reads[1:], strict=False)]
+    return {
+        "handshake": list(truth.handshake(pkts)),
+        "client_rcvbuf": run.client["socket"]["SO_RCVBUF"],
+        "reads": len(reads),
+        "read_gap_p50_ms": truth.ms(sorted(gaps)[len(gaps) // 2]) if gaps else None,
+        "tcpi": ch,
+        "summary": {
+            "zero_window_acks": zero,
+            # the kernel's own account (tcp_write_xmit's TCP_CHRONO_RWND_LIMITED)
+            "rwnd_limited_ms": None
+            if ch["rwnd_limited_us"] is None
+            else round(ch["rwnd_limited_us"] / 1000, 3),
+            "busy_ms": None if ch["busy_us"] is None else round(ch["busy_us"] / 1000, 3),
+            "transfer_ms": truth.ms(reads[-1]["t_ns"] - run.server["write_start_ns"]),
+        },
+    }
+
+
+def _rl_validate(doc: dict[str, Any]) -> list[str]:
+    s = doc["ground_truth"]["summary"]
+    problems = []
+    if s["zero_window_acks"]:
+        problems.append(f"the window reached zero (that is zero_window, not R7): {s}")
+    if s["rwnd_limited_ms"] is None:
+        return problems + ["no tcpi_rwnd_limited from the kernel"]
+    if doc["params"]["read_sleep_ms"]:
+        if s["rwnd_limited_ms"] < 0.3 * s["transfer_ms"]:
+            problems.append(f"positive hardly window-limited: {s}")
+    elif s["rwnd_limited_ms"] > 0.05 * s["transfer_ms"]:
+        problems.append(f"control was window-limited: {s}")
+    return problems
+
+
+register(
+    Scenario(
+        name="receiver_limited",
+        summary="slow reader (4 KiB every 10 ms, default buffers): the server sends at the "
+        "advertised window's edge, never zero",
+        what="160 KiB download read 4 KiB / 10 ms: small non-zero windows, the sender stops at "
+        "the window's right edge and resumes on each window update (reader's cadence)",
+        expected=("receiver_limited",),
+        pair="receiver_limited_control",
+        server=f"{_M}:rl_server",
+        client=f"{_M}:rl_client",
+        params=RL_PARAMS,
+        ground_truth=rl_ground_truth,
+        validate=_rl_validate,
+    )
+)
+register(
+    Scenario(
+        name="receiver_limited_control",
+        summary="the same download read 64 KiB at a time without sleeping (control)",
+        what="the same 160 KiB download, fast reader: cwnd-limited, the window autotunes open",
+        expected=(),
+        controls=("receiver_limited",),
+        pair="receiver_limited",
+        server=f"{_M}:rl_server",
+        client=f"{_M}:rl_client",
+        params={**RL_PARAMS, "read_sleep_ms": 0.0},
+        ground_truth=rl_ground_truth,
+        validate=_rl_validate,
+    )
+)
