@@ -8,7 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-.PHONY: demo test lint bench bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
+.PHONY: demo test lint bench bench-shapes bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -60,6 +60,12 @@ bench: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/pip install -q -e '.[bench]'
 	$(TEST_VENV)/bin/python benchmarks/gen_capture.py -n 1000000 -o benchmarks/out/big.pcap --seed 1
 	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap --reps 3 --out benchmarks/RESULTS.md
+
+# issue 16: `pcapkit analyze` vs tshark on four synthetic traffic shapes (bulk, sse, h2,
+# quic), 100k and 1M packets; SIZES=100000,1000000,5000000 for the linearity run
+SIZES ?= 100000,1000000
+bench-shapes: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python benchmarks/shapes.py --sizes $(SIZES) --reps 3 --out benchmarks/RESULTS.md
 
 # Issue 20: pcapkit shard beside editcap / tshark -w, pcapkit batch on 1 and 2 Dask workers
 # (benchmarks/fleet.py; a 106 MB synthetic capture split in 8)

@@ -70,6 +70,10 @@ SYN_RETX_P = 0.01
 RST_CLOSE_P = 0.03
 PORT_REUSE_P = 0.01
 PAYLOAD = "tls"
+# traffic shape (issue 16, ``--shape``): "mixed" (the default above), "bulk", "sse", "h2",
+# "quic"; see SHAPES
+SHAPE = "mixed"
+TOKEN_REC = 5 + 24 + 17  # sse shape: one TLS record per streamed token (24-byte plaintext)
 
 F_FIN, F_SYN, F_RST, F_PSH, F_ACK = 1, 2, 4, 8, 16
 OPT_TS, OPT_SYN, OPT_SACK = 0, 1, 2
@@ -80,6 +84,22 @@ POOL_PAD = 4096
 
 KIND_NAMES = ("rr", "sse", "bulk_down", "bulk_up")
 KIND_P = (0.55, 0.25, 0.14, 0.06)
+
+# Synthetic traffic shapes for the analyze benchmark (issue 16).  Each is the mixed
+# model above with one knob turned; the defaults (loss, concurrency) apply unless given.
+SHAPES = {
+    # full-size segments, 16 KiB TLS records: the shape tshark is fastest on
+    "bulk": {"kind_p": (0.0, 0.0, 0.85, 0.15), "concurrency": 100},
+    # thousands of token streams, one small TLS record per token, many per segment
+    "sse": {"kind_p": (0.0, 1.0, 0.0, 0.0), "concurrency": 3000},
+    # long-lived connections carrying many overlapping exchanges (what HTTP/2
+    # multiplexing looks like under TLS: the frames themselves are encrypted), 2 % loss
+    "h2": {"kind_p": (1.0, 0.0, 0.0, 0.0), "concurrency": 300, "loss": 0.02},
+    # the mixed model carried over UDP as QUIC: long-header Initials for the handshake,
+    # short-header 1-RTT packets after it (payload opaque: no keys, no decryption)
+    # (no 5-tuple reuse: one UDP flow is one QUIC connection here)
+    "quic": {"kind_p": KIND_P, "concurrency": 300, "port_reuse": 0.0},
+}
 
 
 def lognormal(rng: np.random.Generator, median: float, sigma: float, size, lo, hi) -> np.ndarray:
@@ -292,20 +312,21 @@ TLS_REC_MAX = 5 + (1 << 14) + 17
 TLS_REC_MIN = 5 + 1 + 17
 
 
-def tls_records(w: Writes) -> tuple[np.ndarray, np.ndarray]:
+def tls_records(w: Writes, rec_max: int = TLS_REC_MAX) -> tuple[np.ndarray, np.ndarray]:
     """Stream offset and wire length of each TLS record: every write is a run of
-    records filling it exactly (a too-short tail is merged into the record before)."""
+    records of ``rec_max`` bytes filling it exactly (a too-short tail is merged into
+    the record before)."""
     size = w.size
     start = np.cumsum(size) - size
-    nrec = np.maximum(-(-size // TLS_REC_MAX), 1)
-    tail = size - (nrec - 1) * TLS_REC_MAX
+    nrec = np.maximum(-(-size // rec_max), 1)
+    tail = size - (nrec - 1) * rec_max
     merge = (tail < TLS_REC_MIN) & (nrec > 1)
     nrec = nrec - merge
     wi = np.repeat(np.arange(size.shape[0]), nrec)
     k = np.arange(wi.shape[0]) - np.repeat(np.cumsum(nrec) - nrec, nrec)
-    off = start[wi] + k * TLS_REC_MAX
+    off = start[wi] + k * rec_max
     last = k == nrec[wi] - 1
-    ln = np.where(last, start[wi] + size[wi] - off, TLS_REC_MAX)
+    ln = np.where(last, start[wi] + size[wi] - off, rec_max)
     return off, ln
 
 
@@ -324,7 +345,13 @@ def plan_writes(
         return np.maximum(ss, k * spacing)
 
     if name in ("rr", "bulk_down", "bulk_up"):
-        if name == "rr":
+        if name == "rr" and SHAPE == "h2":
+            # one long-lived connection, many exchanges back to back (multiplexed
+            # streams: requests while earlier responses are still in flight)
+            e = int(min(rng.geometric(0.02), 400))
+            req = lognormal(rng, 250, 0.6, e, 60, 4000).astype(np.int64)
+            resp = lognormal(rng, 6000, 1.6, e, 100, 3_000_000).astype(np.int64)
+        elif name == "rr":
             e = int(min(1 + rng.geometric(0.3) - 1, 40))
             req = lognormal(rng, 350, 0.6, e, 60, 6000).astype(np.int64)
             resp = lognormal(rng, 2500, 1.6, e, 100, 3_000_000).astype(np.int64)
@@ -338,6 +365,10 @@ def plan_writes(
             resp = lognormal(rng, 250, 0.3, 1, 100, 1000).astype(np.int64)
         think = lognormal(rng, 3 * MS, 1.0, e, 50 * US, 2 * NS).astype(np.int64)
         idle = lognormal(rng, 150 * MS, 1.2, e, 1 * MS, 20 * NS).astype(np.int64)
+        if SHAPE == "h2":
+            idle = lognormal(rng, 2 * MS, 1.0, e, 50 * US, 1 * NS).astype(np.int64)
+            # the next request goes out before the previous response ends
+            idle = idle - (dur(resp) + 2 * d_c) // 2
         # exchange k: request at t_req[k]; response 2·d_S + think after the request's
         # last segment; next request 2·d_C + idle after the response's last segment
         step = dur(req) + 2 * d_s + think + dur(resp) + 2 * d_c + idle
@@ -348,6 +379,9 @@ def plan_writes(
     req = lognormal(rng, 600, 0.8, 1, 100, 20_000).astype(np.int64)
     k = int(lognormal(rng, 120, 1.0, 1, 5, 5000)[0])
     ev = lognormal(rng, 110, 0.7, k, TLS_REC_MIN + 1, 16_000).astype(np.int64)
+    if SHAPE == "sse":
+        # several tokens flushed together: ~12 records of TOKEN_REC bytes per write
+        ev = lognormal(rng, 12 * TOKEN_REC, 0.5, k, TOKEN_REC, 1400).astype(np.int64)
     gaps = lognormal(rng, 30 * MS, 0.9, k, 1 * MS, 15 * NS).astype(np.int64)
     ttft = int(lognormal(rng, 300 * MS, 0.8, 1, 20 * MS, 10 * NS)[0])
     t_hdr = t0 + int(dur(req)[0]) + 2 * d_s + int(rng.integers(1 * MS, 10 * MS))
@@ -507,7 +541,10 @@ def simulate_conn(rng: np.random.Generator, kind: int) -> Conn:
         duration=int(t.max()),
         d_c=d_c,
         d_s=d_s,
-        records=(tls_records(cw), tls_records(sw)),
+        records=(
+            tls_records(cw),
+            tls_records(sw, TOKEN_REC if SHAPE == "sse" and kind == 1 else TLS_REC_MAX),
+        ),
     )
 
 
@@ -653,6 +690,7 @@ def simulate(n_target: int, seed: int, concurrency: int):
         "sack_r": np.where(pk["sack_r"] >= 0, (isn[cid, peer] + pk["sack_r"]) & 0xFFFFFFFF, 0),
         "pool": (pool_base[cid, dr] + pk["seq"] - 1) % POOL_SIZE,
         "stream_key": ((cid * 2 + dr) << 40) + pk["seq"] - 1,  # (connection, dir, offset)
+        "conn": cid,
     }
     # TLS record headers, as (connection, dir, stream offset) keys → header bytes
     keys, vals = [], []
@@ -678,7 +716,9 @@ def simulate(n_target: int, seed: int, concurrency: int):
 
     manifest = {
         "seed": seed,
-        "payload": PAYLOAD,
+        "shape": SHAPE,
+        "transport": "udp" if SHAPE == "quic" else "tcp",
+        "payload": "quic" if SHAPE == "quic" else PAYLOAD,
         "packets": int(cid.shape[0]),
         "connections": nc,
         "tcp_streams": nc,
@@ -687,6 +727,7 @@ def simulate(n_target: int, seed: int, concurrency: int):
         "kinds": {KIND_NAMES[k]: int(sum(c.kind == k for c in conns)) for k in range(4)},
         "data_segments_lost": int(sum(c.retx for c in conns)),
         "data_segments_reordered": int(sum(c.reordered for c in conns)),
+        "tls_records": int(sum(r[0].shape[0] for c in conns for r in c.records)),
         # per connection in order of first packet (= Wireshark's tcp.stream order)
         "streams": [],
     }
@@ -916,6 +957,117 @@ def write_pcap(
     return written
 
 
+QUIC_INITIAL = 1200  # a padded Initial datagram (RFC 9000 §14.1)
+QUIC_SHORT_HDR = 1 + 8  # first byte, 8-byte destination connection ID
+QUIC_ACK_ONLY = QUIC_SHORT_HDR + 31  # a 1-RTT packet carrying an ACK frame and the tag
+
+
+def write_pcap_quic(
+    path: str, f: dict[str, np.ndarray], pool: np.ndarray, ns: bool, chunk: int = 16384
+) -> int:
+    """The simulated connections carried over UDP as QUIC v1 (``--shape quic``).
+
+    Every TCP packet of the model becomes one datagram: SYN / SYN-ACK → a 1200-byte
+    long-header Initial, a data segment → a short-header 1-RTT packet of the segment's
+    size plus its 9-byte header, a pure ACK / FIN / RST → a 40-byte 1-RTT packet.
+    Header bytes are valid QUIC v1 (8-byte connection IDs per endpoint); everything
+    after them is the pool's opaque bytes (no keys exist: nothing decrypts).  IPv4
+    checksums are valid; the UDP checksum is 0 (allowed over IPv4, RFC 768).
+    """
+    n = f["ts"].shape[0]
+    magic = 0xA1B23C4D if ns else 0xA1B2C3D4
+    written = 0
+    with open(path, "wb") as out:
+        out.write(np.array([magic], "<u4").tobytes())
+        out.write(np.array([2, 4], "<u2").tobytes())
+        out.write(np.array([0, 0, 262144, 1], "<u4").tobytes())
+        written += 24
+        for c0 in range(0, n, chunk):
+            c1 = min(c0 + chunk, n)
+            g = {k: v[c0:c1] for k, v in f.items()}
+            conn = g["conn"]
+            long_ = (g["flags"] & F_SYN) != 0
+            qlen = np.where(
+                long_,
+                QUIC_INITIAL,
+                np.where(g["plen"] > 0, g["plen"] + QUIC_SHORT_HDR, QUIC_ACK_ONLY),
+            )
+            frame = 14 + 20 + 8 + qlen
+            rec = 16 + frame
+            rec_off = np.cumsum(rec) - rec
+            buf = np.empty(int(rec.sum()), np.uint8)
+            m = c1 - c0
+            H = 16 + 42
+            h = np.zeros((m, H), np.uint8)
+            ts = g["ts"]
+            _put(h, 0, ts // NS, 4, True)
+            _put(h, 4, ts % NS if ns else (ts % NS) // 1000, 4, True)
+            _put(h, 8, frame, 4, True)
+            _put(h, 12, frame, 4, True)
+            e = 16
+            ch = g["client_host"]
+            cs = g["client_side"]
+            gw = np.array([2, 0, 0, 0, 0, 1], np.uint8)
+            for side_client, col_cli, col_gw in ((True, e + 6, e), (False, e, e + 6)):
+                r = cs == side_client
+                h[np.ix_(r, np.arange(col_gw, col_gw + 6))] = gw
+                rr = np.nonzero(r)[0]
+                h[rr, col_cli : col_cli + 4] = (2, 0, 10, 1)
+                h[rr, col_cli + 4] = (ch[r] >> 8) & 0xFF
+                h[rr, col_cli + 5] = ch[r] & 0xFF
+            h[:, e + 12] = 0x08
+            ip = 30
+            h[:, ip] = 0x45
+            _put(h, ip + 2, 20 + 8 + qlen, 2)
+            _put(h, ip + 4, g["ipid"], 2)
+            h[:, ip + 6] = 0x40
+            h[:, ip + 8] = g["ttl"]
+            h[:, ip + 9] = 17
+            _put(h, ip + 12, g["src_ip"], 4)
+            _put(h, ip + 16, g["dst_ip"], 4)
+            _put(h, ip + 10, _fold(_csum_words(h, ip, ip + 20)), 2)
+            udp = 50
+            _put(h, udp, g["sport"], 2)
+            _put(h, udp + 2, g["dport"], 2)
+            _put(h, udp + 4, 8 + qlen, 2)
+            rows = np.lib.stride_tricks.as_strided(
+                buf, (buf.shape[0] - H + 1, H), (1, 1), writeable=True
+            )
+            rows[rec_off] = h
+            pay = rec_off + H
+            _copy_payloads(buf, pay, pool, g["pool"], qlen)
+            # QUIC headers over the opaque bytes; connection IDs: 8 bytes per endpoint
+            dst_cid = conn * 2 + (1 - (~cs).astype(np.int64))  # the receiver's CID
+            src_cid = conn * 2 + (~cs).astype(np.int64)
+            lo = np.nonzero(long_)[0]
+            if lo.shape[0]:
+                lh = np.zeros((lo.shape[0], 26), np.uint8)
+                lh[:, 0] = 0xC3  # long header, Initial, 4-byte packet number
+                lh[:, 1:5] = (0, 0, 0, 1)
+                lh[:, 5] = 8
+                _put(lh, 6, 0x5143000000000000 + dst_cid[lo], 8)
+                lh[:, 14] = 8
+                _put(lh, 15, 0x5143000000000000 + src_cid[lo], 8)
+                lh[:, 23] = 0  # token length
+                _put(lh, 24, 0x4000 | (QUIC_INITIAL - 26), 2)
+                rows26 = np.lib.stride_tricks.as_strided(
+                    buf, (buf.shape[0] - 26 + 1, 26), (1, 1), writeable=True
+                )
+                rows26[pay[lo]] = lh
+            sh = np.nonzero(~long_)[0]
+            if sh.shape[0]:
+                hh = np.zeros((sh.shape[0], QUIC_SHORT_HDR), np.uint8)
+                hh[:, 0] = 0x43  # short header, fixed bit, 4-byte packet number
+                _put(hh, 1, 0x5143000000000000 + dst_cid[sh], 8)
+                rows9 = np.lib.stride_tricks.as_strided(
+                    buf, (buf.shape[0] - QUIC_SHORT_HDR + 1, QUIC_SHORT_HDR), (1, 1), writeable=True
+                )
+                rows9[pay[sh]] = hh
+            out.write(buf)
+            written += buf.shape[0]
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
@@ -927,19 +1079,32 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("-o", "--output", default="benchmarks/out/big.pcap")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--concurrency", type=int, default=300, help="mean number of open connections")
+    ap.add_argument(
+        "--concurrency",
+        type=int,
+        default=None,
+        help="mean number of open connections (default 300, or the shape's)",
+    )
+    ap.add_argument(
+        "--shape",
+        choices=("mixed", *SHAPES),
+        default="mixed",
+        help="traffic shape (issue 16): mixed (default), bulk, sse, h2, quic — see SHAPES",
+    )
     ap.add_argument(
         "--ns", action="store_true", help="nanosecond timestamps (default: microseconds)"
     )
-    ap.add_argument("--loss", type=float, default=LOSS_P, help="data segments lost (fraction)")
+    ap.add_argument(
+        "--loss", type=float, default=None, help=f"data segments lost (fraction; default {LOSS_P})"
+    )
     ap.add_argument(
         "--reorder", type=float, default=REORDER_P, help="segments reordered (fraction)"
     )
     ap.add_argument(
         "--port-reuse",
         type=float,
-        default=PORT_REUSE_P,
-        help="connections reusing a closed 5-tuple (fraction)",
+        default=None,
+        help=f"connections reusing a closed 5-tuple (fraction; default {PORT_REUSE_P})",
     )
     ap.add_argument(
         "--payload",
@@ -950,17 +1115,30 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--no-manifest", action="store_true", help="do not write <output>.json")
     a = ap.parse_args(argv)
+    preset = SHAPES.get(a.shape, {})
+    loss = a.loss if a.loss is not None else preset.get("loss", LOSS_P)
+    conc = a.concurrency if a.concurrency is not None else preset.get("concurrency", 300)
     globals().update(
-        LOSS_P=a.loss, REORDER_P=a.reorder, PORT_REUSE_P=a.port_reuse, PAYLOAD=a.payload
+        LOSS_P=loss,
+        REORDER_P=a.reorder,
+        PORT_REUSE_P=a.port_reuse
+        if a.port_reuse is not None
+        else preset.get("port_reuse", PORT_REUSE_P),
+        PAYLOAD=a.payload,
+        SHAPE=a.shape,
+        KIND_P=preset.get("kind_p", KIND_P),
     )
     t0 = time.perf_counter()
-    fields, tls, manifest = simulate(a.packets, a.seed, a.concurrency)
+    fields, tls, manifest = simulate(a.packets, a.seed, conc)
     t1 = time.perf_counter()
     pool_rng = np.random.default_rng([a.seed, 0x9E3779B9])
     pool = pool_rng.integers(0, 256, POOL_SIZE, dtype=np.uint8)
     pool = np.concatenate([pool, pool[:POOL_PAD]])
     os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
-    size = write_pcap(a.output, fields, pool, a.ns, tls if a.payload == "tls" else None)
+    if a.shape == "quic":
+        size = write_pcap_quic(a.output, fields, pool, a.ns)
+    else:
+        size = write_pcap(a.output, fields, pool, a.ns, tls if a.payload == "tls" else None)
     t2 = time.perf_counter()
     manifest["file_bytes"] = size
     manifest["timestamps"] = "ns" if a.ns else "us"

@@ -9,10 +9,31 @@ unrelated ``pypcapkit`` installs a package of the same import name: the two
 cannot share one environment).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import CaptureTooBroken, NotACapture, PcapkitError, UnsupportedLinkType
-from .trace import StreamBytes, Trace, open
+
+if TYPE_CHECKING:
+    from .trace import StreamBytes, Trace, open
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``Trace``, ``open`` and ``StreamBytes`` load pcapkit.trace (and pandas) on first
+    use, so ``pcapkit --help`` and ``import pcapkit.errors`` start without them."""
+    if name in ("Trace", "open", "StreamBytes"):
+        from . import trace
+
+        return getattr(trace, name)
+    import importlib
+    import importlib.util
+
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        # ``pcapkit.schema`` and the like after a bare ``import pcapkit``, as when the
+        # package imported its tables eagerly
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def diff(before, after, **kwargs):  # type: ignore[no-untyped-def]

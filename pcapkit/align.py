@@ -222,6 +222,23 @@ def alignment_kpis(records: Any) -> dict[str, Any]:
     return out
 
 
+def _unique_pairs(a: np.ndarray, b: np.ndarray, counts: bool = False) -> tuple[np.ndarray, ...]:
+    """The distinct (a, b) pairs in lexicographic order, as ``np.unique(np.stack([a, b],
+    axis=1), axis=0, return_counts=True)`` gives them: (a, b, count) with ``counts``,
+    else (a, count).  ``a`` is ≥ 0; one int64 key per pair when it fits."""
+    if a.shape[0] == 0:
+        z = np.zeros(0, np.int64)
+        return (z, z, z) if counts else (z, z)
+    lo = int(b.min())
+    width = int(b.max()) - lo + 1
+    if (int(a.max()) + 1) * width >= 1 << 62:  # would overflow: the row sort
+        uniq, n = np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)
+        return (uniq[:, 0], uniq[:, 1], n) if counts else (uniq[:, 0], n)
+    key, n = np.unique(a * width + (b - lo), return_counts=True)
+    ua = key // width
+    return (ua, key - ua * width + lo, n) if counts else (ua, n)
+
+
 def alignment_kpis_by_flow(
     flow: np.ndarray,
     direction: np.ndarray,
@@ -244,13 +261,14 @@ def alignment_kpis_by_flow(
     fs, ds, us, ps = fi[sel], direction[sel].astype(np.int64), push_unit[sel], psh_end[sel]
     n_rec = np.bincount(fs, minlength=flows.shape[0])
     n_psh = np.bincount(fs, weights=ps.astype(np.float64), minlength=flows.shape[0])
-    # push units: unique (flow, dir, unit) with the number of records ending in each
-    ukey = np.stack([fs, ds, us.astype(np.int64)], axis=1)
-    uniq, per_unit = np.unique(ukey, axis=0, return_counts=True)
-    uflow = uniq[:, 0] if uniq.shape[0] else np.zeros(0, np.int64)
+    # push units: unique (flow, dir, unit) with the number of records ending in each,
+    # as one int64 key per record (a 1-D sort, not np.unique(axis=0)'s row sort)
+    uflow, per_unit = _unique_pairs(fs * 2 + ds, us.astype(np.int64))
+    uflow >>= 1
     n_units = np.bincount(uflow, minlength=flows.shape[0])
     n_single = np.bincount(uflow, weights=per_unit == 1, minlength=flows.shape[0])
-    pairs, pair_n = np.unique(np.stack([uflow, per_unit], axis=1), axis=0, return_counts=True)
+    pf, pk, pair_n = _unique_pairs(uflow, per_unit, counts=True)
+    pairs = np.stack([pf, pk], axis=1)
     hists: dict[int, dict[int, int]] = {}
     for (f, k), c in zip(pairs.tolist(), pair_n.tolist(), strict=True):
         hists.setdefault(f, {})[int(k)] = int(c)

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
+from .errors import STRICT_ENV as STRICT_ENV  # re-exported
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,8 +239,6 @@ def qualified(protocol: str, name: str) -> str:
     return name if name.startswith(prefix) else prefix + name
 
 
-# PCAPKIT_STRICT=1 re-raises what isolate() would turn into a row (debugging, tests)
-STRICT_ENV = "PCAPKIT_STRICT"
 # the detail keeps this much of an exception's message (it may quote captured bytes)
 INTERNAL_DETAIL_CHARS = 200
 

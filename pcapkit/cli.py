@@ -17,15 +17,17 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from . import __version__
 from .errors import PcapkitError
-from .report.diff import METRICS as DIFF_METRIC_TABLE
-from .report.json import JSON_KEYS
-from .trace import Trace
+from .report.names import JSON_KEYS
+from .report.names import METRICS as DIFF_METRIC_TABLE
+
+if TYPE_CHECKING:
+    from .trace import Trace
 
 # Below this size a capture is analysed faster than a progress bar can be read.
 PROGRESS_MIN_BYTES = 20 * 1024 * 1024
@@ -190,6 +192,8 @@ def open_trace(
         prog = _Progress()
     cctx = click.get_current_context(silent=True)
     limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    from .trace import Trace
+
     try:
         trace = Trace(
             path, keylog, progress=prog, redact=redact, thresholds=settings, limits=limits
@@ -1532,17 +1536,19 @@ def _arrow_system_allocator() -> None:
     caller."""
     if "ARROW_DEFAULT_MEMORY_POOL" in os.environ:
         return
-    try:
-        import pyarrow as pa
-    except ImportError:
+    pa = sys.modules.get("pyarrow")
+    if pa is not None:  # already loaded (an embedding program): set its pool
+        pa.set_memory_pool(pa.system_memory_pool())
         return
-    pa.set_memory_pool(pa.system_memory_pool())
+    # else through the environment Arrow reads when it first allocates, not by importing
+    # pyarrow here (a quarter of a second of start-up for commands that never use it)
+    os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
 
 
 def main() -> None:
     # imported before the analysis: the last resort below must not need memory or imports
     # (out of memory, compiling the escape pattern raised a second MemoryError)
-    from .anomalies import STRICT_ENV
+    from .errors import STRICT_ENV
     from .report.escape import printable
 
     _arrow_system_allocator()

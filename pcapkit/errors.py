@@ -6,6 +6,9 @@ Per-packet problems never raise: they become rows of ``Trace.anomalies``
 
 from __future__ import annotations
 
+# PCAPKIT_STRICT=1 re-raises what isolate() would turn into a row (debugging, tests)
+STRICT_ENV = "PCAPKIT_STRICT"
+
 
 class PcapkitError(Exception):
     """Base of every error pcapkit raises for a whole input."""

@@ -149,6 +149,7 @@ class Trace:
         ft = build_flows(dec)
         self._report("reassembly", 0.6)
         tcp = analyze_tcp(dec, ft, self.raw.ts_ns, self.raw.buf)
+        self.raw.release()  # payload compared and classified: the mapping's pages can go
         self._report("reassembly", 1.0)
         return _Net(dec=dec, flows=ft, tcp=tcp)
 
@@ -302,6 +303,7 @@ class Trace:
         out = run_tls(
             self.raw.buf, tcp_flows, net.tcp.index, keys, errors=self._errors, limits=self.limits
         )
+        self.raw.release()  # the record walk touched every header's page
         self._report("tls", 1.0)
         return out
 
@@ -379,6 +381,7 @@ class Trace:
         out = build(
             inp, redact_secrets=self.redact_secrets, errors=self._errors, limits=self.limits
         )
+        self.raw.release()
         self._report("http", 1.0)
         return out
 
@@ -436,6 +439,7 @@ class Trace:
             errors=self._errors,
             limits=self.limits,
         )
+        self.raw.release()  # every datagram was read
         self._report("quic", 1.0)
         return out
 

@@ -11,7 +11,8 @@ Captures: every ``fixtures/*/*.pcapng`` (with their embedded keys, and once more
 ``embedded_keys=False``), every capture under ``../shared/corpus`` (with its key log
 where MANIFEST names one) and under ``../shared/realworld``.  Tables: packets, flows,
 segments, anomalies, records, tls, quic, messages, requests, gaps, findings, and the
-text and JSON reports of ``pcapkit analyze``.  A table whose build raises is stored as
+text and JSON reports of ``pcapkit analyze`` (the JSON both as a document and as the
+bytes the streamed writer emits).  A table whose build raises is stored as
 the exception's type and message, so a crash before and after compares equal and a
 new one shows up.
 """
@@ -19,6 +20,7 @@ new one shows up.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import pickle
@@ -86,7 +88,7 @@ def _error(e: BaseException) -> dict[str, str]:
 
 def snapshot_one(path: Path, keylog: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
     import pcapkit
-    from pcapkit.report.json import analysis_json
+    from pcapkit.report.json import analysis_json, write_analysis_json
     from pcapkit.report.text import analysis_text, records_text, requests_text
 
     out: dict[str, Any] = {}
@@ -104,6 +106,12 @@ def snapshot_one(path: Path, keylog: str | None, kwargs: dict[str, Any]) -> dict
             out["json"] = json.dumps(analysis_json(t), sort_keys=True, default=str)
         except Exception as e:  # noqa: BLE001
             out["json"] = _error(e)
+        try:  # the bytes `pcapkit analyze --format json` writes (streamed writer)
+            buf = io.StringIO()
+            write_analysis_json(t, buf, findings=t.findings)
+            out["json_stream"] = buf.getvalue()
+        except Exception as e:  # noqa: BLE001
+            out["json_stream"] = _error(e)
         for key, fn in (
             ("text", lambda: analysis_text(t, max_flows=None)),
             ("records_text", lambda: records_text(t)),
@@ -130,6 +138,7 @@ def save(dest: Path, only: str | None) -> int:
             snap = snapshot_one(path, keylog, kwargs)
         except Exception:  # noqa: BLE001
             snap = {"crash": traceback.format_exc()}
+        snap["_where"] = {"root": str(ROOT), "shared": str(SHARED)}
         with open(dest / _fname(name), "wb") as f:
             pickle.dump(snap, f)
         n += 1
@@ -164,6 +173,22 @@ def _same(a: Any, b: Any) -> str | None:
     return None
 
 
+def _unrooted(snap: dict[str, Any]) -> dict[str, Any]:
+    """The report texts with the tree's and the shared directory's paths (where the
+    snapshot was taken: a copy of the tree elsewhere compares equal) as ``<root>`` and
+    ``<shared>``."""
+    where = snap.get("_where", {"root": str(ROOT), "shared": str(SHARED)})
+    out = {}
+    for k, v in snap.items():
+        if isinstance(v, str):
+            v = v.replace(where["shared"], "<shared>").replace(where["root"], "<root>")
+        elif isinstance(v, pd.DataFrame) and k == "anomalies" and "detail" in v.columns:
+            v = v.copy()  # a key log's path in its anomaly's detail
+            v["detail"] = v["detail"].str.replace(where["shared"], "<shared>", regex=False)
+        out[k] = v
+    return out
+
+
 def diff(a_dir: Path, b_dir: Path) -> int:
     names = sorted({p.name for p in a_dir.glob("*.pkl")} | {p.name for p in b_dir.glob("*.pkl")})
     bad = 0
@@ -174,10 +199,10 @@ def diff(a_dir: Path, b_dir: Path) -> int:
             bad += 1
             continue
         with open(pa, "rb") as f:
-            a = pickle.load(f)
+            a = _unrooted(pickle.load(f))
         with open(pb, "rb") as f:
-            b = pickle.load(f)
-        for k in sorted(set(a) | set(b)):
+            b = _unrooted(pickle.load(f))
+        for k in sorted((set(a) | set(b)) - {"_where"}):
             why = _same(a.get(k), b.get(k))
             if why:
                 print(f"{nm} {k}: {why}")

@@ -152,9 +152,11 @@ def _events(
     jr_all = np.searchsorted(n_end, v.y_ack[cand], side="right")
     ok = (jr_all > jl_all) & (jr_all < new.size)
     cand = cand[ok]
-    delay = p.ts[v.y_idx[cand]] - p.ts[v.s_pi[new[jl_all[ok]]]] - v.d_y
+    jl_all, jr_all = jl_all[ok], jr_all[ok]
+    delay = p.ts[v.y_idx[cand]] - p.ts[v.s_pi[new[jl_all]]] - v.d_y
     keep = (delay >= delack_timer_min_ms * MS) & (delay <= ack_delay_max_ms * MS)
     cand = cand[keep]
+    jl_all, jr_all = jl_all[keep].tolist(), jr_all[keep].tolist()
     if not cand.size:
         return []
     scan = find_holds(
@@ -166,14 +168,13 @@ def _events(
     claimed = {h.a_pi for h in accepted_holds(ctx, v, scan=scan) if h.kind == "nagle_delayed_ack"}
     nagle_off = scan.nodelay_frames is not None
     events: list[dict[str, Any]] = []
-    for ka in cand.tolist():
+    for ka, jl, jr in zip(cand.tolist(), jl_all, jr_all, strict=True):
         ia = int(v.y_idx[ka])
         if ia in claimed:
             continue
         ack = int(v.y_ack[ka])
         una = max(int(prev_max[ka]), 0)
-        jl = int(np.searchsorted(n_end, una, side="right"))
-        jr = int(np.searchsorted(n_end, ack, side="right"))
+        # jl, jr: the searches of the prefilter above, for this same (una, ack)
         if jr <= jl or int(n_end[jr - 1]) != ack:
             continue  # acknowledges bytes not seen, or mid-segment
         s_first, s_last = int(new[jl]), int(new[jr - 1])

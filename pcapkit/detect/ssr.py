@@ -117,16 +117,23 @@ def _flights(
         return out
     lo, hi = int(idx[0]), int(idx[-1]) + 1
     seg_ts = ts[lo:hi]
-    cum = np.concatenate(([0], np.cumsum(wire[lo:hi])))
-    i = 0
+    cum = np.concatenate(([0], np.cumsum(wire[lo:hi]))).tolist()
     n = hi - lo
+    # where the flight starting at each segment would end, for every segment at once (the
+    # same searches the step below makes, vectorised); the walk then only follows them
+    j1 = np.searchsorted(seg_ts, seg_ts + FLIGHT_BREAK_RTT * rtt, side="left")
+    a = np.searchsorted(ack_ts, seg_ts, side="right")
+    if ack_ts.shape[0]:
+        j2 = np.searchsorted(seg_ts, ack_ts[np.minimum(a, ack_ts.shape[0] - 1)], side="left")
+        j2 = np.where(a < ack_ts.shape[0], j2, n)
+    else:
+        j2 = np.full(n, n, np.int64)
+    nxt = np.minimum(np.maximum(np.maximum(j1, j2), np.arange(1, n + 1)), n).tolist()
+    t = seg_ts.tolist()
+    i = 0
     while i < n:
-        t0 = int(seg_ts[i])
-        j1 = int(np.searchsorted(seg_ts, t0 + FLIGHT_BREAK_RTT * rtt, side="left"))
-        a = int(np.searchsorted(ack_ts, t0, side="right"))
-        j2 = int(np.searchsorted(seg_ts, ack_ts[a], side="left")) if a < ack_ts.shape[0] else n
-        j = min(max(j1, j2, i + 1), n)
-        out.append(Flight(lo + i, lo + j - 1, int(cum[j] - cum[i]), t0, int(seg_ts[j - 1])))
+        j = nxt[i]
+        out.append(Flight(lo + i, lo + j - 1, int(cum[j] - cum[i]), t[i], t[j - 1]))
         i = j
     return out
 

@@ -24,6 +24,7 @@ Detectors import this module, not each other.  It holds:
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -48,6 +49,15 @@ from .constants import (
     Coupling,
 )
 from .context import DetectContext, FlowPackets
+
+
+def _sorted_list(a: np.ndarray) -> list[int] | None:
+    """``a`` as a list of Python ints when it is sorted integers (what ``bisect`` needs to
+    answer as ``np.searchsorted`` does), else None."""
+    if a.dtype.kind not in "iu" or (a.size > 1 and bool((a[1:] < a[:-1]).any())):
+        return None
+    return a.tolist()  # type: ignore[no-any-return]
+
 
 # The probe timer (≥ TCP_RTO_MIN after the write) fires within one HZ=100 jiffy of its
 # time (DETECTION.md §2.1); a release classified as a cork release lies in
@@ -436,11 +446,29 @@ class DirView:
         later).  At a receiver-side capture the latest Y packets before X's segment in
         frame order were still on their way to X."""
         bound = min(t_ns - self.d_x + slack_ns, t_ns - 1)
-        k = int(np.searchsorted(self.y_ts, bound, side="right")) - 1
+        ys = self._y_ts_list
+        if ys is not None and type(bound) is int:
+            # the same answer as the search below (an int, a sorted list of ints), for a
+            # tenth of the cost per call
+            k = bisect_right(ys, bound) - 1
+        else:
+            k = int(np.searchsorted(self.y_ts, bound, side="right")) - 1
         return k if k >= 0 else None
+
+    @cached_property
+    def _y_ts_list(self) -> list[int] | None:
+        return _sorted_list(self.y_ts)
+
+    @cached_property
+    def _x_bad_list(self) -> list[int] | None:
+        return _sorted_list(self.x_bad_ts)
 
     def x_trouble_between(self, t0: int, t1: int) -> bool:
         """A retransmission/probe/keep-alive of X in [t0, t1]."""
+        bad = self._x_bad_list
+        if bad is not None and type(t0) is int and type(t1) is int:
+            i = bisect_left(bad, t0)
+            return i < len(bad) and bad[i] <= t1
         a = np.searchsorted(self.x_bad_ts, t0, side="left")
         return bool(a < self.x_bad_ts.size and self.x_bad_ts[a] <= t1)
 

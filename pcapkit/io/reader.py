@@ -710,6 +710,45 @@ def _split_walk(
     return _SplitWalk(pid, r, start)
 
 
+def drop_pages(buf: np.ndarray) -> None:
+    """Drop the pages of the capture mapping under ``buf`` from this process (see
+    :meth:`RawCapture.release`); nothing when ``buf`` is not over an mmap.
+
+    A pass that reads scattered bytes of a big capture (retransmissions compared,
+    TLS headers walked) calls it every so often: every page fault maps its neighbours
+    too (the kernel's fault-around, 64 KiB), so a few thousand small reads would
+    otherwise keep most of the file resident."""
+    base = buf.base
+    while isinstance(base, np.ndarray | memoryview) and not isinstance(base, mmap.mmap):
+        base = base.obj if isinstance(base, memoryview) else base.base
+    if isinstance(base, mmap.mmap):
+        try:
+            _dontneed(base, 0, len(base))
+        except ValueError:
+            pass  # closed
+
+
+def rows_at_released(arr: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
+    """:func:`rows_at`, gathered in order of offset a slice at a time with the mapping's
+    pages dropped after each (:func:`drop_pages`): the same matrix, without the whole
+    capture resident at once."""
+    n = idx.shape[0]
+    if n <= _GATHER_CHUNK:
+        out = rows_at(arr, idx, width)
+        drop_pages(arr)
+        return out
+    out = np.empty((n, width), np.uint8)
+    order = np.argsort(idx, kind="stable")
+    for lo in range(0, n, _GATHER_CHUNK):
+        sel = order[lo : lo + _GATHER_CHUNK]
+        out[sel] = rows_at(arr, idx[sel], width)
+        drop_pages(arr)
+    return out
+
+
+_GATHER_CHUNK = 1 << 12
+
+
 def rows_at(arr: np.ndarray, idx: np.ndarray, width: int) -> np.ndarray:
     """``width`` bytes of the 1-D uint8 ``arr`` at each offset, as an (n, width) matrix.
 

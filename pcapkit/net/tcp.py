@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._parallel import map_in_threads
+from ..io.reader import drop_pages
 from .decode import ACK, FIN, PROTO_TCP, PSH, RST, SYN, Decoded
 from .flows import VANTAGE_LEG_RATIO, FlowTable
 
@@ -444,7 +445,9 @@ def _analyze_batch(
             for a, b in zip(gs.tolist(), ge.tolist(), strict=True):
                 tp_bounds[int(pieces_g[a])] = (a, b)
         fills_by_g: dict[int, list[tuple[int, int, int]]] = {}
-        for i in exc.tolist():
+        for n_exc, i in enumerate(exc.tolist()):
+            if n_exc % 64 == 63:
+                drop_pages(buf)  # scattered byte comparisons: bounded RSS
             gi = int(g[i])
             s0, e0 = int(ds[i]), int(de[i])
             old_end = min(e0, int(prev_max[i]))

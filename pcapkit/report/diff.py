@@ -41,25 +41,8 @@ import pandas as pd
 
 from ..trace import Trace
 from .gates import as_float
+from .names import METRICS as METRICS  # re-exported
 
-# metric → (better when lower?, unit, judged for the verdict: "always" | "same_workload")
-METRICS: dict[str, tuple[bool, str, str]] = {
-    "ttfb_ms": (True, "ms", "always"),
-    "ttft_ms": (True, "ms", "always"),
-    "response_ms": (True, "ms", "always"),
-    "gap_p50_ms": (True, "ms", "always"),
-    "gap_p95_ms": (True, "ms", "always"),
-    "gap_max_ms": (True, "ms", "always"),
-    "events_per_s": (False, "1/s", "always"),
-    "bytes_per_s": (False, "B/s", "always"),
-    "exchange_ms": (True, "ms", "always"),
-    "handshake_ms": (True, "ms", "always"),
-    "findings_cost_ms": (True, "ms", "always"),
-    "connections": (True, "", "same_workload"),
-    "handshakes": (True, "", "same_workload"),
-    "resumed_handshakes": (False, "", "same_workload"),
-    "requests_per_connection": (False, "", "same_workload"),
-}
 REQUEST_METRICS = (
     "ttfb_ms",
     "ttft_ms",

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
+from json.encoder import encode_basestring_ascii
 from typing import IO, Any
 
 import numpy as np
@@ -33,6 +34,7 @@ import pandas as pd
 
 from ..trace import Trace
 from .coverage import coverage
+from .names import JSON_KEYS as JSON_KEYS  # re-exported: the report's top-level keys
 
 SCHEMA_VERSION = 1
 
@@ -55,32 +57,33 @@ def to_jsonable(v: Any) -> Any:
     return v
 
 
+def _column_values(col: pd.Series) -> list[Any]:
+    """:func:`to_jsonable` of every value of ``col`` as ``itertuples`` yields them, a
+    numpy column at once: iterating one yields ``.item()`` of each value, which is
+    ``tolist()``'s (Python int, float, bool; NaN → None as to_jsonable does)."""
+    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iubf":
+        v = col.to_numpy()  # the column's own array (a numpy dtype: no conversion)
+        if v.dtype.kind != "f":
+            return v.tolist()  # type: ignore[no-any-return]
+        return [None if x != x else x for x in v.tolist()]
+    return [to_jsonable(x) for x in col]
+
+
 def iter_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
-    """The rows of ``df`` as JSON-ready dicts, one at a time."""
+    """The rows of ``df`` as JSON-ready dicts, one at a time (converted column by
+    column: the same values as ``to_jsonable`` of each ``itertuples`` cell)."""
     cols = list(df.columns)
-    for row in df.itertuples(index=False, name=None):
-        yield {c: to_jsonable(x) for c, x in zip(cols, row, strict=True)}
+    if not cols:
+        for _ in range(len(df)):
+            yield {}
+        return
+    values = [_column_values(df.iloc[:, k]) for k in range(len(cols))]
+    for row in zip(*values, strict=True):
+        yield dict(zip(cols, row, strict=True))
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return list(iter_records(df))
-
-
-# The report's top-level keys, in order (the README's JSON section and ``--help`` are
-# checked against this list by tests/test_cli.py).
-JSON_KEYS = (
-    "schema_version",
-    "capture",
-    "coverage",
-    "flows",
-    "tls",
-    "quic",
-    "requests",
-    "gaps",
-    "hol_counterfactual",
-    "findings",
-    "anomalies",
-)
 
 
 def _sections(
@@ -131,6 +134,61 @@ def _indented(value: Any, pad: str) -> str:
     return json.dumps(value, indent=2).replace("\n", "\n" + pad)
 
 
+_INF = float("inf")
+
+
+def _scalar(v: Any) -> str | None:
+    """``json.dumps(v)`` for a plain scalar; None for anything else."""
+    t = type(v)
+    if t is str:
+        return encode_basestring_ascii(v)  # type: ignore[no-any-return]
+    if t is int:
+        return int.__repr__(v)
+    if t is float:
+        if v != v:
+            return "NaN"
+        if v == _INF:
+            return "Infinity"
+        if v == -_INF:
+            return "-Infinity"
+        return float.__repr__(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    return None
+
+
+def _dump(v: Any, pad: str) -> str:
+    """``json.dumps(v, indent=2)`` with every line after the first prefixed by ``pad``
+    (:func:`_indented`), without the pure-Python encoder ``indent`` forces: scalars,
+    lists and dicts with text keys directly; anything else through ``json.dumps``."""
+    e = _scalar(v)
+    if e is not None:
+        return e
+    t = type(v)
+    inner = "\n" + pad + "  "
+    if t is dict:
+        if not v:
+            return "{}"
+        parts = []
+        for k, x in v.items():
+            if type(k) is not str:
+                return _indented(v, pad)
+            parts.append(encode_basestring_ascii(k) + ": " + _dump(x, pad + "  "))
+        return "{" + inner + ("," + inner).join(parts) + "\n" + pad + "}"
+    if t is list or t is tuple:
+        if not v:
+            return "[]"
+        return (
+            "[" + inner + ("," + inner).join([_dump(x, pad + "  ") for x in v]) + "\n" + pad + "]"
+        )
+    return _indented(v, pad)
+
+
+_indented_row = _dump
+
+
 def write_analysis_json(
     trace: Trace,
     fp: IO[str],
@@ -156,7 +214,7 @@ def _write_rows(fp: IO[str], rows: Iterable[dict[str, Any]]) -> None:
     fp.write("[")
     empty = True
     for row in rows:
-        fp.write(("\n    " if empty else ",\n    ") + _indented(row, "    "))
+        fp.write(("\n    " if empty else ",\n    ") + _indented_row(row, "    "))
         empty = False
     fp.write("]" if empty else "\n  ]")
 
@@ -166,6 +224,6 @@ def write_records_json(df: pd.DataFrame, fp: IO[str]) -> None:
     fp.write("[")
     empty = True
     for row in iter_records(df):
-        fp.write(("\n  " if empty else ",\n  ") + _indented(row, "  "))
+        fp.write(("\n  " if empty else ",\n  ") + _indented_row(row, "  "))
         empty = False
     fp.write("]\n" if empty else "\n]\n")

@@ -57,7 +57,7 @@ from dissectors.tls.versions import is_tls13, version_name
 
 from ..anomalies import isolate
 from ..io.reader import Secret as CaptureSecret
-from ..io.reader import rows_at
+from ..io.reader import drop_pages, rows_at_released
 from ..limits import Limits
 from ..net.tcp import DirectionIndex
 
@@ -377,7 +377,9 @@ def run_tls(
         ]
         out.append(TlsFlow(f, results, summary, anomalies, summary.roles_swapped))
 
-    for f in flows:
+    for k, f in enumerate(flows):
+        if k % 128 == 127:
+            drop_pages(buf)  # the headers walked so far are read: bounded RSS
         n_out, n_pending = len(out), len(pending)
         try:
             one(f)
@@ -492,11 +494,28 @@ def walk_headers(
     split: dict[int, bytes] = {}
     o = start
     k = 0
+    offs_append, pos_append = offs.append, pos.append
+    steps = 0
     while True:
+        steps += 1
+        if steps & 1023 == 0:
+            # a long connection's headers are spread over the whole capture, and every
+            # page fault maps its neighbours too: drop what was read (bounded RSS)
+            drop_pages(buf)
         k = bisect_right(en_l, o, k)  # first piece ending after o
         if k >= k_max or o < st_l[k]:
             break  # header inside a hole (or past the end): boundary lost
-        p = bo_l[k] + (o - st_l[k])
+        base = bo_l[k] - st_l[k]
+        # the headers read whole inside this piece, without the search per record
+        last_hdr, en_k = ce_l[k] - 5, en_l[k]
+        while o <= last_hdr and o < en_k:
+            p = base + o
+            pos_append(p)
+            offs_append(o)
+            o += 5 + ((mv[p + 3] << 8) | mv[p + 4])
+        if o >= en_k:
+            continue  # the next header is in a later piece (or a hole)
+        p = base + o
         if o + 5 <= ce_l[k]:
             ln = (mv[p + 3] << 8) | mv[p + 4]
             pos.append(p)
@@ -521,7 +540,7 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
     off = np.concatenate([np.frombuffer(w.offsets, np.int64) for w in walks])
     hp = np.concatenate([np.frombuffer(w.pos, np.int64) for w in walks])
     q = np.where(hp >= 0, hp, 0)
-    hdr = rows_at(buf, q, 5)  # one row copy per header, not five gathers
+    hdr = rows_at_released(buf, q, 5)  # one row copy per header, not five gathers
     b = [hdr[:, j].astype(np.int64) for j in range(5)]
     for w, s0 in zip(walks, starts.tolist(), strict=True):
         for r, h in w.split.items():
@@ -533,6 +552,7 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
     bad = (ct < 20) | (ct > 24) | ((ver >> 8) != 3)
     overflow = ln > MAX_CIPHERTEXT_LENGTH
     empty = (ln == 0) & (ct >= 20) & (ct <= 22)
+    odd = overflow | empty  # once, not per walk (that was quadratic in the records)
     out = []
     for w, s0, n in zip(walks, starts.tolist(), counts.tolist(), strict=True):
         sl = slice(s0, s0 + n)
@@ -541,7 +561,7 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
         d = w.trig.direction
         if bad[sl].any():
             cut = int(np.argmax(bad[sl]))
-        for g in (s0 + np.nonzero((overflow | empty)[s0 : s0 + cut])[0]).tolist():
+        for g in (s0 + np.nonzero(odd[s0 : s0 + cut])[0]).tolist():
             what = (
                 f"record of {int(ln[g])} bytes > 2^14 + 2048 (RFC 5246 §6.2.3): not decrypted"
                 if overflow[g]
@@ -861,7 +881,12 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
     if n == 0:
         return RecordColumns({}, groups)
     data: dict[str, Any] = {k: np.concatenate(parts) for k, parts in cols.items()}
-    order = np.lexsort((data["offset"], data["_group"]))  # groups are (flow, dir) in order
+    g, o = data["_group"], data["offset"]
+    if bool(((g[1:] > g[:-1]) | ((g[1:] == g[:-1]) & (o[1:] >= o[:-1]))).all()):
+        # already in (group, offset) order, as the parts almost always are: the stable
+        # lexsort below would be the identity (no copy of every column)
+        return RecordColumns(data, groups)
+    order = np.lexsort((o, g))  # groups are (flow, dir) in order
     return RecordColumns({k: v[order] for k, v in data.items()}, groups)
 
 
