@@ -125,11 +125,14 @@ ANCHOR_SPREAD_MS = 25.0
 ANCHOR_SPREAD_FRACTION = 0.10
 
 
-def _app_units(ctx: DetectContext, f: int, d: int) -> dict[int, int]:
-    """frame → number of complete application records carried in that one frame."""
+Units = tuple[np.ndarray, np.ndarray]  # (sorted frames, records carried by each)
+
+
+def _app_units(ctx: DetectContext, f: int, d: int) -> Units:
+    """The frames carrying complete application records (sorted) and how many each."""
     r = ctx.rec_arrays(f, d)
     if not r["flow"].shape[0]:
-        return {}
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     ct = np.nan_to_num(r["content_type"].astype(float), nan=-1)
     first = r["first_frame"].astype(np.int64)
     last = r["last_byte_frame"].astype(np.int64)
@@ -139,7 +142,16 @@ def _app_units(ctx: DetectContext, f: int, d: int) -> dict[int, int]:
     # its epoch is "handshake")
     ok = (ct == ContentType.APPLICATION_DATA.value) & (epoch != "handshake") & (first == last)
     fr, n = np.unique(first[ok], return_counts=True)
-    return dict(zip(fr.tolist(), n.tolist(), strict=True))
+    return fr, n
+
+
+def _units_at(units: Units, frames: Any) -> Any:
+    """Records carried by each of ``frames`` (0 for a frame carrying none)."""
+    fr, n = units
+    if not fr.size:
+        return np.zeros(np.shape(frames), np.int64)
+    k = np.minimum(np.searchsorted(fr, frames), fr.size - 1)
+    return np.where(fr[k] == frames, n[k], 0)
 
 
 def detect(
@@ -176,7 +188,7 @@ def detect(
 def _cork(
     ctx: DetectContext,
     v: DirView,
-    units: dict[int, int],
+    units: Units,
     lo: int,
     hi: int,
     quiet: int,
@@ -194,7 +206,15 @@ def _cork(
     service: list[int] = []  # prompt answers to requests: the application's service time
     chain = False  # socket shown corked and not shown uncorked since
     slow_answers = 0
-    for pos in np.nonzero(partial)[0].tolist():
+    todo, resets = _cork_prefilter(v, new, partial, lo, hi, quiet)
+    seen = 0
+    for pos in todo.tolist():
+        if resets is not None:
+            # a partial segment the prefilter settled as "not corked" came before
+            r = int(resets[pos])
+            if r != seen:
+                chain = False
+                seen = r
         j = int(new[pos])
         i = int(v.s_pi[j])
         t = int(p.ts[i])
@@ -247,7 +267,7 @@ def _cork(
             # wait for the application as long as it likes (pre-connected pools)
         else:
             trigger = "ack"
-        n_units = units.get(int(v.s_frame[j]), 0)
+        n_units = int(_units_at(units, int(v.s_frame[j])))
         if trigger == "ack" and after_full and n_units < 2 and _full_run_left_at_once(v, new, pos):
             trigger = "tail"  # the write's full segments left at once, its tail was held
         anchored = (
@@ -296,6 +316,75 @@ def _cork(
     if not events:
         return []
     return _cork_findings(ctx, v, events, service, lo, hi, rto_est)
+
+
+def _cork_prefilter(
+    v: DirView, new: np.ndarray, partial: np.ndarray, lo: int, hi: int, quiet: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The partial segments (positions in ``new``) :func:`_cork`'s loop must look at one by
+    one, and the running count of those it can skip that end a chain (``chain = False``).
+
+    The same tests as the loop, over all partial segments at once, for the outcomes that
+    need no state: data in flight or a gap before it, a window-limited segment, a
+    retransmission of X since the last packet from Y, or — no data from Y — released
+    within ``quiet`` of Y's packet, or without PSH, or with PSH but held outside the RTO
+    window less than ``lo`` after X's previous data (no anchor, no link of a chain: it ends
+    one only when held less than ``lo``) all end a chain or change nothing; no packet from Y
+    yet with nothing sent before changes nothing.  Everything else (requests, PSH segments held ≥ ``quiet``)
+    goes through the loop unchanged.  Only when ``y_ts`` and ``x_bad_ts`` are sorted (what
+    the loop's searches assume); else every partial segment goes through the loop."""
+    ppos = np.nonzero(partial)[0]
+    ys, bad = v.y_ts, v.x_bad_ts
+    if not ppos.size or ys.dtype.kind not in "iu" or bad.dtype.kind not in "iu":
+        return ppos, None
+    if (ys.size > 1 and bool((ys[1:] < ys[:-1]).any())) or (
+        bad.size > 1 and bool((bad[1:] < bad[:-1]).any())
+    ):
+        return ppos, None
+    p = v.p
+    jj = new[ppos]
+    t = p.ts[v.s_pi[jj]].astype(np.int64)
+    bound = np.minimum(t - v.d_x + quiet, t - 1)
+    kb = np.searchsorted(ys, bound, side="right") - 1
+    has = kb >= 0
+    off = v.s_off[jj]
+    if not ys.size:
+        reset = (off > 0) | (v.s_gap[jj] > 0)
+        live = np.zeros(ppos.size, bool)
+    else:
+        kbc = np.where(has, kb, 0)
+        in_flight = np.where(has, v.y_ackmax[kbc] < off, off > 0)
+        reset = in_flight | (v.s_gap[jj] > 0)
+        live = ~reset & has
+        ib = v.y_idx[kbc]
+        tb = p.ts[ib].astype(np.int64)
+        w = p.win[ib]
+        hold = t - tb - v.d_x
+        win_limited = (w == 0) | ((w > 0) & (w < v.s_len[jj]))
+        trouble = np.zeros(ppos.size, bool)
+        if bad.size:
+            a = np.searchsorted(bad, tb, side="left")
+            trouble = (a < bad.size) & (bad[np.minimum(a, bad.size - 1)] <= t)
+        ydata = v.y_data[kbc].astype(bool)
+        psh = v.s_psh[jj].astype(bool)
+        # a PSH segment held outside the RTO window, less than ``lo`` after X's previous
+        # data: neither an anchor nor a link of a chain
+        n_ts = v.s_ts[new]
+        close = np.zeros(ppos.size, bool)
+        close[ppos > 0] = (t - n_ts[ppos - 1])[ppos > 0] < lo
+        unchained = psh & (hold >= quiet) & ((hold < lo) | (hold > hi)) & close
+        settled = win_limited | trouble | (~ydata & ((hold < quiet) | (~psh & (hold < lo))))
+        settled |= ~ydata & unchained & (hold < lo)
+        quiet_end = live & settled
+        reset |= quiet_end
+        # no data from Y, not in trouble, held ≥ lo: without PSH, or unchained, nothing
+        # happens
+        noop = live & ~settled & ~ydata & (~psh | unchained)
+        live &= ~settled & ~noop
+    cum = np.zeros(partial.size + 1, np.int64)
+    cum[ppos + 1] = reset
+    cum = np.cumsum(cum)
+    return ppos[live], cum[:-1]
 
 
 def _request_complete_at(v: DirView, kb: int, tb: int, t: int) -> int | None:
@@ -502,15 +591,15 @@ def _cork_findings(
 
 
 def _coalescing(
-    ctx: DetectContext, v: DirView, units: dict[int, int], max_gap: int, quiet: int
+    ctx: DetectContext, v: DirView, units: Units, max_gap: int, quiet: int
 ) -> list[Finding]:
-    if not units:
+    if not units[0].size:
         return []
     p = v.p
     new = np.nonzero(v.s_kind == "new")[0]
     hits: list[tuple[int, int, int]] = []  # (segment pos, previous pos, gap)
-    total_records = sum(units.values())
-    multi = np.array(sorted(fr for fr, n in units.items() if n >= 2), dtype=np.int64)
+    total_records = int(units[1].sum())
+    multi = units[0][units[1] >= 2].astype(np.int64)
     where = np.nonzero(np.isin(v.s_frame[new], multi))[0]
     for pos in where[where > 0].tolist():
         a, b = int(new[pos - 1]), int(new[pos])
@@ -526,7 +615,7 @@ def _coalescing(
         return []
     f, d = v.f, v.d
     stream = int(ctx.flow(f).stream)
-    per = [units[int(v.s_frame[b])] for b, _, _ in hits]
+    per = _units_at(units, v.s_frame[[b for b, _, _ in hits]]).tolist()
     gaps_ms = [g / MS for _, _, g in hits]
     ev: list[Evidence] = []
     for b, a, _ in hits[:5]:

@@ -155,8 +155,34 @@ def _events(
     jl_all, jr_all = jl_all[ok], jr_all[ok]
     delay = p.ts[v.y_idx[cand]] - p.ts[v.s_pi[new[jl_all]]] - v.d_y
     keep = (delay >= delack_timer_min_ms * MS) & (delay <= ack_delay_max_ms * MS)
-    cand = cand[keep]
-    jl_all, jr_all = jl_all[keep].tolist(), jr_all[keep].tolist()
+    cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
+    # the loop's other tests that need only this ACK and its segments, for all at once:
+    # the ACK ends on a segment boundary, X sent nothing more before it and sent again
+    # after it, the every-second-segment rule did not fire, the ACK released S2 and the
+    # gap before S2 is not shorter than a round trip
+    if cand.size:
+        ia_all = v.y_idx[cand]
+        ack_all = v.y_ack[cand]
+        s_last_all = new[jr_all - 1]
+        i2_all = v.s_pi[new[jr_all]]
+        cw = np.zeros(new.size + 1, np.int64)
+        np.cumsum(v.s_wire[new], out=cw[1:])
+        wire_all = cw[jr_all] - cw[jl_all]
+        ta_all = p.ts[ia_all]
+        t2_all = p.ts[i2_all]
+        lag_all = t2_all - ta_all
+        gap_all = t2_all - p.ts[v.s_pi[s_last_all]]
+        una_all = np.maximum(prev_max[cand], 0)
+        keep = (
+            (n_end[jr_all - 1] == ack_all)
+            & (v.s_pi[s_last_all] <= ia_all)
+            & (i2_all >= ia_all)
+            & ~((ack_all - una_all > v.mss) & (wire_all > 1))
+            & v.coupled(lag_all, tol, late)
+            & ~(gap_all < v.rtt - tol)
+        )
+        cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
+    jl_all, jr_all = jl_all.tolist(), jr_all.tolist()
     if not cand.size:
         return []
     scan = find_holds(

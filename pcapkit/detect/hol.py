@@ -331,6 +331,9 @@ class _Dir:
         self.seg_psh = v.s_psh
         self.seg_kind = v.s_kind
         self.seg_super = v.s_super
+        # the kind tests every hole asks, once per direction
+        self.seg_retx = np.isin(v.s_kind, ["retransmission", "spurious_retransmission"])
+        self.seg_new = np.isin(v.s_kind, ["new"])
         p = v.p
         self.p = p
         y = (p.dir == 1 - d) & (p.ack >= 0) & ((p.flags & ACK) != 0)
@@ -407,9 +410,7 @@ def _holes_at_p(
         h = _Hole(a=a, b=b, open_i=i, t_open=int(x.seg_ts[i]))
         # fill: later segments covering [a, b) until nothing is missing
         missing = [(a, b)]
-        later = np.nonzero(
-            (np.arange(x.seg_frame.shape[0]) > i) & (x.seg_off < b) & (x.seg_end > a)
-        )[0]
+        later = i + 1 + np.nonzero((x.seg_off[i + 1 :] < b) & (x.seg_end[i + 1 :] > a))[0]
         for j in later.tolist():
             lo, hi = int(x.seg_off[j]), int(x.seg_end[j])
             nxt = []
@@ -451,12 +452,10 @@ def _holes_at_p(
         j, t_fill = h.fill_i, h.t_fill
         assert j is not None and t_fill is not None
         dur = t_fill - h.t_open
-        resent_after = np.nonzero(
-            (np.arange(x.seg_frame.shape[0]) > j)
-            & (x.seg_off < b)
-            & (x.seg_end > a)
-            & np.isin(x.seg_kind, ["retransmission", "spurious_retransmission"])
-        )[0]
+        r = slice(j + 1, None)
+        resent_after = (
+            j + 1 + np.nonzero((x.seg_off[r] < b) & (x.seg_end[r] > a) & x.seg_retx[r])[0]
+        )
         ts_fill, ts_open = int(x.seg_tsval[j]), int(x.seg_tsval[i])
         if ts_fill >= 0 and ts_open >= 0:
             if not _later(ts_fill, ts_open):
@@ -793,14 +792,14 @@ def _ack_stream_episodes(
         seen_h.add(h)
         if any(a <= h < b for a, b in covered):
             continue  # the capture point saw this hole itself: handled above
-        jump = np.nonzero((np.arange(n) > k0) & (x.y_ack > h))[0]
-        if not jump.shape[0]:
+        after = x.y_ack[k0 + 1 :] > h
+        if not after.any():
             continue  # the episode never ended in the capture
-        kj = int(jump[0])
+        kj = k0 + 1 + int(np.argmax(after))
         t_h0, t_h1 = int(x.y_ts[k0]), int(x.y_ts[kj])
-        dups = np.nonzero(dup & (x.y_ack == h) & (np.arange(n) >= k0) & (np.arange(n) < kj))[0]
+        dups = k0 + np.nonzero(dup[k0:kj] & (x.y_ack[k0:kj] == h))[0]
         # the first ACK that reached h: the data after it is what Y reports out of order
-        reach = np.nonzero((x.y_ack == h) & (np.arange(n) <= k0))[0]
+        reach = np.nonzero(x.y_ack[: k0 + 1] == h)[0]
         f_reach = int(x.y_frame[reach[0]])
         f_jump = int(x.y_frame[kj])
         cover = np.nonzero((x.seg_off <= h) & (x.seg_end > h))[0]
@@ -934,7 +933,7 @@ def _victims_at_sender(
     ctx: DetectContext, x: _Dir, hole_end: int, t_rx: int, t_h1: int, d_y: int | None
 ) -> dict[str, Any]:
     """Units sent behind the hole that reached Y before the fill (estimated at P = X)."""
-    sent = (x.seg_off >= hole_end) & (x.seg_ts < t_rx) & np.isin(x.seg_kind, ["new"])
+    sent = (x.seg_off >= hole_end) & (x.seg_ts < t_rx) & x.seg_new
     behind = int((x.seg_end[sent] - x.seg_off[sent]).sum()) if sent.any() else 0
     units: list[dict[str, Any]] = []
     recs = ctx.rec_arrays(x.f, x.d)
