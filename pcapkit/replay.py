@@ -103,6 +103,12 @@ TLS13_OVERHEAD = 22  # header 5 + inner content type 1 + AEAD tag 16 (RFC 8446 �
 # of a direction is when it is the close_notify
 CLOSE_NOTIFY_LEN = 2 + TLS13_OVERHEAD
 METRICS = ("ttfb_ms", "ttft_ms", "gap_p95_ms")
+# Held return traffic (see _peer_path): packets a hold released arrive back to back (the
+# forwarder releases them in one pass: µs apart); a silent peer while this end resent the
+# same bytes this many times is a black hole (rto.py's min_retransmissions: 3 expiries).
+STALL_BURST_NS = 1_000_000
+BLACKHOLE_COPIES = 3
+ANSWER_RTTS = 1.5  # an answer to a send comes one round trip after it (a held one later)
 
 # remedy name → (the finding kinds it addresses, whether it takes a value)
 REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
@@ -146,6 +152,10 @@ class Plan:
     drop_syn_s2c: list[int] = field(default_factory=list)
     sysctls: dict[str, dict[str, int]] = field(default_factory=dict)  # "cli"/"srv" → sysctls
     rate_mbit: float | None = None  # the bottleneck, both directions (the lab's rate_mbit)
+    # the peer's packets held / lost (see _peer_path): "c2s"/"s2c" → after N payload packets
+    blackhole_after: dict[str, int] = field(default_factory=dict)
+    stall_after: dict[str, int] = field(default_factory=dict)
+    stall_ms: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
     def lab_params(self) -> dict[str, Any]:
@@ -156,6 +166,9 @@ class Plan:
             "drop_syn_c2s": self.drop_syn_c2s,
             "drop_syn_s2c": self.drop_syn_s2c,
             "rate_mbit": self.rate_mbit,
+            **{f"blackhole_{d}_after": n for d, n in self.blackhole_after.items()},
+            **{f"stall_{d}_after": n for d, n in self.stall_after.items()},
+            **({"stall_ms": self.stall_ms} if self.stall_after else {}),
             "sysctl_cli": self.sysctls.get("cli", {}),
             "sysctl_srv": self.sysctls.get("srv", {}),
             "port": self.port,
@@ -210,6 +223,7 @@ def _drops(
     vantage_is_sender: bool,
     acks: pd.DataFrame | None = None,
     rtt_ms: float = 0.0,
+    silent: tuple[int, int | None] | None = None,
 ) -> list[int]:
     """1-based payload-packet indices (forwarder numbering) of the lost transmissions.
 
@@ -217,7 +231,9 @@ def _drops(
     than half a round trip after the last copy left (``acks``: the peer's packets, with
     ``ts_ns`` and Wireshark's ``rel_ack``): that ACK answers the earlier copy, the
     retransmission was spurious (a tail-loss probe or RTO while the receiver held its
-    ACKs, as an application that stopped reading makes it)."""
+    ACKs, as an application that stopped reading makes it) — and so was a copy sent while
+    the peer was silenced (``silent``: (start, end or None) ns from :func:`_peer_path`):
+    the peer's answer was held or lost, not the data."""
     # probes are not lost data: a zero-window probe or keep-alive repeats a byte on purpose
     segments = segments[~segments["kind"].isin(("zero_window_probe", "keep_alive"))]
     if segments.empty:
@@ -241,6 +257,11 @@ def _drops(
                 covered = (ack_ts > ts[j]) & (ack_no >= ends[j] + 1)  # rel_ack is 1-based
                 if covered.any() and ack_ts[covered].min() - ts[j] < rtt_ms * 1e6 / 2:
                     spurious.add(off)
+        if silent is not None:
+            lo, hi = silent
+            for i, t in enumerate(segments["ts_ns"].astype("int64").tolist()):
+                if t > lo and (hi is None or t < hi):
+                    spurious.add(int(offsets[i]))
         drops = [
             i + 1
             for i, off in enumerate(offsets)
@@ -269,6 +290,103 @@ def _syn_drops(packets: pd.DataFrame, flow: int, vantage: str) -> dict[str, list
         out["c2s"] = list(range(1, len(syn)))
     elif vantage == "server" and len(synack) > 1:
         out["s2c"] = list(range(1, len(synack)))
+    return out
+
+
+def _peer_path(
+    packets: pd.DataFrame, seg: pd.DataFrame, flow: int, vantage: str, rtt_ms: float
+) -> dict[str, Any]:
+    """The peer's packets held or lost on their way to the capture's end.
+
+    At the sender of the data (the server's vantage for a response), a *return path* that
+    held or lost the peer's packets — its ACKs and all — looks like data loss (the sender
+    retransmits) but is not: the data got through, the answer did not.
+
+    * **stall** (the forwarder's ``stall_<dir>_after`` / ``stall_ms``): after a silence of
+      the peer longer than the minimum RTO, during which this end retransmitted, the peer's
+      packets arrive as one burst (:data:`STALL_BURST_NS` apart at most, ≥ 2 packets): a
+      hold released them together.  The hold's length is the burst's arrival minus when
+      its first packet would have come unheld — one round trip after the first sending of
+      the data it acknowledges; the stall starts after the peer's payload packets seen
+      before the silence.  Not a stall: a burst whose first packet came within
+      :data:`ANSWER_RTTS` round trips of this end's last send (the answer to a
+      retransmission, then the peer's FIN), or whose ACKs do not step forward at least
+      twice (one answer, not a held backlog).
+    * **black hole** (``blackhole_<dir>_after``): nothing from the peer after its last
+      packet while this end retransmitted the same bytes at least :data:`BLACKHOLE_COPIES`
+      times and its data stays unacknowledged to the capture's end; the hole opens after
+      all the peer's payload packets.  (At the server's vantage a black hole towards the
+      client looks the same — it too silences the client —; the re-enactment of either
+      shows the server's side the same way.)  ``retries``: the most copies of one range
+      minus one — the sender's ``tcp_retries2`` (it gave up after as many timer expiries),
+      so that the replay gives up too, not after ~15 minutes.
+
+    Returns ``{"dir", "blackhole_after", "stall_after", "stall_ms", "window", "retries"}``
+    (``window``: the (start, end) ns in which this end's copies were caused by the peer's
+    silence, not by loss — not drops); empty values when neither shows."""
+    out: dict[str, Any] = {
+        "dir": None,
+        "blackhole_after": None,
+        "stall_after": None,
+        "stall_ms": 0.0,
+        "window": None,
+        "retries": None,
+    }
+    if vantage not in ("server", "client"):
+        return out
+    d_data = "s2c" if vantage == "server" else "c2s"
+    d_peer = "c2s" if vantage == "server" else "s2c"
+    p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")].sort_values("ts_ns")
+    peer = p[p["dir"] == d_peer]
+    data = seg[seg["dir"] == d_data].sort_values("ts_ns")
+    if peer.empty or data.empty:
+        return out
+    pts = peer["ts_ns"].astype("int64").to_numpy()
+    payload = (peer["payload_len"].astype("int64") > 0).to_numpy()
+    dts = data["ts_ns"].astype("int64").to_numpy()
+    retx = (data["kind"] == "retransmission").to_numpy()
+    acks = peer["rel_ack"].astype("float64").to_numpy()  # NA (no ACK flag) → NaN
+    out["dir"] = d_peer
+    # black hole: silence from the peer's last packet on, with this end backing off
+    last = int(pts[-1])
+    after = data[data["ts_ns"] > last]
+    copies = after[after["kind"] == "retransmission"]["offset"].value_counts()
+    acked = np.nanmax(acks) if not np.isnan(acks).all() else 0.0
+    top = float((data["offset"] + data["length"]).max()) + 1  # rel_ack is 1-based
+    if not copies.empty and int(copies.max()) >= BLACKHOLE_COPIES and not acked >= top:
+        out["blackhole_after"] = int(payload.sum())
+        out["window"] = (last, None)
+        counts = data["offset"].value_counts()
+        out["retries"] = int(counts.max()) - 1
+        return out
+    # stall: a silence longer than the minimum RTO ended by a burst of held packets
+    for i in range(1, len(pts) - 1):
+        if pts[i] - pts[i - 1] <= MIN_RTO_NS or pts[i + 1] - pts[i] > STALL_BURST_NS:
+            continue
+        if not (retx & (dts > pts[i - 1]) & (dts < pts[i])).any():
+            continue
+        # no answer to this end's last send (that would come one round trip after it) ...
+        sent = dts[dts < pts[i]]
+        if sent.shape[0] and pts[i] - int(sent[-1]) < ANSWER_RTTS * rtt_ms * 1e6:
+            continue
+        # ... but a backlog: the burst's ACKs step forward as if the data arrived just now
+        burst = acks[i:][pts[i:] - pts[i] <= STALL_BURST_NS]
+        burst = burst[~np.isnan(burst)]
+        if np.unique(burst).shape[0] < 2:
+            continue
+        ack = acks[i]
+        t0 = None
+        if not np.isnan(ack):
+            new = data[data["kind"] == "new"]
+            hit = new[(new["offset"] + new["length"] + 1) == float(ack)]
+            if not hit.empty:
+                t0 = int(hit["ts_ns"].min())
+        if t0 is None:  # no data to date it: the peer's last packet before the silence
+            t0 = int(pts[i - 1])
+        out["stall_after"] = int(payload[:i].sum())
+        out["stall_ms"] = round(max(0.0, (int(pts[i]) - t0) / 1e6 - rtt_ms), 1)
+        out["window"] = (int(pts[i - 1]), int(pts[i]))
+        return out
     return out
 
 
@@ -646,12 +764,17 @@ def derive(trace: Trace, flow: int) -> Plan:
             "sndbuf": SNDBUF_WRITE_AHEAD if "h2_send_buffer_hol" in k else None,
             "notsent_lowat": None,
         }
+    peer = _peer_path(trace.packets, seg, flow, vantage, rtt_ms)
     drops = {}
     for d, sender in (("c2s", "client"), ("s2c", "server")):
         back = trace.packets
         back = back[(back["flow"] == flow) & (back["dir"] != d)]
         drops[d] = _drops(
-            seg[seg["dir"] == d].sort_values("frame"), vantage == sender, back, rtt_ms
+            seg[seg["dir"] == d].sort_values("frame"),
+            vantage == sender,
+            back,
+            rtt_ms,
+            silent=peer["window"] if peer["dir"] not in (None, d) else None,
         )
     syn_drops = _syn_drops(trace.packets, flow, vantage)
     sysctls = {
@@ -659,6 +782,10 @@ def derive(trace: Trace, flow: int) -> Plan:
         for role, d in (("cli", "c2s"), ("srv", "s2c"))
         if _no_restart_after_idle(seg[seg["dir"] == d], rtt_ms)
     }
+    if peer["retries"] is not None:  # the sender gave up after as many timer expiries
+        sysctls.setdefault("srv" if vantage == "server" else "cli", {})["net.ipv4.tcp_retries2"] = (
+            peer["retries"]
+        )
     pauses, rcvbuf = _read_pauses(trace.packets, f, flow, rtt_ms)
     for side, size in rcvbuf.items():
         sides[side]["rcvbuf"] = size
@@ -683,6 +810,11 @@ def derive(trace: Trace, flow: int) -> Plan:
         drop_syn_s2c=syn_drops["s2c"],
         sysctls=sysctls,
         rate_mbit=rate_mbit,
+        blackhole_after=(
+            {} if peer["blackhole_after"] is None else {peer["dir"]: peer["blackhole_after"]}
+        ),
+        stall_after={} if peer["stall_after"] is None else {peer["dir"]: peer["stall_after"]},
+        stall_ms=peer["stall_ms"],
         script=script,
         warnings=warnings,
     )
@@ -851,6 +983,9 @@ def replay(
             "drop_syn_s2c": plan.drop_syn_s2c,
             "sysctls": plan.sysctls,
             "rate_mbit": plan.rate_mbit,
+            "blackhole_after": plan.blackhole_after,
+            "stall_after": plan.stall_after,
+            "stall_ms": plan.stall_ms,
         },
         "sides": plan.script["sides"],
         "units": len(plan.script["units"]),

@@ -214,3 +214,37 @@ def test_reader_pause_and_receive_buffer_from_zero_window() -> None:
     assert plan.script["sides"]["client"]["rcvbuf"] == 8_688  # its largest window
     # the RTO copy sent into the closing window was spurious: the original was ACKed
     assert plan.drop_s2c == []
+
+
+@pytest.mark.parametrize("fixture", ["ack_stall", "black_hole", "rto_tail_loss", "tls_sse_drop"])
+def test_held_and_lost_return_path_match_the_forwarder(fixture: str) -> None:
+    """The client's packets held 1.5 s (ack_stall) or lost from the request on
+    (black_hole): the server's copies were not data losses; the plan holds / black-holes
+    the client's packets after as many payload packets as the lab did, and gives the
+    server the tcp_retries2 it gave up after.  A loss answered at once (rto_tail_loss,
+    tls_sse_drop: a copy, then the client's ACK and FIN close together) is no stall."""
+    with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+        plan = derive(t, 0)
+    truth = _truth(fixture)["params"]
+    assert plan.drop_s2c == truth["drop_s2c"]
+    assert plan.drop_c2s == truth["drop_c2s"]
+    want_hole = (
+        {} if truth.get("blackhole_c2s_after") is None else {"c2s": truth["blackhole_c2s_after"]}
+    )
+    want_stall = {} if truth.get("stall_c2s_after") is None else {"c2s": truth["stall_c2s_after"]}
+    assert plan.blackhole_after == want_hole
+    assert plan.stall_after == want_stall
+    params = plan.lab_params()
+    if want_stall:
+        assert plan.stall_ms == pytest.approx(truth["stall_ms"], rel=0.01)
+        assert params["stall_c2s_after"] == truth.get("stall_c2s_after")
+        assert params["stall_ms"] == plan.stall_ms
+    else:
+        assert "stall_c2s_after" not in params and "stall_ms" not in params
+    if want_hole:
+        assert params["blackhole_c2s_after"] == truth.get("blackhole_c2s_after")
+        retries = truth["sysctl_srv"]["net.ipv4.tcp_retries2"]
+        assert params["sysctl_srv"]["net.ipv4.tcp_retries2"] == retries
+    else:
+        assert "blackhole_c2s_after" not in params
+        assert "net.ipv4.tcp_retries2" not in params["sysctl_srv"]
