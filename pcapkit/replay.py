@@ -8,6 +8,11 @@ Socket level — ``replay(capture, flow=N, outdir=DIR, remedies=[...])``:
      sequence range that had to be sent again, as the forwarder's 1-based payload-packet
      index of its direction (at the sender's vantage: each copy but the last; at the
      receiver's: the packet missing before each segment that arrived after a hole);
+   * the peer's packets held or lost on their way back (:func:`_peer_path`, at the
+     sender's vantage): a silence then a burst of held ACKs is a stall of the
+     forwarder's (``stall_<dir>_after``, ``stall_ms``), no answer until the end a black
+     hole (``blackhole_<dir>_after``, and the sender's ``tcp_retries2``); the copies the
+     silence caused are not drops;
    * each end's *units* — one application write each: a TLS application-data record
      (≈ one ``SSL_write``) with keys, a PSH-terminated run of segments without TLS — with
      its size, its payload (the decrypted or plain stream bytes; same-size filler when
@@ -1018,6 +1023,11 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"one-way delay {summary['path']['delay_ms']} ms, drops c2s {summary['path']['drop_c2s']} "
         f"s2c {summary['path']['drop_s2c']}, {summary['units']} units ({summary['payload']})"
     ]
+    path = summary["path"]
+    for d, n in (path.get("stall_after") or {}).items():
+        lines.append(f"{d} held {path['stall_ms']} ms after {n} payload packets (a stall)")
+    for d, n in (path.get("blackhole_after") or {}).items():
+        lines.append(f"{d} lost after {n} payload packets (a black hole)")
     lines += [f"warning: {w}" for w in summary["warnings"]]
     width = max(len(n) for n in names)
     for m in METRICS:
