@@ -113,6 +113,11 @@ METRICS = ("ttfb_ms", "ttft_ms", "gap_p95_ms")
 # same bytes this many times is a black hole (rto.py's min_retransmissions: 3 expiries).
 STALL_BURST_NS = 1_000_000
 BLACKHOLE_COPIES = 3
+# A unit written less than the round trip (capture point ↔ its end) after a peer unit was
+# seen at the capture point did not wait for it (it crossed it in flight), less this slack
+# (the larger of 1 ms and a quarter of that round trip: jitter, a reaction on the spot).
+CROSS_TOL_MS = 1.0
+CROSS_TOL_FRACTION = 0.25
 ANSWER_RTTS = 1.5  # an answer to a send comes one round trip after it (a held one later)
 
 # remedy name → (the finding kinds it addresses, whether it takes a value)
@@ -517,7 +522,13 @@ def _tls_units(trace: Trace, flow: int, warnings: list[str]) -> tuple[list[dict[
             for row in app[app["dir"] == d].itertuples():
                 n = int(row.plaintext_len)
                 units.append(
-                    {"dir": d, "ts": int(row.first_ts_ns), "len": n, "data": plain[pos : pos + n]}
+                    {
+                        "dir": d,
+                        "ts": int(row.first_ts_ns),
+                        "ts_last": int(row.last_ts_ns),  # readable from then on
+                        "len": n,
+                        "data": plain[pos : pos + n],
+                    }
                 )
                 pos += n
     else:
@@ -536,7 +547,15 @@ def _tls_units(trace: Trace, flow: int, warnings: list[str]) -> tuple[list[dict[
                 rows = rows.iloc[:-1]  # the direction's last record: its close_notify
             for row in rows.itertuples():
                 n = max(0, int(row.length) - TLS13_OVERHEAD)
-                units.append({"dir": d, "ts": int(row.first_ts_ns), "len": n, "data": None})
+                units.append(
+                    {
+                        "dir": d,
+                        "ts": int(row.first_ts_ns),
+                        "ts_last": int(row.last_ts_ns),
+                        "len": n,
+                        "data": None,
+                    }
+                )
     if base is None:
         raise ReplayError(f"flow {flow}: no TLS handshake in the capture")
     return units, base
@@ -728,14 +747,40 @@ def derive(trace: Trace, flow: int) -> Plan:
                     holds[str(fr.dir)].append((int(before[-1]) - 1, int(fr.t_end_ns)))
     script_units: list[dict[str, Any]] = []
     ready_prev: dict[str, int | None] = {"client": None, "server": None}
+    needs_prev = {"client": 0, "server": 0}
+    totals = {"client": 0, "server": 0}  # bytes of each end's units so far (script order)
+    written: dict[str, list[tuple[int, int]]] = {"client": [], "server": []}  # (ts, total)
     prev_side: str | None = None
     prev_ts = base_ts
     rate_mbit = _bottleneck_mbit(trace.packets, flow, vantage)
     for u, ready in zip(units, ready_times(units, holds, rate_mbit, legs), strict=True):
         side = "client" if u["dir"] == "c2s" else "server"
-        if prev_side == side and ready_prev[side] is not None:
+        other = "server" if side == "client" else "client"
+        # what of the peer's could this end have read when it wrote the unit?  Its units
+        # whose last byte was seen at the capture point a round trip (capture ↔ this end)
+        # earlier (a record is readable once whole); a later one
+        # crossed this unit in flight (HTTP/2: both ends write at once) — waiting for it,
+        # as the script's order alone would, delays the unit by a round trip
+        tol_ms = max(CROSS_TOL_MS, legs[side] * CROSS_TOL_FRACTION)
+        reach = ready - (legs[side] - tol_ms) * 1e6
+        seen = [(ts, tot) for ts, tot in written[other] if ts <= reach]
+        # (only for a unit that left when written: a held one's write time is an estimate)
+        crossed = ready == u["ts"] and bool(written[other]) and len(seen) < len(written[other])
+        needs = max(needs_prev[side], seen[-1][1] if seen else 0) if crossed else totals[other]
+        own = ready_prev[side]
+        if crossed:
+            peer_base = seen[-1][0] + legs[side] * 1e6 if seen else None
+            if own is not None and (peer_base is None or own >= peer_base):
+                after, delay = "self", (ready - own) / 1e6
+            elif seen:
+                after, delay = "peer", (ready - seen[-1][0]) / 1e6 - legs[side]
+            else:  # nothing of the peer's yet: after this end's handshake
+                after = "self"
+                leg = legs["server"] if side == "server" else 0.0
+                delay = (ready - base_ts) / 1e6 - base_delay_ms - leg
+        elif prev_side == side and own is not None:
             after = "self"
-            delay = (ready - int(ready_prev[side] or 0)) / 1e6
+            delay = (ready - own) / 1e6
         elif prev_side is None:  # the first unit: after this end's handshake
             after = "self"
             leg = legs["server"] if side == "server" else 0.0
@@ -750,10 +795,14 @@ def derive(trace: Trace, flow: int) -> Plan:
                 "after": after,
                 "delay_ms": round(max(0.0, delay), 3),
                 "len": int(u["len"]),
+                "needs": needs,  # the peer's bytes read before writing it
                 "data": None if data is None else base64.b64encode(bytes(data)).decode(),
             }
         )
         ready_prev[side] = ready
+        needs_prev[side] = needs
+        totals[side] += int(u["len"])
+        written[side].append((int(u.get("ts_last", u["ts"])), totals[side]))
         prev_side, prev_ts = side, u["ts"]
     sides = {}
     for side, d in (("client", "c2s"), ("server", "s2c")):

@@ -248,3 +248,26 @@ def test_held_and_lost_return_path_match_the_forwarder(fixture: str) -> None:
     else:
         assert "blackhole_c2s_after" not in params
         assert "net.ipv4.tcp_retries2" not in params["sysctl_srv"]
+
+
+def test_units_that_crossed_the_peers_in_flight_do_not_wait_for_them() -> None:
+    """h2_sse_nodrop at the server: the client's two requests (SSE stream, download) reached
+    the server 3.9 and 4.6 ms after the server's first frames left — less than the 30 ms
+    round trip, so the client wrote them before those frames could reach it.  The script
+    must not make the client read them first (that cost the replay a round trip per
+    request, a tls_record_spanning and 3.7 ms of gap p95).  Request/response (HTTP/1.1)
+    keeps every unit waiting for all the peer wrote before it."""
+    with pcapkit.open(FIX / "h2_sse_nodrop" / "server.pcapng") as t:
+        units = derive(t, 0).script["units"]
+    assert [u["side"] for u in units[:4]] == ["server", "client", "server", "client"]
+    assert units[1]["needs"] == 0 and units[3]["needs"] == 0
+    assert units[1]["after"] == units[3]["after"] == "self"
+    # the server's answers still wait for what they answer
+    assert units[2]["needs"] == units[1]["len"]
+    assert units[4]["needs"] == units[1]["len"] + units[3]["len"]
+    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
+        units = derive(t, 0).script["units"]
+    sent = {"client": 0, "server": 0}
+    for u in units:
+        assert u["needs"] == sent["server" if u["side"] == "client" else "client"]
+        sent[u["side"]] += u["len"]

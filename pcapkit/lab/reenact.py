@@ -259,11 +259,14 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
         if u["side"] != role:
             peer_total += int(u["len"])
             continue
-        if peer_total > end.received:
+        # the peer's bytes this unit waits for: all the peer's earlier units, or fewer
+        # where the script says (a unit that crossed the peer's in flight)
+        need = int(u.get("needs", peer_total))
+        if need > end.received:
             if pending:
                 end.write(pending, split_records=split, record_size=record_size)
                 pending = b""
-            end.read_until(peer_total)
+            end.read_until(need)
         base = end.read_done_ns if u["after"] == "peer" else last_write_ns
         due = base + round(float(u["delay_ms"]) * 1e6)
         wait = (due - now_ns()) / 1e9
