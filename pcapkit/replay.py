@@ -115,9 +115,9 @@ STALL_BURST_NS = 1_000_000
 BLACKHOLE_COPIES = 3
 # A unit written less than the round trip (capture point ↔ its end) after a peer unit was
 # seen at the capture point did not wait for it (it crossed it in flight), less this slack
-# (the larger of 1 ms and a quarter of that round trip: jitter, a reaction on the spot).
+# (the larger of 1 ms and a tenth of that round trip: jitter, a reaction on the spot).
 CROSS_TOL_MS = 1.0
-CROSS_TOL_FRACTION = 0.25
+CROSS_TOL_FRACTION = 0.1
 ANSWER_RTTS = 1.5  # an answer to a send comes one round trip after it (a held one later)
 
 # remedy name → (the finding kinds it addresses, whether it takes a value)

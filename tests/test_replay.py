@@ -265,6 +265,10 @@ def test_units_that_crossed_the_peers_in_flight_do_not_wait_for_them() -> None:
     # the server's answers still wait for what they answer
     assert units[2]["needs"] == units[1]["len"]
     assert units[4]["needs"] == units[1]["len"] + units[3]["len"]
+    # the client's SETTINGS ACK (9 bytes) answered the server's SETTINGS (unit 0) 0.6 ms
+    # after it arrived: not the server's frames that left 4–6 ms after unit 0
+    assert units[7]["side"] == "client" and units[7]["len"] == 9
+    assert units[7]["needs"] == units[0]["len"] and units[7]["after"] == "peer"
     with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
         units = derive(t, 0).script["units"]
     sent = {"client": 0, "server": 0}
