@@ -8,6 +8,11 @@ Socket level — ``replay(capture, flow=N, outdir=DIR, remedies=[...])``:
      sequence range that had to be sent again, as the forwarder's 1-based payload-packet
      index of its direction (at the sender's vantage: each copy but the last; at the
      receiver's: the packet missing before each segment that arrived after a hole);
+   * the peer's packets held or lost on their way back (:func:`_peer_path`, at the
+     sender's vantage): a silence then a burst of held ACKs is a stall of the
+     forwarder's (``stall_<dir>_after``, ``stall_ms``), no answer until the end a black
+     hole (``blackhole_<dir>_after``, and the sender's ``tcp_retries2``); the copies the
+     silence caused are not drops;
    * each end's *units* — one application write each: a TLS application-data record
      (≈ one ``SSL_write``) with keys, a PSH-terminated run of segments without TLS — with
      its size, its payload (the decrypted or plain stream bytes; same-size filler when
@@ -103,6 +108,20 @@ TLS13_OVERHEAD = 22  # header 5 + inner content type 1 + AEAD tag 16 (RFC 8446 �
 # of a direction is when it is the close_notify
 CLOSE_NOTIFY_LEN = 2 + TLS13_OVERHEAD
 METRICS = ("ttfb_ms", "ttft_ms", "gap_p95_ms")
+# Held return traffic (see _peer_path): packets a hold released arrive back to back (the
+# forwarder releases them in one pass: µs apart); a silent peer while this end resent the
+# same bytes this many times is a black hole (rto.py's min_retransmissions: 3 expiries).
+STALL_BURST_NS = 1_000_000
+BLACKHOLE_COPIES = 3
+# A unit written less than the round trip (capture point ↔ its end) after a peer unit was
+# seen at the capture point did not wait for it (it crossed it in flight), less this slack
+# (the larger of 1 ms and a tenth of that round trip: jitter, a reaction on the spot).
+# A server's NewSessionTickets later than this after the client's Finished are replayed as
+# late (the lab's servers: 0.3–1.4 ms on 38 of 40 TLS fixtures; 4 ms where the host stalled)
+TICKETS_DELAY_MIN_MS = 1.5
+CROSS_TOL_MS = 1.0
+CROSS_TOL_FRACTION = 0.1
+ANSWER_RTTS = 1.5  # an answer to a send comes one round trip after it (a held one later)
 
 # remedy name → (the finding kinds it addresses, whether it takes a value)
 REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
@@ -146,6 +165,10 @@ class Plan:
     drop_syn_s2c: list[int] = field(default_factory=list)
     sysctls: dict[str, dict[str, int]] = field(default_factory=dict)  # "cli"/"srv" → sysctls
     rate_mbit: float | None = None  # the bottleneck, both directions (the lab's rate_mbit)
+    # the peer's packets held / lost (see _peer_path): "c2s"/"s2c" → after N payload packets
+    blackhole_after: dict[str, int] = field(default_factory=dict)
+    stall_after: dict[str, int] = field(default_factory=dict)
+    stall_ms: float = 0.0
     warnings: list[str] = field(default_factory=list)
 
     def lab_params(self) -> dict[str, Any]:
@@ -156,6 +179,9 @@ class Plan:
             "drop_syn_c2s": self.drop_syn_c2s,
             "drop_syn_s2c": self.drop_syn_s2c,
             "rate_mbit": self.rate_mbit,
+            **{f"blackhole_{d}_after": n for d, n in self.blackhole_after.items()},
+            **{f"stall_{d}_after": n for d, n in self.stall_after.items()},
+            **({"stall_ms": self.stall_ms} if self.stall_after else {}),
             "sysctl_cli": self.sysctls.get("cli", {}),
             "sysctl_srv": self.sysctls.get("srv", {}),
             "port": self.port,
@@ -210,6 +236,7 @@ def _drops(
     vantage_is_sender: bool,
     acks: pd.DataFrame | None = None,
     rtt_ms: float = 0.0,
+    silent: tuple[int, int | None] | None = None,
 ) -> list[int]:
     """1-based payload-packet indices (forwarder numbering) of the lost transmissions.
 
@@ -217,7 +244,9 @@ def _drops(
     than half a round trip after the last copy left (``acks``: the peer's packets, with
     ``ts_ns`` and Wireshark's ``rel_ack``): that ACK answers the earlier copy, the
     retransmission was spurious (a tail-loss probe or RTO while the receiver held its
-    ACKs, as an application that stopped reading makes it)."""
+    ACKs, as an application that stopped reading makes it) — and so was a copy sent while
+    the peer was silenced (``silent``: (start, end or None) ns from :func:`_peer_path`):
+    the peer's answer was held or lost, not the data."""
     # probes are not lost data: a zero-window probe or keep-alive repeats a byte on purpose
     segments = segments[~segments["kind"].isin(("zero_window_probe", "keep_alive"))]
     if segments.empty:
@@ -241,6 +270,11 @@ def _drops(
                 covered = (ack_ts > ts[j]) & (ack_no >= ends[j] + 1)  # rel_ack is 1-based
                 if covered.any() and ack_ts[covered].min() - ts[j] < rtt_ms * 1e6 / 2:
                     spurious.add(off)
+        if silent is not None:
+            lo, hi = silent
+            for i, t in enumerate(segments["ts_ns"].astype("int64").tolist()):
+                if t > lo and (hi is None or t < hi):
+                    spurious.add(int(offsets[i]))
         drops = [
             i + 1
             for i, off in enumerate(offsets)
@@ -269,6 +303,103 @@ def _syn_drops(packets: pd.DataFrame, flow: int, vantage: str) -> dict[str, list
         out["c2s"] = list(range(1, len(syn)))
     elif vantage == "server" and len(synack) > 1:
         out["s2c"] = list(range(1, len(synack)))
+    return out
+
+
+def _peer_path(
+    packets: pd.DataFrame, seg: pd.DataFrame, flow: int, vantage: str, rtt_ms: float
+) -> dict[str, Any]:
+    """The peer's packets held or lost on their way to the capture's end.
+
+    At the sender of the data (the server's vantage for a response), a *return path* that
+    held or lost the peer's packets — its ACKs and all — looks like data loss (the sender
+    retransmits) but is not: the data got through, the answer did not.
+
+    * **stall** (the forwarder's ``stall_<dir>_after`` / ``stall_ms``): after a silence of
+      the peer longer than the minimum RTO, during which this end retransmitted, the peer's
+      packets arrive as one burst (:data:`STALL_BURST_NS` apart at most, ≥ 2 packets): a
+      hold released them together.  The hold's length is the burst's arrival minus when
+      its first packet would have come unheld — one round trip after the first sending of
+      the data it acknowledges; the stall starts after the peer's payload packets seen
+      before the silence.  Not a stall: a burst whose first packet came within
+      :data:`ANSWER_RTTS` round trips of this end's last send (the answer to a
+      retransmission, then the peer's FIN), or whose ACKs do not step forward at least
+      twice (one answer, not a held backlog).
+    * **black hole** (``blackhole_<dir>_after``): nothing from the peer after its last
+      packet while this end retransmitted the same bytes at least :data:`BLACKHOLE_COPIES`
+      times and its data stays unacknowledged to the capture's end; the hole opens after
+      all the peer's payload packets.  (At the server's vantage a black hole towards the
+      client looks the same — it too silences the client —; the re-enactment of either
+      shows the server's side the same way.)  ``retries``: the most copies of one range
+      minus one — the sender's ``tcp_retries2`` (it gave up after as many timer expiries),
+      so that the replay gives up too, not after ~15 minutes.
+
+    Returns ``{"dir", "blackhole_after", "stall_after", "stall_ms", "window", "retries"}``
+    (``window``: the (start, end) ns in which this end's copies were caused by the peer's
+    silence, not by loss — not drops); empty values when neither shows."""
+    out: dict[str, Any] = {
+        "dir": None,
+        "blackhole_after": None,
+        "stall_after": None,
+        "stall_ms": 0.0,
+        "window": None,
+        "retries": None,
+    }
+    if vantage not in ("server", "client"):
+        return out
+    d_data = "s2c" if vantage == "server" else "c2s"
+    d_peer = "c2s" if vantage == "server" else "s2c"
+    p = packets[(packets["flow"] == flow) & (packets["proto"] == "tcp")].sort_values("ts_ns")
+    peer = p[p["dir"] == d_peer]
+    data = seg[seg["dir"] == d_data].sort_values("ts_ns")
+    if peer.empty or data.empty:
+        return out
+    pts = peer["ts_ns"].astype("int64").to_numpy()
+    payload = (peer["payload_len"].astype("int64") > 0).to_numpy()
+    dts = data["ts_ns"].astype("int64").to_numpy()
+    retx = (data["kind"] == "retransmission").to_numpy()
+    acks = peer["rel_ack"].astype("float64").to_numpy()  # NA (no ACK flag) → NaN
+    out["dir"] = d_peer
+    # black hole: silence from the peer's last packet on, with this end backing off
+    last = int(pts[-1])
+    after = data[data["ts_ns"] > last]
+    copies = after[after["kind"] == "retransmission"]["offset"].value_counts()
+    acked = np.nanmax(acks) if not np.isnan(acks).all() else 0.0
+    top = float((data["offset"] + data["length"]).max()) + 1  # rel_ack is 1-based
+    if not copies.empty and int(copies.max()) >= BLACKHOLE_COPIES and not acked >= top:
+        out["blackhole_after"] = int(payload.sum())
+        out["window"] = (last, None)
+        counts = data["offset"].value_counts()
+        out["retries"] = int(counts.max()) - 1
+        return out
+    # stall: a silence longer than the minimum RTO ended by a burst of held packets
+    for i in range(1, len(pts) - 1):
+        if pts[i] - pts[i - 1] <= MIN_RTO_NS or pts[i + 1] - pts[i] > STALL_BURST_NS:
+            continue
+        if not (retx & (dts > pts[i - 1]) & (dts < pts[i])).any():
+            continue
+        # no answer to this end's last send (that would come one round trip after it) ...
+        sent = dts[dts < pts[i]]
+        if sent.shape[0] and pts[i] - int(sent[-1]) < ANSWER_RTTS * rtt_ms * 1e6:
+            continue
+        # ... but a backlog: the burst's ACKs step forward as if the data arrived just now
+        burst = acks[i:][pts[i:] - pts[i] <= STALL_BURST_NS]
+        burst = burst[~np.isnan(burst)]
+        if np.unique(burst).shape[0] < 2:
+            continue
+        ack = acks[i]
+        t0 = None
+        if not np.isnan(ack):
+            new = data[data["kind"] == "new"]
+            hit = new[(new["offset"] + new["length"] + 1) == float(ack)]
+            if not hit.empty:
+                t0 = int(hit["ts_ns"].min())
+        if t0 is None:  # no data to date it: the peer's last packet before the silence
+            t0 = int(pts[i - 1])
+        out["stall_after"] = int(payload[:i].sum())
+        out["stall_ms"] = round(max(0.0, (int(pts[i]) - t0) / 1e6 - rtt_ms), 1)
+        out["window"] = (int(pts[i - 1]), int(pts[i]))
+        return out
     return out
 
 
@@ -394,7 +525,13 @@ def _tls_units(trace: Trace, flow: int, warnings: list[str]) -> tuple[list[dict[
             for row in app[app["dir"] == d].itertuples():
                 n = int(row.plaintext_len)
                 units.append(
-                    {"dir": d, "ts": int(row.first_ts_ns), "len": n, "data": plain[pos : pos + n]}
+                    {
+                        "dir": d,
+                        "ts": int(row.first_ts_ns),
+                        "ts_last": int(row.last_ts_ns),  # readable from then on
+                        "len": n,
+                        "data": plain[pos : pos + n],
+                    }
                 )
                 pos += n
     else:
@@ -413,10 +550,33 @@ def _tls_units(trace: Trace, flow: int, warnings: list[str]) -> tuple[list[dict[
                 rows = rows.iloc[:-1]  # the direction's last record: its close_notify
             for row in rows.itertuples():
                 n = max(0, int(row.length) - TLS13_OVERHEAD)
-                units.append({"dir": d, "ts": int(row.first_ts_ns), "len": n, "data": None})
+                units.append(
+                    {
+                        "dir": d,
+                        "ts": int(row.first_ts_ns),
+                        "ts_last": int(row.last_ts_ns),
+                        "len": n,
+                        "data": None,
+                    }
+                )
     if base is None:
         raise ReplayError(f"flow {flow}: no TLS handshake in the capture")
     return units, base
+
+
+def _tickets_delay_ms(trace: Trace, flow: int, base_ts: int, legs: dict[str, float]) -> float:
+    """How long after the client's Finished the server wrote its NewSessionTickets (the
+    first decrypted handshake record it sent after it, less the round trip capture point ↔
+    server), when that is more than :data:`TICKETS_DELAY_MIN_MS`: the replay's server
+    sends them that late (they move the client's first ACKs, and with them the server's
+    congestion-window flights).  0 without keys or tickets."""
+    r = trace.records
+    r = r[(r["flow"] == flow) & (r["dir"] == "s2c") & (r["status"] == "decrypted")]
+    r = r[(r["content_type"] == 22) & (r["first_ts_ns"] > base_ts)]
+    if r.empty:
+        return 0.0
+    delay = (int(r["first_ts_ns"].min()) - base_ts) / 1e6 - legs["server"]
+    return round(delay, 3) if delay > TICKETS_DELAY_MIN_MS else 0.0
 
 
 def _tcp_unit(stream: Any, d: str, ts: int, start: int, end: int) -> dict[str, Any]:
@@ -605,14 +765,40 @@ def derive(trace: Trace, flow: int) -> Plan:
                     holds[str(fr.dir)].append((int(before[-1]) - 1, int(fr.t_end_ns)))
     script_units: list[dict[str, Any]] = []
     ready_prev: dict[str, int | None] = {"client": None, "server": None}
+    needs_prev = {"client": 0, "server": 0}
+    totals = {"client": 0, "server": 0}  # bytes of each end's units so far (script order)
+    written: dict[str, list[tuple[int, int]]] = {"client": [], "server": []}  # (ts, total)
     prev_side: str | None = None
     prev_ts = base_ts
     rate_mbit = _bottleneck_mbit(trace.packets, flow, vantage)
     for u, ready in zip(units, ready_times(units, holds, rate_mbit, legs), strict=True):
         side = "client" if u["dir"] == "c2s" else "server"
-        if prev_side == side and ready_prev[side] is not None:
+        other = "server" if side == "client" else "client"
+        # what of the peer's could this end have read when it wrote the unit?  Its units
+        # whose last byte was seen at the capture point a round trip (capture ↔ this end)
+        # earlier (a record is readable once whole); a later one
+        # crossed this unit in flight (HTTP/2: both ends write at once) — waiting for it,
+        # as the script's order alone would, delays the unit by a round trip
+        tol_ms = max(CROSS_TOL_MS, legs[side] * CROSS_TOL_FRACTION)
+        reach = ready - (legs[side] - tol_ms) * 1e6
+        seen = [(ts, tot) for ts, tot in written[other] if ts <= reach]
+        # (only for a unit that left when written: a held one's write time is an estimate)
+        crossed = ready == u["ts"] and bool(written[other]) and len(seen) < len(written[other])
+        needs = max(needs_prev[side], seen[-1][1] if seen else 0) if crossed else totals[other]
+        own = ready_prev[side]
+        if crossed:
+            peer_base = seen[-1][0] + legs[side] * 1e6 if seen else None
+            if own is not None and (peer_base is None or own >= peer_base):
+                after, delay = "self", (ready - own) / 1e6
+            elif seen:
+                after, delay = "peer", (ready - seen[-1][0]) / 1e6 - legs[side]
+            else:  # nothing of the peer's yet: after this end's handshake
+                after = "self"
+                leg = legs["server"] if side == "server" else 0.0
+                delay = (ready - base_ts) / 1e6 - base_delay_ms - leg
+        elif prev_side == side and own is not None:
             after = "self"
-            delay = (ready - int(ready_prev[side] or 0)) / 1e6
+            delay = (ready - own) / 1e6
         elif prev_side is None:  # the first unit: after this end's handshake
             after = "self"
             leg = legs["server"] if side == "server" else 0.0
@@ -627,10 +813,14 @@ def derive(trace: Trace, flow: int) -> Plan:
                 "after": after,
                 "delay_ms": round(max(0.0, delay), 3),
                 "len": int(u["len"]),
+                "needs": needs,  # the peer's bytes read before writing it
                 "data": None if data is None else base64.b64encode(bytes(data)).decode(),
             }
         )
         ready_prev[side] = ready
+        needs_prev[side] = needs
+        totals[side] += int(u["len"])
+        written[side].append((int(u.get("ts_last", u["ts"])), totals[side]))
         prev_side, prev_ts = side, u["ts"]
     sides = {}
     for side, d in (("client", "c2s"), ("server", "s2c")):
@@ -646,12 +836,17 @@ def derive(trace: Trace, flow: int) -> Plan:
             "sndbuf": SNDBUF_WRITE_AHEAD if "h2_send_buffer_hol" in k else None,
             "notsent_lowat": None,
         }
+    peer = _peer_path(trace.packets, seg, flow, vantage, rtt_ms)
     drops = {}
     for d, sender in (("c2s", "client"), ("s2c", "server")):
         back = trace.packets
         back = back[(back["flow"] == flow) & (back["dir"] != d)]
         drops[d] = _drops(
-            seg[seg["dir"] == d].sort_values("frame"), vantage == sender, back, rtt_ms
+            seg[seg["dir"] == d].sort_values("frame"),
+            vantage == sender,
+            back,
+            rtt_ms,
+            silent=peer["window"] if peer["dir"] not in (None, d) else None,
         )
     syn_drops = _syn_drops(trace.packets, flow, vantage)
     sysctls = {
@@ -659,11 +854,16 @@ def derive(trace: Trace, flow: int) -> Plan:
         for role, d in (("cli", "c2s"), ("srv", "s2c"))
         if _no_restart_after_idle(seg[seg["dir"] == d], rtt_ms)
     }
+    if peer["retries"] is not None:  # the sender gave up after as many timer expiries
+        sysctls.setdefault("srv" if vantage == "server" else "cli", {})["net.ipv4.tcp_retries2"] = (
+            peer["retries"]
+        )
     pauses, rcvbuf = _read_pauses(trace.packets, f, flow, rtt_ms)
     for side, size in rcvbuf.items():
         sides[side]["rcvbuf"] = size
     script = {
         "pauses": pauses,
+        "tickets_delay_ms": _tickets_delay_ms(trace, flow, base_ts, legs) if tls else 0.0,
         "tls": tls,
         "tls_version": version,
         "alpn": alpn,
@@ -683,6 +883,11 @@ def derive(trace: Trace, flow: int) -> Plan:
         drop_syn_s2c=syn_drops["s2c"],
         sysctls=sysctls,
         rate_mbit=rate_mbit,
+        blackhole_after=(
+            {} if peer["blackhole_after"] is None else {peer["dir"]: peer["blackhole_after"]}
+        ),
+        stall_after={} if peer["stall_after"] is None else {peer["dir"]: peer["stall_after"]},
+        stall_ms=peer["stall_ms"],
         script=script,
         warnings=warnings,
     )
@@ -851,6 +1056,9 @@ def replay(
             "drop_syn_s2c": plan.drop_syn_s2c,
             "sysctls": plan.sysctls,
             "rate_mbit": plan.rate_mbit,
+            "blackhole_after": plan.blackhole_after,
+            "stall_after": plan.stall_after,
+            "stall_ms": plan.stall_ms,
         },
         "sides": plan.script["sides"],
         "units": len(plan.script["units"]),
@@ -883,6 +1091,11 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"one-way delay {summary['path']['delay_ms']} ms, drops c2s {summary['path']['drop_c2s']} "
         f"s2c {summary['path']['drop_s2c']}, {summary['units']} units ({summary['payload']})"
     ]
+    path = summary["path"]
+    for d, n in (path.get("stall_after") or {}).items():
+        lines.append(f"{d} held {path['stall_ms']} ms after {n} payload packets (a stall)")
+    for d, n in (path.get("blackhole_after") or {}).items():
+        lines.append(f"{d} lost after {n} payload packets (a black hole)")
     lines += [f"warning: {w}" for w in summary["warnings"]]
     width = max(len(n) for n in names)
     for m in METRICS:

@@ -214,3 +214,76 @@ def test_reader_pause_and_receive_buffer_from_zero_window() -> None:
     assert plan.script["sides"]["client"]["rcvbuf"] == 8_688  # its largest window
     # the RTO copy sent into the closing window was spurious: the original was ACKed
     assert plan.drop_s2c == []
+
+
+@pytest.mark.parametrize("fixture", ["ack_stall", "black_hole", "rto_tail_loss", "tls_sse_drop"])
+def test_held_and_lost_return_path_match_the_forwarder(fixture: str) -> None:
+    """The client's packets held 1.5 s (ack_stall) or lost from the request on
+    (black_hole): the server's copies were not data losses; the plan holds / black-holes
+    the client's packets after as many payload packets as the lab did, and gives the
+    server the tcp_retries2 it gave up after.  A loss answered at once (rto_tail_loss,
+    tls_sse_drop: a copy, then the client's ACK and FIN close together) is no stall."""
+    with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+        plan = derive(t, 0)
+    truth = _truth(fixture)["params"]
+    assert plan.drop_s2c == truth["drop_s2c"]
+    assert plan.drop_c2s == truth["drop_c2s"]
+    want_hole = (
+        {} if truth.get("blackhole_c2s_after") is None else {"c2s": truth["blackhole_c2s_after"]}
+    )
+    want_stall = {} if truth.get("stall_c2s_after") is None else {"c2s": truth["stall_c2s_after"]}
+    assert plan.blackhole_after == want_hole
+    assert plan.stall_after == want_stall
+    params = plan.lab_params()
+    if want_stall:
+        assert plan.stall_ms == pytest.approx(truth["stall_ms"], rel=0.01)
+        assert params["stall_c2s_after"] == truth.get("stall_c2s_after")
+        assert params["stall_ms"] == plan.stall_ms
+    else:
+        assert "stall_c2s_after" not in params and "stall_ms" not in params
+    if want_hole:
+        assert params["blackhole_c2s_after"] == truth.get("blackhole_c2s_after")
+        retries = truth["sysctl_srv"]["net.ipv4.tcp_retries2"]
+        assert params["sysctl_srv"]["net.ipv4.tcp_retries2"] == retries
+    else:
+        assert "blackhole_c2s_after" not in params
+        assert "net.ipv4.tcp_retries2" not in params["sysctl_srv"]
+
+
+def test_units_that_crossed_the_peers_in_flight_do_not_wait_for_them() -> None:
+    """h2_sse_nodrop at the server: the client's two requests (SSE stream, download) reached
+    the server 3.9 and 4.6 ms after the server's first frames left — less than the 30 ms
+    round trip, so the client wrote them before those frames could reach it.  The script
+    must not make the client read them first (that cost the replay a round trip per
+    request, a tls_record_spanning and 3.7 ms of gap p95).  Request/response (HTTP/1.1)
+    keeps every unit waiting for all the peer wrote before it."""
+    with pcapkit.open(FIX / "h2_sse_nodrop" / "server.pcapng") as t:
+        units = derive(t, 0).script["units"]
+    assert [u["side"] for u in units[:4]] == ["server", "client", "server", "client"]
+    assert units[1]["needs"] == 0 and units[3]["needs"] == 0
+    assert units[1]["after"] == units[3]["after"] == "self"
+    # the server's answers still wait for what they answer
+    assert units[2]["needs"] == units[1]["len"]
+    assert units[4]["needs"] == units[1]["len"] + units[3]["len"]
+    # the client's SETTINGS ACK (9 bytes) answered the server's SETTINGS (unit 0) 0.6 ms
+    # after it arrived: not the server's frames that left 4–6 ms after unit 0
+    assert units[7]["side"] == "client" and units[7]["len"] == 9
+    assert units[7]["needs"] == units[0]["len"] and units[7]["after"] == "peer"
+    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
+        units = derive(t, 0).script["units"]
+    sent = {"client": 0, "server": 0}
+    for u in units:
+        assert u["needs"] == sent["server" if u["side"] == "client" else "client"]
+        sent[u["side"]] += u["len"]
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+def test_late_session_tickets_are_replayed_late(vantage: str) -> None:
+    """h2_sse_nodrop's server sent its NewSessionTickets 3.9 ms after the client's Finished
+    (frames 8 → 9 at the server): sent at once, they moved the client's first ACKs 4–5 ms
+    earlier and split the first 16 KiB record across a flight break.  The lab's servers
+    usually take under 1.5 ms: those are replayed at once."""
+    with pcapkit.open(FIX / "h2_sse_nodrop" / f"{vantage}.pcapng") as t:
+        assert derive(t, 0).script["tickets_delay_ms"] == pytest.approx(3.9, abs=0.2)
+    with pcapkit.open(FIX / "tls_sse_nagle" / f"{vantage}.pcapng") as t:
+        assert derive(t, 0).script["tickets_delay_ms"] == 0.0

@@ -42,6 +42,7 @@ import json
 import os
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -105,6 +106,9 @@ class _End:
         self.sends: list[dict[str, int]] = []
         self.pauses: list[tuple[int, float]] = []
         self.obj: ssl.SSLObject | None = None
+        # a server's NewSessionTickets held back until their time (see hold_tickets)
+        self._tickets = b""
+        self._tickets_lock = threading.Lock()
         if ctx is not None:
             self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
             self.obj = ctx.wrap_bio(
@@ -115,7 +119,33 @@ class _End:
             )
 
     # -- raw I/O ----------------------------------------------------------------
+    def hold_tickets(self, delay_ms: float) -> None:
+        """Send the NewSessionTickets the handshake made ``delay_ms`` after it, one
+        segment each (a server that wrote them late, as the capture shows), or before
+        anything this end sends sooner: they come first in the record sequence."""
+        if self.obj is None:
+            return
+        if delay_ms <= 0:  # at once (what handshake() does without ``hold``)
+            self._flush(per_record=True)
+            return
+        self._tickets = self.out.read()
+        if self._tickets:
+            timer = threading.Timer(delay_ms / 1000, self._send_tickets)
+            timer.daemon = True
+            timer.start()
+
+    def _send_tickets(self) -> None:
+        with self._tickets_lock:
+            data, self._tickets = self._tickets, b""
+            try:
+                for off, n in records(data):
+                    self.sock.sendall(data[off : off + n])
+            except OSError:
+                pass  # the connection is gone: the main thread reports it
+
     def _flush(self, *, per_record: bool = False) -> None:
+        if self._tickets:
+            self._send_tickets()
         if self.obj is not None:
             data = self.out.read()
             if data and not per_record:
@@ -135,7 +165,9 @@ class _End:
             self.inc.write(data)
         return True
 
-    def handshake(self) -> None:
+    def handshake(self, *, hold: bool = False) -> None:
+        """The TLS handshake; ``hold``: leave what it wrote last (a server's
+        NewSessionTickets) in the BIO for :meth:`hold_tickets`."""
         if self.obj is None:
             return
         while True:
@@ -148,7 +180,8 @@ class _End:
                     raise ConnectionError("peer closed during the handshake") from None
         # a server's last handshake step makes its NewSessionTickets: OpenSSL over a
         # socket writes each with its own write (one segment each, as the captures show)
-        self._flush(per_record=self.server)
+        if not hold:
+            self._flush(per_record=self.server)
 
     def _drain_tls(self) -> bool:
         """Read what plaintext the BIO holds; False at close_notify."""
@@ -203,6 +236,8 @@ class _End:
             self._send(ct[off + TLS_HEADER : off + n])
 
     def _send(self, data: bytes) -> None:
+        if self._tickets:
+            self._send_tickets()
         self.sends.append({"t_ns": now_ns(), "len": len(data)})
         self.sock.sendall(data)
 
@@ -259,11 +294,14 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
         if u["side"] != role:
             peer_total += int(u["len"])
             continue
-        if peer_total > end.received:
+        # the peer's bytes this unit waits for: all the peer's earlier units, or fewer
+        # where the script says (a unit that crossed the peer's in flight)
+        need = int(u.get("needs", peer_total))
+        if need > end.received:
             if pending:
                 end.write(pending, split_records=split, record_size=record_size)
                 pending = b""
-            end.read_until(peer_total)
+            end.read_until(need)
         base = end.read_done_ns if u["after"] == "peer" else last_write_ns
         due = base + round(float(u["delay_ms"]) * 1e6)
         wait = (due - now_ns()) / 1e9
@@ -367,7 +405,8 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     raw, _ = ls.accept()
     raw.settimeout(IO_TIMEOUT_S)
     end = _End(raw, ctx, server=True)
-    end.handshake()
+    end.handshake(hold=True)
+    end.hold_tickets(float(script.get("tickets_delay_ms") or 0.0))
     opts = {**tcp_options(raw), **_sockopts(raw, side)}
     log = play("server", script, end)
     end.close(first=False)

@@ -1,7 +1,7 @@
 """Replay through the lab (issue 19): real runs, needs root.
 
-Two socket-level replays (a Nagle × delayed-ACK SSE stream and a corked server, each
-faithful + its remedy: ~8 s each) and one packet-level replay onto a veth pair in a
+Three socket-level replays (a Nagle × delayed-ACK SSE stream and a corked server, each
+faithful + its remedy: ~8 s each; the client's packets held 1.5 s: ~4 s) and one packet-level replay onto a veth pair in a
 namespace, captured at the peer.  Assertions are on findings and bytes, never on timing.
 """
 
@@ -59,6 +59,20 @@ def test_cork_replayed_and_uncork_removes_it(tmp_path: Path) -> None:
     assert list(runs["faithful"]["kinds"]) == ["tcp_cork"]
     assert runs["faithful"]["kinds"]["tcp_cork"]["count"] == 4  # every write corked
     assert runs["remedy-uncork"]["kinds"] == {}
+
+
+def test_held_client_packets_are_no_loss_in_the_replay(tmp_path: Path) -> None:
+    """ack_stall: the client's packets held 1.5 s.  Replayed as a hold of the client's
+    packets, the server's copies are spurious again: no loss_recovery / rto_stall (which
+    a replay that read them as data losses showed)."""
+    s = _replay(tmp_path, "ack_stall")
+    assert s["path"]["stall_after"] == {"c2s": 1}
+    assert s["path"]["drop_s2c"] == []
+    assert s["runs"]["original"]["kinds"] == {}
+    assert s["runs"]["faithful"]["kinds"] == {}
+    with pcapkit.open(tmp_path / "faithful" / "server.pcapng") as t:
+        seg = t.segments
+        assert (seg["kind"] == "retransmission").any()  # the server did resend meanwhile
 
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs ip")
