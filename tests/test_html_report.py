@@ -321,4 +321,9 @@ def test_zoom_reset_and_copy_in_chromium(browser, tmp_path):
         assert seg == int(((s.flow == 0) & (s.dir == "s2c") & (s.kind == "new")).sum())
     button = browser.find_element("css selector", "section.finding button.copy")
     button.click()
-    assert button.text == "copied"
+    # the label changes when the clipboard write settles (a promise where the page is a
+    # secure context, as file:// is) and goes back 1.2 s later: poll for it, never a
+    # single read right after the click (it raced on a loaded machine)
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 10, poll_frequency=0.05).until(lambda _: button.text == "copied")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -90,12 +91,20 @@ def test_packet_replay_onto_a_namespace_veth(tmp_path: Path) -> None:
             ["ip", "netns", "exec", ns, "tcpdump", "-i", "pk1", "-U", "-w", str(cap), "ip"],
             stderr=subprocess.PIPE,
         )
-        time.sleep(1.0)  # tcpdump's socket must be open before the first frame
+        # tcpdump's socket must be open before the first frame: wait for its "listening
+        # on" line (as the lab does), never a fixed sleep (1 s was not enough under load)
+        assert dump.stderr is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = dump.stderr.readline().decode(errors="replace")
+            if "listening on" in line or not line:
+                break
+        assert "listening on" in line, line
         res = CliRunner().invoke(
             cli, ["replay", "--packets", str(src), "--into", f"{ns}:pk0", "--max", "--json"]
         )
         time.sleep(0.3)
-        dump.terminate()
+        dump.send_signal(signal.SIGINT)  # tcpdump flushes and closes the file on SIGINT
         dump.wait(10)
         assert res.exit_code == 0, res.output
         assert json.loads(res.output)["packets"] == 56
