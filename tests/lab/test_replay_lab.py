@@ -77,6 +77,11 @@ def test_held_client_packets_are_no_loss_in_the_replay(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs ip")
+def _ip_frames(path: Path) -> list[bytes]:
+    with pcapkit.open(path) as t:
+        return [t.frame_bytes(i) for i in range(1, t.raw.frames + 1)]
+
+
 def test_packet_replay_onto_a_namespace_veth(tmp_path: Path) -> None:
     ns = f"pkrp-{os.getpid()}"
     cap = tmp_path / "peer.pcap"
@@ -88,7 +93,8 @@ def test_packet_replay_onto_a_namespace_veth(tmp_path: Path) -> None:
         for dev in ("pk0", "pk1"):
             subprocess.run([*ip, "set", dev, "up"], check=True)
         dump = subprocess.Popen(
-            ["ip", "netns", "exec", ns, "tcpdump", "-i", "pk1", "-U", "-w", str(cap), "ip"],
+            ["ip", "netns", "exec", ns, "tcpdump", "-i", "pk1", "--immediate-mode"]
+            + ["-U", "-w", str(cap), "ip"],
             stderr=subprocess.PIPE,
         )
         # tcpdump's socket must be open before the first frame: wait for its "listening
@@ -103,7 +109,14 @@ def test_packet_replay_onto_a_namespace_veth(tmp_path: Path) -> None:
         res = CliRunner().invoke(
             cli, ["replay", "--packets", str(src), "--into", f"{ns}:pk0", "--max", "--json"]
         )
-        time.sleep(0.3)
+        # every frame written (pcap header, then per frame 16 + 14 Ethernet + IP bytes)
+        # before tcpdump is stopped: without immediate mode libpcap hands over a block of
+        # packets only when it fills or its timeout passes, and a stop before that lost
+        # them all ("0 packets captured, 56 received by filter")
+        want = 24 + 56 * (16 + 14) + sum(len(b) for b in _ip_frames(src))
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and (cap.stat().st_size if cap.exists() else 0) < want:
+            time.sleep(0.05)
         dump.send_signal(signal.SIGINT)  # tcpdump flushes and closes the file on SIGINT
         dump.wait(10)
         assert res.exit_code == 0, res.output
