@@ -104,16 +104,20 @@ def align_all(
     end = rec_end + base[rec_group]
     last = np.maximum(end - 1, off)
 
-    def locate(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def locate(i: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Frame and time of the piece holding ``x`` (its piece ``i``: the last
+        starting at or before it), -1 in a hole."""
         if k == 0:
             return np.full(x.shape, -1), np.full(x.shape, -1)
-        i = np.searchsorted(p_start, x, side="right") - 1
         j = np.maximum(i, 0)
         ok = (i >= 0) & (x < p_end[j])
         return np.where(ok, p_frame[j], -1), np.where(ok, p_ts[j], -1)
 
-    first_frame, first_ts = locate(off)
-    lf2, lt2 = locate(last)
+    # the piece searches, once each (pieces start strictly increasing)
+    i_off = np.searchsorted(p_start, off, side="right") - 1
+    i_last = np.searchsorted(p_start, last, side="right") - 1
+    first_frame, first_ts = locate(i_off, off)
+    lf2, lt2 = locate(i_last, last)
     if k:
         # in-order delivery (DirectionIndex.delivered), restarted per direction
         cm = group_cummax(p_frame, pg)
@@ -123,7 +127,7 @@ def align_all(
         first_of_g = np.r_[True, pg[1:] != pg[:-1]]
         gap = np.where(first_of_g, p_start > base[pg], gap)
         broken = group_cummax(gap.astype(np.int64), pg) > 0
-        i = np.searchsorted(p_start, last, side="right") - 1
+        i = i_last
         j = np.maximum(i, 0)
         ok = (i >= 0) & (last < p_end[j]) & ~broken[j]
         last_frame = np.where(ok, cm[j], lf2)  # behind a hole never filled: the carrier
@@ -135,13 +139,20 @@ def align_all(
         cap_len = np.clip(p_cap - p_start, 0, None)
         csum = np.concatenate([[0], np.cumsum(cap_len)])
 
-        def captured_before(x: np.ndarray) -> np.ndarray:
-            ii = np.searchsorted(p_start, x, side="right") - 1
+        def captured_before(ii: np.ndarray, x: np.ndarray) -> np.ndarray:
             ic = np.maximum(ii, 0)
             part = np.clip(x - p_start[ic], 0, cap_len[ic])
             return np.where(ii >= 0, csum[ic] + part, 0)
 
-        missing = np.maximum(rec_len - (captured_before(end) - captured_before(off)), 0)
+        # the last piece starting at or before end: i1 - 1, or i1 when a piece starts at
+        # end (when no two pieces start at one offset)
+        if bool((p_start[1:] > p_start[:-1]).all()):
+            i_end = i1 - 1 + (p_start[np.minimum(i1, k - 1)] == end) * (i1 < k)
+        else:
+            i_end = np.searchsorted(p_start, end, side="right") - 1
+        missing = np.maximum(
+            rec_len - (captured_before(i_end, end) - captured_before(i_off, off)), 0
+        )
     else:
         last_frame, last_ts = lf2, lt2
         spanned = np.zeros(n, np.int64)
@@ -284,6 +295,9 @@ def alignment_kpis_by_flow(
     return out
 
 
+# records per align_all call in records_table (whole directions; bounds its temporaries)
+ALIGN_CHUNK = 1 << 18
+
 # records columns computed by align_all
 ALIGN_COLUMNS = (
     "first_frame",
@@ -324,30 +338,50 @@ def records_table(
     sorder = np.argsort(skey, kind="stable")
     # first sorted row of every (flow, dir) key, and one past the last key
     key_start = np.searchsorted(skey[sorder], np.arange(2 * nflows + 1)).tolist()
+    del skey
     indexes = [index.get(g) or empty_index() for g in rc.groups]
     seg_rows = [sorder[key_start[f * 2 + d] : key_start[f * 2 + d + 1]] for f, d in rc.groups]
-    data: dict[str, Any] = dict(rc.data)
+    data: dict[str, Any] = rc.data
     n = rc.n
-    rows = np.concatenate(seg_rows)
-    seg_group = np.repeat(np.arange(len(indexes)), [r.shape[0] for r in seg_rows])
-    al = align_all(
-        data["_group"],
-        data["offset"],
-        data["length"],
-        indexes,
-        seg_group,
-        {k: seg[k][rows] for k in ALIGN_SEGMENT_COLUMNS},
-    )
+    # aligned a slice of directions at a time (every value is per direction): the
+    # temporaries of align_all stay a few MB however many records the capture has
+    group = data.pop("_group")
+    g_first = np.searchsorted(group, np.arange(len(indexes) + 1)).tolist()
+    al: dict[str, np.ndarray] = {}
+    g0 = 0
+    while g0 < len(indexes):
+        g1 = g0 + 1
+        while g1 < len(indexes) and g_first[g1] - g_first[g0] < ALIGN_CHUNK:
+            g1 += 1
+        r0, r1 = g_first[g0], g_first[g1]
+        rows = np.concatenate(seg_rows[g0:g1])
+        seg_group = np.repeat(np.arange(g1 - g0), [r.shape[0] for r in seg_rows[g0:g1]])
+        part = align_all(
+            group[r0:r1] - g0,
+            data["offset"][r0:r1],
+            data["length"][r0:r1],
+            indexes[g0:g1],
+            seg_group,
+            {k: seg[k][rows] for k in ALIGN_SEGMENT_COLUMNS},
+        )
+        for c, v in part.items():
+            if c not in al:
+                al[c] = np.empty(n, v.dtype)
+            al[c][r0:r1] = v
+        del part
+        g0 = g1
+    del group
     data.update(al)
     # header-walked records with bytes never captured are incomplete
     incomplete = data.pop("_bulk") & (al["missing_bytes"] > 0)
-    data["status"] = np.where(incomplete, statuses.index("incomplete"), data["status"])
-    del data["_group"]
+    del al
+    data["status"][incomplete] = statuses.index("incomplete")
+    del incomplete
     data["dir"] = schema.categorical(data["dir"], schema.DIRS)
     data["plaintext_len"] = schema.masked(data["plaintext_len"], data["plaintext_len"] < 0, "Int64")
     data["status"] = schema.categorical(data["status"], statuses)
     data["epoch"] = schema.categorical(data["epoch"], EPOCHS)
-    data["handshake"] = data["handshake"].tolist()
+    data["handshake"] = schema.strings(data["handshake"], rc.handshake_names)
     return schema.frame("records", data, n)
 
 

@@ -1000,12 +1000,27 @@ def masked(values: np.ndarray, missing: np.ndarray, dtype: str) -> Any:
         return pd.arrays.BooleanArray(values.astype(bool), missing.astype(bool))
     if dtype == "Float64":
         return pd.arrays.FloatingArray(values.astype("float64"), missing.astype(bool))
-    return pd.arrays.IntegerArray(values.astype(dtype.lower()), missing.astype(bool))
+    return pd.arrays.IntegerArray(
+        values.astype(dtype.lower(), copy=False), missing.astype(bool, copy=False)
+    )
+
+
+def strings(codes: np.ndarray, names: list[str]) -> Any:
+    """A "str" column from integer codes into ``names``, without per-row objects when
+    pandas keeps strings in Arrow (a take over the few distinct values)."""
+    dtype = pd.api.types.pandas_dtype("str")
+    if getattr(dtype, "storage", None) == "pyarrow":
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        taken = pa.array(names, pa.large_string()).take(pa.array(codes))
+        return pd.array(taken, dtype=dtype)
+    return pd.array(np.asarray(names, dtype=object)[codes], dtype=dtype)
 
 
 def categorical(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
     """Categorical from integer codes (-1 = missing) without per-row objects."""
+    c = np.asarray(codes)
     return pd.Categorical.from_codes(
-        np.asarray(codes, dtype=np.int64),
+        c if c.dtype.kind in "iu" else c.astype(np.int64),
         categories=pd.Index(categories, dtype="str") if categories else pd.Index([], dtype="str"),
     )

@@ -553,6 +553,10 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
     overflow = ln > MAX_CIPHERTEXT_LENGTH
     empty = (ln == 0) & (ct >= 20) & (ct <= 22)
     odd = overflow | empty  # once, not per walk (that was quadratic in the records)
+    # at the records table's dtypes (every walk's arrays are views of these)
+    ct_t = ct.astype(RECORD_DTYPES["content_type"])
+    ver_t = ver.astype(RECORD_DTYPES["version"])
+    len_t = ln + 5
     out = []
     for w, s0, n in zip(walks, starts.tolist(), counts.tolist(), strict=True):
         sl = slice(s0, s0 + n)
@@ -573,9 +577,9 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
         out.append(
             BulkRecords(
                 offset=off[sl],
-                length=ln[sl] + 5,
-                content_type=ct[sl],
-                version=ver[sl],
+                length=len_t[sl],
+                content_type=ct_t[sl],
+                version=ver_t[sl],
                 status=w.trig.status.value,
                 epoch=w.trig.epoch.value,
                 key_generation=w.trig.key_generation,
@@ -753,6 +757,22 @@ RECORD_COLUMNS = (
     "early_data",
     "handshake",
 )
+# the dtypes record_columns builds its columns at (the records table's, or the codes of
+# its categoricals); "_group" numbers the (flow, dir) directions
+RECORD_DTYPES: dict[str, Any] = {
+    "_group": np.int64,
+    "flow": np.int64,
+    "dir": np.int8,
+    "offset": np.int64,
+    "length": np.int64,
+    "content_type": np.int16,
+    "plaintext_len": np.int64,
+    "outer_content_type": np.int16,
+    "version": np.int32,
+    "status": np.int8,
+    "epoch": np.int8,
+    "key_generation": np.int16,
+}
 # the categories of the records table's status and epoch columns
 DECRYPT_STATUSES = [x.value for x in DecryptStatus]
 EPOCHS = [x.value for x in Epoch]
@@ -770,6 +790,7 @@ class RecordColumns:
 
     data: dict[str, np.ndarray]
     groups: list[tuple[int, int]]
+    handshake_names: list[str] = field(default_factory=lambda: [""])
 
     @property
     def n(self) -> int:
@@ -777,10 +798,14 @@ class RecordColumns:
 
 
 def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
-    """The records of ``run_tls``'s sessions as columns (no per-record pandas)."""
+    """The records of ``run_tls``'s sessions as columns (no per-record pandas).
+
+    Each column is built at the records table's dtype (:data:`RECORD_DTYPES`), so the
+    table takes it without another copy; ``handshake`` is codes into
+    :attr:`RecordColumns.handshake_names` (``""`` is code 0)."""
     statuses, epochs = DECRYPT_STATUSES, EPOCHS
-    own = list(RECORD_COLUMNS)
-    cols: dict[str, list[Any]] = {c: [] for c in own + ["_group", "_bulk"]}
+    own = [c for c in RECORD_COLUMNS if c not in ("flow", "dir")]
+    cols: dict[str, list[Any]] = {c: [] for c in own}
     groups: list[tuple[int, int]] = []
     # Per direction: the records the session dissected ("slow", a list) and those the
     # header walk found ("bulk", arrays).  Columns constant over a part are expanded
@@ -792,6 +817,8 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
         c: [] for c in ("plaintext_len", "status", "epoch", "key_generation")
     }
     is_bulk: list[bool] = []
+    hs_names: dict[str, int] = {"": 0}
+    dt = RECORD_DTYPES
     for tf in tls_flows:
         for d, name in enumerate(DIRS):
             res = [r for r in tf.results if r.direction == name] if tf.results else []
@@ -808,9 +835,11 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
                     consts[c].append(v)
                 for c in bulk_consts:
                     bulk_consts[c].append(0)  # unused for slow parts
-                cols["offset"].append(np.array([r.offset for r in res], np.int64))
-                cols["length"].append(np.array([r.length for r in res], np.int64))
-                cols["outer_content_type"].append(np.array([r.content_type for r in res], np.int64))
+                cols["offset"].append(np.array([r.offset for r in res], dt["offset"]))
+                cols["length"].append(np.array([r.length for r in res], dt["length"]))
+                cols["outer_content_type"].append(
+                    np.array([r.content_type for r in res], dt["outer_content_type"])
+                )
                 cols["content_type"].append(
                     np.array(
                         [
@@ -819,25 +848,30 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
                             else r.content_type
                             for r in res
                         ],
-                        np.int64,
+                        dt["content_type"],
                     )
                 )
                 cols["plaintext_len"].append(
                     np.array(
                         [-1 if r.plaintext_len is None else r.plaintext_len for r in res],
-                        np.int64,
+                        dt["plaintext_len"],
                     )
                 )
-                cols["version"].append(np.array([r.version for r in res], np.int64))
+                cols["version"].append(np.array([r.version for r in res], dt["version"]))
                 cols["status"].append(
-                    np.array([statuses.index(r.status.value) for r in res], np.int64)
+                    np.array([statuses.index(r.status.value) for r in res], dt["status"])
                 )
-                cols["epoch"].append(np.array([epochs.index(r.epoch.value) for r in res], np.int64))
-                cols["key_generation"].append(np.array([r.key_generation for r in res], np.int64))
+                cols["epoch"].append(
+                    np.array([epochs.index(r.epoch.value) for r in res], dt["epoch"])
+                )
+                cols["key_generation"].append(
+                    np.array([r.key_generation for r in res], dt["key_generation"])
+                )
                 cols["early_data"].append(np.array([r.early_data for r in res], bool))
-                hs = np.empty(len(res), dtype=object)
-                hs[:] = [",".join(type(m).__name__ for m in r.handshake) for r in res]
-                cols["handshake"].append(hs)
+                hs = [",".join(type(m).__name__ for m in r.handshake) for r in res]
+                cols["handshake"].append(
+                    np.array([hs_names.setdefault(h, len(hs_names)) for h in hs], np.int32)
+                )
             if nb:
                 assert bulk is not None
                 part_len.append(nb)
@@ -857,37 +891,42 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
                     cols[c].append(None)  # filled from bulk_consts below
                 cols["early_data"].append(None)
                 cols["handshake"].append(None)
+    n = sum(part_len)
+    if n == 0:
+        return RecordColumns({}, groups)
     plen = np.asarray(part_len, np.int64)
     bmask = np.asarray(is_bulk, bool)
+    data: dict[str, np.ndarray] = {}
     for c, vals in consts.items():
-        cols[c] = [np.repeat(np.asarray(vals, np.int64), plen)]
-    cols["_bulk"] = [np.repeat(bmask, plen)]
+        data[c] = np.repeat(np.asarray(vals, dt.get(c, np.int64)), plen)
+    data["_bulk"] = np.repeat(bmask, plen)
     starts = (np.cumsum(plen) - plen).tolist()
 
-    def merged(parts: list[Any], fill: np.ndarray) -> list[np.ndarray]:
+    def merged(parts: list[Any], fill: np.ndarray) -> np.ndarray:
         """One array: each part's fill value repeated, overwritten by a part's own
         array where it has one (the session-dissected records)."""
         out = np.repeat(fill, plen)
         for s0, part in zip(starts, parts, strict=True):
             if part is not None:
                 out[s0 : s0 + len(part)] = part
-        return [out]
+        return out
 
     for c, vals in bulk_consts.items():
-        cols[c] = merged(cols[c], np.asarray(vals, np.int64))
-    cols["early_data"] = merged(cols["early_data"], np.zeros(len(part_len), bool))
-    cols["handshake"] = merged(cols["handshake"], np.full(len(part_len), "", dtype=object))
-    n = sum(len(x) for x in cols["flow"])
-    if n == 0:
-        return RecordColumns({}, groups)
-    data: dict[str, Any] = {k: np.concatenate(parts) for k, parts in cols.items()}
-    g, o = data["_group"], data["offset"]
-    if bool(((g[1:] > g[:-1]) | ((g[1:] == g[:-1]) & (o[1:] >= o[:-1]))).all()):
+        data[c] = merged(cols.pop(c), np.asarray(vals, dt[c]))
+    data["early_data"] = merged(cols.pop("early_data"), np.zeros(len(part_len), bool))
+    data["handshake"] = merged(cols.pop("handshake"), np.zeros(len(part_len), np.int32))
+    for c in list(cols):
+        parts = cols.pop(c)
+        data[c] = np.concatenate(parts, dtype=dt[c], casting="same_kind")
+        del parts
+    grp, o = data["_group"], data["offset"]
+    names = list(hs_names)
+    if bool(((grp[1:] > grp[:-1]) | ((grp[1:] == grp[:-1]) & (o[1:] >= o[:-1]))).all()):
         # already in (group, offset) order, as the parts almost always are: the stable
         # lexsort below would be the identity (no copy of every column)
-        return RecordColumns(data, groups)
-    order = np.lexsort((o, g))  # groups are (flow, dir) in order
-    return RecordColumns({k: v[order] for k, v in data.items()}, groups)
+        return RecordColumns(data, groups, names)
+    order = np.lexsort((o, grp))  # groups are (flow, dir) in order
+    return RecordColumns({k: v[order] for k, v in data.items()}, groups, names)
 
 
 def plaintext(tls_flows: list[TlsFlow], flow: int, direction: str) -> bytes:
