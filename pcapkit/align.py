@@ -365,8 +365,8 @@ def records_table(
             {k: seg[k][rows] for k in ALIGN_SEGMENT_COLUMNS},
         )
         for c, v in part.items():
-            if c not in al:
-                al[c] = np.empty(n, v.dtype)
+            if c not in al:  # at the table's dtype (values fit: see the schema)
+                al[c] = np.empty(n, schema.dtype_of("records", c))
             al[c][r0:r1] = v
         del part
         g0 = g1
@@ -378,7 +378,7 @@ def records_table(
     data["status"][incomplete] = statuses.index("incomplete")
     del incomplete
     data["dir"] = schema.categorical(data["dir"], schema.DIRS)
-    data["plaintext_len"] = schema.masked(data["plaintext_len"], data["plaintext_len"] < 0, "Int64")
+    data["plaintext_len"] = schema.masked(data["plaintext_len"], data["plaintext_len"] < 0, "Int32")
     data["status"] = schema.categorical(data["status"], statuses)
     data["epoch"] = schema.categorical(data["epoch"], EPOCHS)
     data["handshake"] = schema.strings(data["handshake"], rc.handshake_names)

@@ -159,7 +159,7 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("flow", "int64", "flow id"),
         ("dir", "category", "c2s or s2c (TCP direction)"),
         ("offset", "int64", "stream offset of the record header"),
-        ("length", "int64", "wire bytes including the 5-byte header"),
+        ("length", "int32", "wire bytes including the 5-byte header (≤ 2^16 + 4)"),
         (
             "content_type",
             "Int16",
@@ -167,7 +167,7 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ),
         (
             "plaintext_len",
-            "Int64",
+            "Int32",
             "plaintext bytes (decrypted, or the fragment of an unprotected record; missing otherwise)",
         ),
         ("first_frame", "int64", "frame that first carried the record's first byte"),
@@ -176,7 +176,7 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
             "int64",
             "frame at which the whole record became readable in order (Wireshark's reassembled-record frame)",
         ),
-        ("segments", "int64", "segment pieces that first carried its bytes"),
+        ("segments", "int32", "segment pieces that first carried its bytes"),
         ("psh_end", "bool", "its last byte is the last byte of a PSH segment"),
         ("outer_content_type", "int16", "content type in the record header"),
         ("version", "int32", "record-layer version field"),
@@ -197,10 +197,10 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
             "frame that first carried the record's last byte (≠ last_frame when a hole before it was filled later)",
         ),
         ("last_byte_ts_ns", "int64", "time of last_byte_frame"),
-        ("push_unit", "int64", "PSH-to-PSH unit (per direction) holding the last byte"),
-        ("records_in_unit", "int64", "records whose last byte is in the same push unit"),
+        ("push_unit", "int32", "PSH-to-PSH unit (per direction) holding the last byte"),
+        ("records_in_unit", "int32", "records whose last byte is in the same push unit"),
         ("retransmitted", "bool", "a retransmitted/out-of-order/overlapping segment touched it"),
-        ("missing_bytes", "int64", "bytes of the record never captured"),
+        ("missing_bytes", "int32", "bytes of the record never captured (≤ length)"),
     ],
     "tls": [
         ("flow", "int64", "flow id"),
@@ -891,6 +891,14 @@ SCHEMAS: dict[str, list[tuple[str, str, str]]] = {
         ("details", "object", "detector-specific numbers (dict)"),
     ],
 }
+
+
+def dtype_of(table: str, column: str) -> str:
+    """The declared dtype of one column."""
+    for c, dtype, _ in SCHEMAS[table]:
+        if c == column:
+            return dtype
+    raise KeyError(f"{table}: no column {column!r}")
 
 
 def is_missing(v: Any) -> bool:

@@ -6,6 +6,7 @@ before, one after, and diff them.
     python scripts/table_snapshot.py save /tmp/before      # fixtures, corpus, realworld
     python scripts/table_snapshot.py save /tmp/after
     python scripts/table_snapshot.py diff /tmp/before /tmp/after
+    python scripts/table_snapshot.py diff --values /tmp/before /tmp/after  # dtype changes
 
 Captures: every ``fixtures/*/*.pcapng`` (with their embedded keys, and once more with
 ``embedded_keys=False``), every capture under ``../shared/corpus`` (with its key log
@@ -148,8 +149,15 @@ def save(dest: Path, only: str | None) -> int:
     return 0
 
 
-def _same(a: Any, b: Any) -> str | None:
-    """None when equal, else a short description of the first difference."""
+# (table, column, dtype before, dtype after) → captures where only the dtype changed
+# (``diff --values``: a deliberate schema change that keeps every value)
+DTYPE_ONLY: dict[tuple[str, str, str, str], int] = {}
+
+
+def _same(a: Any, b: Any, table: str = "", values: bool = False) -> str | None:
+    """None when equal, else a short description of the first difference.  With
+    ``values``, a column whose values are equal at another dtype is not a difference
+    (it is counted in :data:`DTYPE_ONLY`)."""
     if isinstance(a, pd.DataFrame) and isinstance(b, pd.DataFrame):
         if list(a.columns) != list(b.columns):
             return f"columns {list(a.columns)} != {list(b.columns)}"
@@ -159,6 +167,17 @@ def _same(a: Any, b: Any) -> str | None:
             try:
                 pd.testing.assert_series_equal(a[c], b[c], check_exact=True)
             except AssertionError as e:
+                if values and a[c].dtype != b[c].dtype:
+                    try:
+                        pd.testing.assert_series_equal(
+                            a[c], b[c], check_exact=True, check_dtype=False
+                        )
+                    except AssertionError:
+                        pass
+                    else:
+                        key = (table, str(c), str(a[c].dtype), str(b[c].dtype))
+                        DTYPE_ONLY[key] = DTYPE_ONLY.get(key, 0) + 1
+                        continue
                 return f"column {c}: {str(e).splitlines()[0:6]}"
         return None
     if type(a) is not type(b):
@@ -189,7 +208,7 @@ def _unrooted(snap: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def diff(a_dir: Path, b_dir: Path) -> int:
+def diff(a_dir: Path, b_dir: Path, values: bool = False) -> int:
     names = sorted({p.name for p in a_dir.glob("*.pkl")} | {p.name for p in b_dir.glob("*.pkl")})
     bad = 0
     for nm in names:
@@ -203,10 +222,12 @@ def diff(a_dir: Path, b_dir: Path) -> int:
         with open(pb, "rb") as f:
             b = _unrooted(pickle.load(f))
         for k in sorted((set(a) | set(b)) - {"_where"}):
-            why = _same(a.get(k), b.get(k))
+            why = _same(a.get(k), b.get(k), k, values)
             if why:
                 print(f"{nm} {k}: {why}")
                 bad += 1
+    for (table, col, da, db), n in sorted(DTYPE_ONLY.items()):
+        print(f"dtype only (values equal): {table}.{col} {da} -> {db} in {n} captures")
     print(f"{len(names)} captures compared, {bad} differences")
     return 1 if bad else 0
 
@@ -220,12 +241,17 @@ def main() -> int:
     d = sub.add_parser("diff")
     d.add_argument("before", type=Path)
     d.add_argument("after", type=Path)
+    d.add_argument(
+        "--values",
+        action="store_true",
+        help="a column whose values are equal at another dtype is listed, not a difference",
+    )
     args = ap.parse_args()
     os.environ.setdefault("PCAPKIT_THREADS", "2")
     sys.path.insert(0, str(ROOT))
     if args.cmd == "save":
         return save(args.dest, args.only)
-    return diff(args.before, args.after)
+    return diff(args.before, args.after, args.values)
 
 
 if __name__ == "__main__":

@@ -539,14 +539,16 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     off = np.concatenate([np.frombuffer(w.offsets, np.int64) for w in walks])
     hp = np.concatenate([np.frombuffer(w.pos, np.int64) for w in walks])
-    q = np.where(hp >= 0, hp, 0)
-    hdr = rows_at_released(buf, q, 5)  # one row copy per header, not five gathers
-    b = [hdr[:, j].astype(np.int64) for j in range(5)]
+    hdr = rows_at_released(buf, np.where(hp >= 0, hp, 0), 5)  # one row copy per header
+    del hp
     for w, s0 in zip(walks, starts.tolist(), strict=True):
         for r, h in w.split.items():
-            for j in range(5):
-                b[j][s0 + r] = h[j]
-    ct, ver, ln = b[0], (b[1] << 8) | b[2], (b[3] << 8) | b[4]
+            hdr[s0 + r] = np.frombuffer(h, np.uint8)
+    # int32 fields (a 16-bit value shifted, or a byte): no int64 copy of every column
+    ct = hdr[:, 0].astype(np.int32)
+    ver = (hdr[:, 1].astype(np.int32) << 8) | hdr[:, 2]
+    ln = (hdr[:, 3].astype(np.int32) << 8) | hdr[:, 4]
+    del hdr
     # not a header (the framing is lost there) vs. a header whose length breaks a rule
     # of the record layer (the framing holds: the walk went on past it)
     bad = (ct < 20) | (ct > 24) | ((ver >> 8) != 3)
@@ -555,8 +557,8 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
     odd = overflow | empty  # once, not per walk (that was quadratic in the records)
     # at the records table's dtypes (every walk's arrays are views of these)
     ct_t = ct.astype(RECORD_DTYPES["content_type"])
-    ver_t = ver.astype(RECORD_DTYPES["version"])
-    len_t = ln + 5
+    ver_t = ver.astype(RECORD_DTYPES["version"], copy=False)
+    len_t = (ln + 5).astype(RECORD_DTYPES["length"], copy=False)
     out = []
     for w, s0, n in zip(walks, starts.tolist(), counts.tolist(), strict=True):
         sl = slice(s0, s0 + n)
@@ -764,9 +766,9 @@ RECORD_DTYPES: dict[str, Any] = {
     "flow": np.int64,
     "dir": np.int8,
     "offset": np.int64,
-    "length": np.int64,
+    "length": np.int32,
     "content_type": np.int16,
-    "plaintext_len": np.int64,
+    "plaintext_len": np.int32,
     "outer_content_type": np.int16,
     "version": np.int32,
     "status": np.int8,
