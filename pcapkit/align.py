@@ -245,7 +245,14 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, counts: bool = False) -> tuple[n
     if (int(a.max()) + 1) * width >= 1 << 62:  # would overflow: the row sort
         uniq, n = np.unique(np.stack([a, b], axis=1), axis=0, return_counts=True)
         return (uniq[:, 0], uniq[:, 1], n) if counts else (uniq[:, 0], n)
-    key, n = np.unique(a * width + (b - lo), return_counts=True)
+    k = a * width + (b - lo)
+    if bool((k[1:] >= k[:-1]).all()):
+        # already sorted (a records table's (flow, dir, push unit) is): runs, not a sort
+        first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+        key, n = k[first], np.diff(np.r_[first, k.shape[0]])
+    else:
+        key, n = np.unique(k, return_counts=True)
+    del k
     ua = key // width
     return (ua, key - ua * width + lo, n) if counts else (ua, n)
 
@@ -265,7 +272,12 @@ def alignment_kpis_by_flow(
     """
     if flow.shape[0] == 0:
         return {}
-    flows, fi = np.unique(flow, return_inverse=True)
+    if bool((flow[1:] >= flow[:-1]).all()):  # a records table is sorted by flow: no sort
+        change = np.r_[True, flow[1:] != flow[:-1]]
+        flows, fi = flow[change], np.cumsum(change) - 1
+        del change
+    else:
+        flows, fi = np.unique(flow, return_inverse=True)
     is_app = content_type == 23
     has_app = np.bincount(fi, weights=is_app, minlength=flows.shape[0]) > 0
     sel = is_app | ~has_app[fi]
@@ -402,10 +414,10 @@ def tls_table(
     splits = _splits(milestones, legs or {})
     kpis = alignment_kpis_by_flow(
         recs["flow"].to_numpy(np.int64),
-        recs["dir"].cat.codes.to_numpy(np.int64),
-        recs["content_type"].to_numpy(np.int64),
+        recs["dir"].cat.codes.to_numpy(),
+        recs["content_type"].to_numpy(np.int16),
         recs["psh_end"].to_numpy(bool),
-        recs["push_unit"].to_numpy(np.int64),
+        recs["push_unit"].to_numpy(),
     )
     hs_ms = {f: (t1 - t0) / 1e6 for f, (t0, t1) in hs_times.items()}
     counts = recs.groupby("flow").size().to_dict() if len(recs) else {}
