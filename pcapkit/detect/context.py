@@ -12,6 +12,7 @@ capture d_C ≈ 0 and d_S ≈ RTT; at a server-side capture the reverse.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,29 @@ def _text(col: pd.Series) -> np.ndarray:
         if all(isinstance(c, str) for c in cats.tolist()):
             return np.append(cats, np.nan).astype(object)[col.cat.codes.to_numpy()]
     return col.astype(str).to_numpy()
+
+
+class _RecColumns(Mapping[str, np.ndarray]):
+    """One direction's records columns (:meth:`DetectContext.rec_arrays`): a column is
+    converted on first read and kept for this view."""
+
+    __slots__ = ("_ctx", "_rows", "_got")
+
+    def __init__(self, ctx: DetectContext, rows: slice) -> None:
+        self._ctx, self._rows = ctx, rows
+        self._got: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, c: str) -> np.ndarray:
+        v = self._got.get(c)
+        if v is None:
+            v = self._got[c] = self._ctx.rec_column(c, self._rows)  # KeyError if no such
+        return v
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ctx._rec.columns)
+
+    def __len__(self) -> int:
+        return len(self._ctx._rec.columns)
 
 
 def _span(keys: np.ndarray, f: int, d: int) -> slice:
@@ -156,13 +180,24 @@ class DetectContext:
         if len(records):
             rf = records["flow"].to_numpy(np.int64)
             rd = records["dir"].cat.codes.to_numpy(np.int64)
-            ro = np.lexsort((records["offset"].to_numpy(np.int64), rd, rf))
-            self._rec = records.iloc[ro].reset_index(drop=True)
-            self._rec_key = (rf * 2 + rd)[ro]
+            ro_off = records["offset"].to_numpy(np.int64)
+            key = rf * 2 + rd
+            if bool(
+                ((key[1:] > key[:-1]) | ((key[1:] == key[:-1]) & (ro_off[1:] >= ro_off[:-1]))).all()
+            ):
+                # already in (flow, dir, offset) order, as Trace.records is: the stable
+                # sort would be the identity (no copy of the table)
+                self._rec = records.reset_index(drop=True)
+                self._rec_key = key
+            else:
+                ro = np.lexsort((ro_off, rd, rf))
+                self._rec = records.iloc[ro].reset_index(drop=True)
+                self._rec_key = key[ro]
+            del rf, rd, ro_off
         else:
             self._rec = records
             self._rec_key = np.zeros(0, np.int64)
-        self._rec_np: dict[str, np.ndarray] | None = None  # built on first rec_arrays()
+        self._rec_np: dict[str, np.ndarray] = {}  # records columns, converted when read
         # the sorted segments as numpy columns (kind as text), sliced per direction
         # by seg_arrays: no pandas indexing per flow
         self._seg_np: dict[str, np.ndarray] = {
@@ -200,25 +235,36 @@ class DetectContext:
         rows = _span(self._seg_key, f, d)
         return {c: v[rows] for c, v in self._seg_np.items()}
 
-    def rec_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
+    def rec_arrays(self, f: int, d: int) -> Mapping[str, np.ndarray]:
         """:meth:`records_of` as numpy columns (views): categorical and text columns as
-        text, nullable integers as float with NaN for missing."""
-        if self._rec_np is None:
-            cols: dict[str, np.ndarray] = {}
-            for c in self._rec.columns:
-                col = self._rec[c]
-                if (
-                    isinstance(col.dtype, pd.CategoricalDtype | pd.StringDtype)
-                    or col.dtype == object
-                ):
-                    cols[c] = _text(col)
-                elif isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
-                    cols[c] = col.to_numpy(dtype=float, na_value=np.nan)
-                else:
-                    cols[c] = col.to_numpy()
-            self._rec_np = cols
-        rows = _span(self._rec_key, f, d)
-        return {c: v[rows] for c, v in self._rec_np.items()}
+        text, nullable integers as float with NaN for missing.  Each column is
+        converted when a detector first reads it (:class:`_RecColumns`)."""
+        return _RecColumns(self, _span(self._rec_key, f, d))
+
+    def rec_column(self, c: str, rows: slice) -> np.ndarray:
+        """Rows ``rows`` of records column ``c`` as :meth:`rec_arrays` gives it: whole
+        columns converted once and kept (categoricals through their categories,
+        nullable integers as float); a column of free text (``str``) converted per
+        slice, so the few directions that read it do not pay for every record."""
+        v = self._rec_np.get(c)
+        if v is not None:
+            return v[rows]
+        col = self._rec[c]
+        if isinstance(col.dtype, pd.StringDtype):
+            # the slice of the array (no copy), then its few rows as objects: what
+            # col.astype(str).to_numpy() gives them (NaN where missing)
+            return col.array[rows].to_numpy(dtype=object)
+        if col.dtype == object:
+            return _text(col.iloc[rows])
+        if v is None:
+            if isinstance(col.dtype, pd.CategoricalDtype):
+                v = _text(col)
+            elif isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+                v = col.to_numpy(dtype=float, na_value=np.nan)
+            else:
+                v = col.to_numpy()
+            self._rec_np[c] = v
+        return v[rows]
 
     def set_coupling(self, coupling: Coupling) -> None:
         """Use this "released by an ACK" window from now on (the views built with another

@@ -25,6 +25,7 @@ Detectors import this module, not each other.  It holds:
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -994,7 +995,7 @@ def _suites(tls: Any) -> tuple[int, ...]:
     return tuple(int(x, 16) for x in str(v).split(","))
 
 
-def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | None:
+def _client_app_record(c: Mapping[str, np.ndarray], version: str | None) -> int | None:
     """Row (position) of the client's first application-data record, None if it sent none
     (``c``: the client's records as ``DetectContext.rec_arrays`` gives them)."""
     ct = c["content_type"]
@@ -1016,7 +1017,7 @@ def _client_app_record(c: dict[str, np.ndarray], version: str | None) -> int | N
     return min(opts) if opts else None
 
 
-def _client_finished(c: dict[str, np.ndarray], version: str | None) -> int | None:
+def _client_finished(c: Mapping[str, np.ndarray], version: str | None) -> int | None:
     """Row of the client's Finished record (first protected non-early handshake record)."""
     outer = c["outer_content_type"]
     early = c["early_data"].astype(bool)
