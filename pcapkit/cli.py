@@ -1545,6 +1545,28 @@ def _arrow_system_allocator() -> None:
     os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
 
 
+# glibc's mallopt parameter for the number of malloc arenas (malloc.h)
+_M_ARENA_MAX = -8
+
+
+def _one_malloc_arena() -> None:
+    """glibc gives each thread that allocates its own malloc arena; what the decode
+    threads (:mod:`pcapkit._parallel`) free there stays resident and is not reused by
+    the main thread: 80 MB more peak RSS on a 200k-packet analyze with two threads than
+    with one.  The command line keeps every thread on the main arena (as
+    ``MALLOC_ARENA_MAX=1`` would; the environment still decides when it sets that);
+    nothing where the C library has no ``mallopt``.  The library leaves that to its
+    caller."""
+    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1)
+    except (OSError, AttributeError, TypeError):  # not glibc (musl has no mallopt)
+        pass
+
+
 def main() -> None:
     # imported before the analysis: the last resort below must not need memory or imports
     # (out of memory, compiling the escape pattern raised a second MemoryError)
@@ -1552,6 +1574,7 @@ def main() -> None:
     from .report.escape import printable
 
     _arrow_system_allocator()
+    _one_malloc_arena()
     try:
         cli.main(standalone_mode=True)
     except KeyboardInterrupt:
