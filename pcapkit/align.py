@@ -257,6 +257,22 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, counts: bool = False) -> tuple[n
     return (ua, key - ua * width + lo, n) if counts else (ua, n)
 
 
+def _sorted_runs(f: np.ndarray, d: np.ndarray, u: np.ndarray) -> np.ndarray | None:
+    """First row of every distinct (f, d, u) when the rows are in lexicographic order
+    (a records table's flow index, dir code and push unit are), else None."""
+    if f.shape[0] == 0:
+        return np.zeros(0, np.int64)
+    same_f = f[1:] == f[:-1]
+    same_fd = same_f & (d[1:] == d[:-1])
+    if not (
+        bool((f[1:] >= f[:-1]).all())
+        and bool((~same_f | (d[1:] >= d[:-1])).all())
+        and bool((~same_fd | (u[1:] >= u[:-1])).all())
+    ):
+        return None
+    return np.flatnonzero(np.r_[True, ~same_fd | (u[1:] != u[:-1])])
+
+
 def alignment_kpis_by_flow(
     flow: np.ndarray,
     direction: np.ndarray,
@@ -281,13 +297,20 @@ def alignment_kpis_by_flow(
     is_app = content_type == 23
     has_app = np.bincount(fi, weights=is_app, minlength=flows.shape[0]) > 0
     sel = is_app | ~has_app[fi]
-    fs, ds, us, ps = fi[sel], direction[sel].astype(np.int64), push_unit[sel], psh_end[sel]
+    del is_app
+    fs, ds, us, ps = fi[sel], direction[sel], push_unit[sel], psh_end[sel]
+    del fi, sel
     n_rec = np.bincount(fs, minlength=flows.shape[0])
-    n_psh = np.bincount(fs, weights=ps.astype(np.float64), minlength=flows.shape[0])
-    # push units: unique (flow, dir, unit) with the number of records ending in each,
-    # as one int64 key per record (a 1-D sort, not np.unique(axis=0)'s row sort)
-    uflow, per_unit = _unique_pairs(fs * 2 + ds, us.astype(np.int64))
-    uflow >>= 1
+    n_psh = np.bincount(fs, weights=ps, minlength=flows.shape[0])
+    del ps
+    # push units: unique (flow, dir, unit) with the number of records ending in each
+    runs = _sorted_runs(fs, ds, us)
+    if runs is not None:  # in table order already: where the triple changes
+        uflow, per_unit = fs[runs], np.diff(np.r_[runs, fs.shape[0]])
+    else:  # one int64 key per record (a 1-D sort, not np.unique(axis=0)'s row sort)
+        uflow, per_unit = _unique_pairs(fs * 2 + ds.astype(np.int64), us.astype(np.int64))
+        uflow >>= 1
+    del fs, ds, us, runs
     n_units = np.bincount(uflow, minlength=flows.shape[0])
     n_single = np.bincount(uflow, weights=per_unit == 1, minlength=flows.shape[0])
     pf, pk, pair_n = _unique_pairs(uflow, per_unit, counts=True)
@@ -397,6 +420,26 @@ def records_table(
     return schema.frame("records", data, n)
 
 
+def _record_counts(
+    flow: np.ndarray, decrypted: np.ndarray
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Records per flow, and decrypted records per flow (flows with any), as
+    ``groupby("flow").size()`` gives them, without a copy of the table."""
+    if flow.shape[0] == 0:
+        return {}, {}
+    if bool((flow[1:] >= flow[:-1]).all()):
+        change = np.r_[True, flow[1:] != flow[:-1]]
+        flows, fi = flow[change], np.cumsum(change) - 1
+    else:
+        flows, fi = np.unique(flow, return_inverse=True)
+    n = np.bincount(fi, minlength=flows.shape[0])
+    nd = np.bincount(fi[decrypted], minlength=flows.shape[0])
+    fl = flows.tolist()
+    counts = dict(zip(fl, n.tolist(), strict=True))
+    dec = {f: c for f, c in zip(fl, nd.tolist(), strict=True) if c}
+    return counts, dec
+
+
 def tls_table(
     tls_flows: list[TlsFlow],
     records: pd.DataFrame,
@@ -420,8 +463,9 @@ def tls_table(
         recs["push_unit"].to_numpy(),
     )
     hs_ms = {f: (t1 - t0) / 1e6 for f, (t0, t1) in hs_times.items()}
-    counts = recs.groupby("flow").size().to_dict() if len(recs) else {}
-    dec = recs.loc[recs.status == "decrypted"].groupby("flow").size().to_dict() if len(recs) else {}
+    counts, dec = _record_counts(
+        recs["flow"].to_numpy(np.int64), (recs["status"] == "decrypted").to_numpy(bool)
+    )
     no_kpi: dict[str, Any] = {
         "pct_psh_end": None,
         "pct_single_record_units": None,
