@@ -198,6 +198,8 @@ class DetectContext:
             self._rec = records
             self._rec_key = np.zeros(0, np.int64)
         self._rec_np: dict[str, np.ndarray] = {}  # records columns, converted when read
+        # categoricals of text: (codes, categories + NaN as objects), looked up per slice
+        self._rec_cat: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         # the sorted segments as numpy columns (kind as text), sliced per direction
         # by seg_arrays: no pandas indexing per flow
         self._seg_np: dict[str, np.ndarray] = {
@@ -249,7 +251,22 @@ class DetectContext:
         v = self._rec_np.get(c)
         if v is not None:
             return v[rows]
+        cat = self._rec_cat.get(c)
+        if cat is not None:  # a categorical of text: its categories at the slice's codes
+            return cat[1][cat[0][rows]]
         col = self._rec[c]
+        if isinstance(col.dtype, pd.CategoricalDtype) and (
+            col.cat.categories.dtype == object
+            or isinstance(col.cat.categories.dtype, pd.StringDtype)
+        ):
+            names = col.cat.categories.astype(str).to_numpy()
+            if all(isinstance(x, str) for x in names.tolist()):
+                # what _text(col)[rows] gives, without an object array of every record
+                self._rec_cat[c] = cat = (
+                    col.cat.codes.to_numpy(),
+                    np.append(names, np.nan).astype(object),
+                )
+                return cat[1][cat[0][rows]]
         if isinstance(col.dtype, pd.StringDtype):
             # the slice of the array (no copy), then its few rows as objects: what
             # col.astype(str).to_numpy() gives them (NaN where missing)
