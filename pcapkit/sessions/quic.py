@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from dissectors.errors import DissectError
-from dissectors.quic import PacketType, QuicConnection, looks_like_quic
+from dissectors.quic import PacketSpace, PacketType, QuicConnection, looks_like_quic
 from dissectors.quic import version_name as quic_version_name
 from dissectors.quic.frames import (
     Ack,
@@ -104,6 +104,21 @@ class QuicFlow:
     datagram_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     datagram_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     limits: Limits = field(default_factory=Limits.default)
+    # 1-RTT datagrams that no key could open (no key log, or no ClientHello yet), taken
+    # as columns instead of one PacketRecord each (:func:`run_quic`); not in conn.packets.
+    # Per datagram: its position among the flow's datagrams, sent by the QUIC client, the
+    # DCID (hex) and the record's reason (a packet of QUIC-packet-table row of its own)
+    short_pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    short_from_client: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    short_dcid: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    short_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    short_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    short_len: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # captured
+
+    @property
+    def packet_count(self) -> int:
+        """QUIC packets of the connection: the dissector's records and the short columns."""
+        return len(self.conn.packets) + int(self.short_pos.shape[0])
 
     def flow_dir(self, quic_direction: str) -> str:
         """The flow direction (``Trace.flows`` roles) of a QUIC direction."""
@@ -184,18 +199,9 @@ def run_quic(
             max_streams=lim["quic_streams"],
             max_handshake_message=lim["handshake_message_bytes"],
         )
+        short: list[tuple[np.ndarray, ...]] = []
         try:
-            for i, o, ln, t, d in zip(
-                rows.tolist(),
-                payload_off[rows].tolist(),
-                payload_caplen[rows].tolist(),
-                ts_ns[rows].tolist(),
-                pkt_dir[rows].tolist(),
-                strict=True,
-            ):
-                if ln <= 0:
-                    continue
-                conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
+            _feed_flow(conn, buf, rows, payload_off, payload_caplen, ts_ns, pkt_dir, swapped, short)
         except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
             if errors is None:
                 raise
@@ -210,9 +216,140 @@ def run_quic(
                 datagram_frames=(rows + 1).astype(np.int64),
                 datagram_bytes=np.asarray(payload_len[rows], np.int64),
                 limits=lim,
+                **_short_columns(short),
             )
         )
     return out
+
+
+# the bytes of a short header the DCID is resolved from: first byte + MAX_CID_LENGTH
+_HEAD = 1 + 20
+_MAX_CANDIDATES = 64  # more receiver CIDs than this: datagrams are fed one by one
+_HEX = np.array([f"{i:02x}" for i in range(256)], "<U2")
+
+
+def _feed_flow(
+    conn: QuicConnection,
+    buf: Any,
+    rows: np.ndarray,
+    payload_off: np.ndarray,
+    payload_caplen: np.ndarray,
+    ts_ns: np.ndarray,
+    pkt_dir: np.ndarray,
+    swapped: bool,
+    short: list[tuple[np.ndarray, ...]],
+) -> None:
+    """Feed one flow's datagrams (``rows``, frame order) to ``conn``.
+
+    Runs of short-header datagrams that no key can open (``conn.unkeyed_1rtt``: no key
+    log, or no ClientHello yet) change nothing in the connection: each would be one
+    undecrypted 1-RTT record.  Those are taken as columns (appended to ``short``:
+    position in ``rows``, from the client, DCID hex, reason) with the DCID length
+    resolved as the dissector does (``conn.short_dcid_candidates``), vectorised; every
+    other datagram, and one whose DCID would not fit, goes through ``conn.feed``.
+    """
+    lens = payload_caplen[rows]
+    offs = payload_off[rows]
+    live = np.nonzero(lens > 0)[0]
+    if live.shape[0] == 0:
+        return
+    first = buf[offs[live]]
+    is_short = (first & 0x80) == 0
+    # runs of consecutive live datagrams with the same header form
+    cut = np.nonzero(is_short[1:] != is_short[:-1])[0] + 1
+    starts = np.concatenate(([0], cut)).tolist()
+    ends = np.concatenate((cut, [live.shape[0]])).tolist()
+    dirs = pkt_dir[rows]
+    from_client = (dirs == 0) != swapped
+    ts_rows = ts_ns[rows]
+
+    def feed(ks: np.ndarray) -> None:
+        for k in ks.tolist():
+            o, ln = int(offs[k]), int(lens[k])
+            conn.feed(buf[o : o + ln], int(rows[k]) + 1, int(ts_ns[rows[k]]), bool(from_client[k]))
+
+    for a, b in zip(starts, ends, strict=True):
+        ks = live[a:b]
+        if not is_short[a]:
+            feed(ks)
+            continue
+        why = {d: conn.unkeyed_1rtt(d) for d in DIRS}
+        cand = {d: conn.short_dcid_candidates(d) for d in DIRS}
+        if any(w is None for w in why.values()) or any(
+            c is not None and len(c[0]) > _MAX_CANDIDATES for c in cand.values()
+        ):
+            feed(ks)
+            continue
+        _take_short(buf, offs, lens, ts_rows, ks, from_client[ks], why, cand, short, feed)
+
+
+def _take_short(
+    buf: Any,
+    offs_all: np.ndarray,
+    lens_all: np.ndarray,
+    ts: np.ndarray,
+    ks: np.ndarray,
+    fc: np.ndarray,
+    why: dict[str, Any],
+    cand: dict[str, Any],
+    short: list[tuple[np.ndarray, ...]],
+    feed: Any,
+) -> None:
+    """One run of unkeyed short-header datagrams as columns (see :func:`_feed_flow`)."""
+    n = ks.shape[0]
+    offs, lens = offs_all[ks], lens_all[ks]
+    # first byte + up to 20 DCID bytes of each datagram, zero past its end
+    idx = offs[:, None] + np.arange(_HEAD)
+    inside = np.arange(_HEAD) < lens[:, None]
+    head = np.where(inside, buf[np.minimum(idx, buf.shape[0] - 1)], 0).astype(np.uint8)
+    rest = np.minimum(lens - 1, _HEAD - 1)  # bytes the dissector resolves from
+    dlen = np.full(n, -1, np.int64)  # -1: DCID length unknown (no receiver CID)
+    reason = np.empty(n, object)
+    for d, client in (("c2s", True), ("s2c", False)):
+        sel = fc == client
+        if not sel.any():
+            continue
+        known, unknown = why[d]
+        c = cand[d]
+        if c is None:
+            reason[sel] = unknown
+            continue
+        reason[sel] = known
+        ordered, common = c
+        got = np.full(n, -1, np.int64)
+        for cid in ordered:  # longest first: the first prefix that matches wins
+            m = len(cid)
+            hit = sel & (got < 0) & (rest >= m)
+            if m:
+                hit &= (head[:, 1 : 1 + m] == np.frombuffer(cid, np.uint8)).all(axis=1)
+            got[hit] = m
+        got[sel & (got < 0)] = common
+        dlen[sel] = got[sel]
+    fits = lens - 1 >= dlen  # a DCID past the datagram's end: malformed, fed
+    if not fits.all():
+        feed(ks[~fits])
+        keep = fits
+        ks, fc, head, dlen, reason = ks[keep], fc[keep], head[keep], dlen[keep], reason[keep]
+    dcid = np.empty(ks.shape[0], object)
+    dcid[dlen <= 0] = ""
+    for m in np.unique(dlen[dlen > 0]).tolist():
+        sel = dlen == m
+        hexed = np.ascontiguousarray(_HEX[head[sel, 1 : 1 + m]])
+        dcid[sel] = hexed.view(f"<U{2 * m}").reshape(-1)
+    short.append((ks, fc, dcid, reason, ts[ks], lens_all[ks]))
+
+
+def _short_columns(short: list[tuple[np.ndarray, ...]]) -> dict[str, np.ndarray]:
+    if not short:
+        return {}
+    return {
+        "short_pos": np.concatenate([s[0] for s in short]).astype(np.int64),
+        "short_from_client": np.concatenate([s[1] for s in short]).astype(bool),
+        "short_dcid": np.concatenate([s[2] for s in short]),
+        "short_reason": np.concatenate([s[3] for s in short]),
+        "short_ts": np.concatenate([s[4] for s in short]).astype(np.int64),
+        "short_len": np.concatenate([s[5] for s in short]).astype(np.int64),
+    }
 
 
 # --------------------------------------------------------------------------- tables
@@ -257,6 +394,10 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
         c = qf.conn
         prot = [p for p in c.packets if p.packet_type not in _CLEAR]
         bad = [p for p in prot if not p.decrypted]
+        n_short = int(qf.short_pos.shape[0])  # undecrypted 1-RTT packets too
+        why_not = bad[0].reason if bad else None
+        if n_short and (not bad or int(qf.datagram_frames[qf.short_pos[0]]) < bad[0].frame):
+            why_not = qf.short_reason[0]
         hs = c.handshake
         cols["flow"].append(qf.flow)
         # the version in use; a connection that never got past a version this package does
@@ -276,10 +417,10 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
         cols["key_exchange_group"].append(None if g is None else group_name(g))
         cols["client_scid"].append(None if c.client_scid is None else c.client_scid.hex())
         cols["server_scid"].append(None if c.server_scid is None else c.server_scid.hex())
-        cols["decrypted"].append(bool(prot) and not bad)
-        cols["packets"].append(len(c.packets))
-        cols["undecrypted_packets"].append(len(bad))
-        cols["why_not"].append(bad[0].reason if bad else None)
+        cols["decrypted"].append(bool(prot) and not bad and not n_short)
+        cols["packets"].append(len(c.packets) + n_short)
+        cols["undecrypted_packets"].append(len(bad) + n_short)
+        cols["why_not"].append(why_not)
         cols["handshake_ms"].append(hs.handshake_ms)
         sp = _split(qf)
         cols["handshake_network_ms"].append(sp.network_ms)
@@ -571,40 +712,139 @@ _PACKET_COLS = tuple(schema.columns("quic_packets"))
 
 
 def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
-    """``Trace.quic_packets``: one row per QUIC packet (schema "quic_packets")."""
+    """``Trace.quic_packets``: one row per QUIC packet (schema "quic_packets").
+
+    The dissector's records become rows one by one; the short-header datagrams
+    :func:`run_quic` took as columns (``QuicFlow.short_*``) become rows as arrays, merged
+    in by frame (one packet per such datagram, none of them coalesced)."""
     rows: list[tuple[Any, ...]] = []
-    for qf in flows:
-        sizes = qf.datagram_bytes.tolist()
-        dgram = {fr: (k, sizes[k]) for k, fr in enumerate(qf.datagram_frames.tolist())}
-        for p in qf.conn.packets:
-            pt = p.packet_type
-            k, size = dgram[p.frame]
-            space = p.space
-            rows.append(
-                (
-                    qf.flow,
-                    _DIR_CODE[qf.flow_dir(p.direction)],
-                    p.direction == "c2s",
-                    p.frame,
-                    p.ts_ns,
-                    k,
-                    size,
-                    p.index,
-                    p.offset,
-                    p.length,
-                    None if pt is None else pt.value,
-                    None if space is None else space.value,
-                    p.version,
-                    p.dcid.hex(),
-                    p.scid.hex(),
-                    len(p.token) if pt in (PacketType.INITIAL, PacketType.RETRY) else None,
-                    p.packet_number,
-                    p.key_phase,
-                    p.decrypted,
-                    p.reason,
-                )
+    short_n = sum(int(qf.short_pos.shape[0]) for qf in flows)
+    if short_n == 0:
+        for qf in flows:
+            rows.extend(_packet_rows(qf))
+        return _columns("quic_packets", rows, _PACKET_COLS)
+    # the records' rows and the short rows, each in the dissector's order, then merged:
+    # connections in flow order, packets by frame (stable: coalesced packets keep order)
+    rec_conn: list[int] = []
+    for k, qf in enumerate(flows):
+        got = _packet_rows(qf)
+        rows.extend(got)
+        rec_conn.extend([k] * len(got))
+    r = len(rows)
+    cols: dict[str, np.ndarray] = {}
+    miss: dict[str, np.ndarray] = {}
+    dtypes = {c: dt for c, dt, _ in schema.SCHEMAS["quic_packets"]}
+    rec_cols = list(zip(*rows, strict=True)) if rows else [()] * len(_PACKET_COLS)
+    sc = _short_packet_columns(flows)
+    for name, vals in zip(_PACKET_COLS, rec_cols, strict=True):
+        dt = dtypes[name]
+        short_v = sc[name]
+        if dt in _MASKED_BASE:
+            base = _MASKED_BASE[dt]
+            zero = base(0)
+            m = np.fromiter((v is None for v in vals), bool, r)
+            v = np.fromiter((zero if x is None else x for x in vals), base, r)
+            if short_v is None:  # missing in every short row
+                miss[name] = np.concatenate((m, np.ones(short_n, bool)))
+                cols[name] = np.concatenate((v, np.zeros(short_n, base)))
+            else:
+                miss[name] = np.concatenate((m, np.zeros(short_n, bool)))
+                cols[name] = np.concatenate((v, np.broadcast_to(short_v, short_n).astype(base)))
+        elif dt in ("str", "object"):
+            a = np.empty(r + short_n, object)
+            a[:r] = vals
+            a[r:] = short_v
+            cols[name] = a
+        else:
+            npdt = np.int64 if name == "dir" else np.dtype(dt)
+            cols[name] = np.concatenate(
+                (np.asarray(vals, npdt).reshape(r), np.broadcast_to(short_v, short_n).astype(npdt))
             )
-    return _columns("quic_packets", rows, _PACKET_COLS)
+    key_conn = np.concatenate((np.asarray(rec_conn, np.int64), sc["_conn"]))
+    order = np.lexsort((cols["frame"], key_conn))  # stable
+    data: dict[str, Any] = {}
+    for name in _PACKET_COLS:
+        a = cols[name][order]
+        dt = dtypes[name]
+        if name == "dir":
+            data[name] = schema.categorical(a, schema.DIRS)
+        elif dt in _MASKED_BASE:
+            data[name] = schema.masked(a, miss[name][order], dt)
+        else:
+            data[name] = a
+    return schema.frame("quic_packets", data, r + short_n)
+
+
+def _packet_rows(qf: QuicFlow) -> list[tuple[Any, ...]]:
+    """The quic_packets rows of one connection's PacketRecords, in its order."""
+    rows: list[tuple[Any, ...]] = []
+    sizes = qf.datagram_bytes.tolist()
+    dgram = {fr: (k, sizes[k]) for k, fr in enumerate(qf.datagram_frames.tolist())}
+    for p in qf.conn.packets:
+        pt = p.packet_type
+        k, size = dgram[p.frame]
+        space = p.space
+        rows.append(
+            (
+                qf.flow,
+                _DIR_CODE[qf.flow_dir(p.direction)],
+                p.direction == "c2s",
+                p.frame,
+                p.ts_ns,
+                k,
+                size,
+                p.index,
+                p.offset,
+                p.length,
+                None if pt is None else pt.value,
+                None if space is None else space.value,
+                p.version,
+                p.dcid.hex(),
+                p.scid.hex(),
+                len(p.token) if pt in (PacketType.INITIAL, PacketType.RETRY) else None,
+                p.packet_number,
+                p.key_phase,
+                p.decrypted,
+                p.reason,
+            )
+        )
+    return rows
+
+
+def _short_packet_columns(flows: list[QuicFlow]) -> dict[str, Any]:
+    """quic_packets columns of the short rows of every connection (flow order, frame
+    order inside each); a scalar is the same in every row, None missing in every row.
+    ``_conn`` is the connection's position in ``flows``."""
+    pos = [qf.short_pos for qf in flows]
+    fc = np.concatenate([qf.short_from_client for qf in flows])
+    # QUIC direction → flow direction: the same unless the roles are swapped
+    swapped = np.concatenate(
+        [np.full(p.shape[0], qf.swapped) for p, qf in zip(pos, flows, strict=True)]
+    )
+    ln = np.concatenate([qf.datagram_bytes[p] for p, qf in zip(pos, flows, strict=True)])
+    return {
+        "_conn": np.repeat(np.arange(len(flows)), [p.shape[0] for p in pos]),
+        "flow": np.repeat([qf.flow for qf in flows], [p.shape[0] for p in pos]).astype(np.int64),
+        "dir": np.where(fc != swapped, 0, 1),
+        "from_client": fc,
+        "frame": np.concatenate([qf.datagram_frames[p] for p, qf in zip(pos, flows, strict=True)]),
+        "ts_ns": np.concatenate([qf.short_ts for qf in flows]),
+        "datagram": np.concatenate(pos),
+        "datagram_bytes": ln,
+        "coalesced_index": 0,
+        "offset": 0,
+        "length": np.concatenate([qf.short_len for qf in flows]),
+        "packet_type": PacketType.ONE_RTT.value,
+        "space": PacketSpace.APPLICATION.value,
+        "version": None,
+        "dcid": np.concatenate([qf.short_dcid for qf in flows]),
+        "scid": "",
+        "token_bytes": None,
+        "packet_number": None,
+        "key_phase": None,
+        "decrypted": False,
+        "why_not": np.concatenate([qf.short_reason for qf in flows]),
+    }
 
 
 _FRAME_HEAD = (
@@ -628,18 +868,26 @@ def frame_table(flows: list[QuicFlow]) -> pd.DataFrame:
     included (schema "quic_frames").  STREAM frames that were reassembled carry the
     dissector's reassembly facts (retransmission, new bytes, contiguous end)."""
     rows: list[tuple[Any, ...]] = []
-    i = -1  # row of quic_packets
+    base = 0  # first row of the connection in quic_packets
     for qf in flows:
+        # row of quic_packets of each record: the short rows before it (by frame) count
+        n_rec = len(qf.conn.packets)
+        at = np.arange(n_rec, dtype=np.int64) + base
+        if qf.short_pos.shape[0]:
+            rec_frames = np.fromiter((p.frame for p in qf.conn.packets), np.int64, n_rec)
+            at += np.searchsorted(qf.datagram_frames[qf.short_pos], rec_frames)
+        base += qf.packet_count
+        packet_row = at.tolist()
         # the reassembly row of every STREAM frame the dissector applied, by identity of
         # (direction, frame, packet number, stream, offset, length), in order
         srows: dict[tuple[Any, ...], list[Any]] = {}
         for r in qf.conn.stream_frames:
             key = (r.direction, r.frame, r.packet_number, r.stream_id, r.offset, r.length)
             srows.setdefault(key, []).append(r)
-        for p in qf.conn.packets:
-            i += 1
+        for j, p in enumerate(qf.conn.packets):
             if not p.frames:
                 continue
+            i = packet_row[j]
             d = _DIR_CODE[qf.flow_dir(p.direction)]
             fc = p.direction == "c2s"
             space = p.space.value if p.space is not None else None

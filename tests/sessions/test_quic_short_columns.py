@@ -1,0 +1,144 @@
+"""run_quic's columnar path for 1-RTT datagrams no key can open (issue 16).
+
+Without a key log (or before the ClientHello), a short-header datagram changes nothing
+in a :class:`dissectors.quic.QuicConnection`: each would be one undecrypted record.
+``pcapkit.sessions.quic.run_quic`` takes runs of them as columns instead of feeding
+each.  Every QUIC table must be the same as when every datagram is fed (the path
+forced here by making ``QuicConnection.unkeyed_1rtt`` answer "keys may exist").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+import pcapkit
+from dissectors.quic.connection import QuicConnection
+from pcapkit.io.writer import write_pcap
+
+from synth import C_IP, S_IP
+from tshark_util import CORPUS, needs_corpus
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+TABLES = (
+    "quic",
+    "quic_packets",
+    "quic_frames",
+    "quic_tls",
+    "quic_handshake",
+    "quic_messages",
+    "anomalies",
+)
+
+
+def _tables(path: Path, **kw: object) -> dict[str, pd.DataFrame]:
+    with pcapkit.open(path, **kw) as t:  # type: ignore[arg-type]
+        out = {name: getattr(t, name).copy() for name in TABLES}
+        out["_short"] = pd.DataFrame({"n": [sum(q.short_pos.shape[0] for q in t._quic)]})
+    return out
+
+
+def _compare(path: Path, monkeypatch: pytest.MonkeyPatch, **kw: object) -> int:
+    """Tables on the columnar path and on the fed path; returns the short rows taken."""
+    fast = _tables(path, **kw)
+    with monkeypatch.context() as m:
+        m.setattr(QuicConnection, "unkeyed_1rtt", lambda self, direction: None)
+        fed = _tables(path, **kw)
+    assert int(fed["_short"]["n"].iloc[0]) == 0
+    for name in TABLES:
+        pd.testing.assert_frame_equal(fast[name], fed[name], check_exact=True, obj=name)
+    return int(fast["_short"]["n"].iloc[0])
+
+
+@pytest.mark.parametrize(
+    "fixture", ["h3_streams_drop/client", "h3_sse_drop/server", "h3_resumed_0rtt/client"]
+)
+def test_h3_fixture_without_keys_same_tables(fixture: str, monkeypatch: pytest.MonkeyPatch):
+    path = FIXTURES / f"{fixture}.pcapng"
+    n = _compare(path, monkeypatch, embedded_keys=False)
+    with pcapkit.open(path, embedded_keys=False) as t:
+        qp = t.quic_packets
+        one_rtt = int(((qp["packet_type"] == "1rtt") & (qp["coalesced_index"] == 0)).sum())
+    assert n == one_rtt > 10  # every short-header datagram went the columnar way
+
+
+def test_h3_fixture_with_keys_feeds_everything(monkeypatch: pytest.MonkeyPatch):
+    path = FIXTURES / "h3_streams_drop/client.pcapng"
+    assert _compare(path, monkeypatch) == 0  # keys: nothing is taken as columns
+
+
+@needs_corpus
+def test_illustrated_quic_without_keys(monkeypatch: pytest.MonkeyPatch):
+    assert _compare(CORPUS / "illustrated-quic" / "capture.pcap", monkeypatch) > 0
+
+
+def _initial(dcid: bytes, scid: bytes, size: int = 1200) -> bytes:
+    head = bytes([0xC3, 0, 0, 0, 1, len(dcid)]) + dcid + bytes([len(scid)]) + scid + b"\x00"
+    rest = size - len(head) - 2
+    return head + (0x4000 | rest).to_bytes(2, "big") + bytes(range(256)) * 5
+    # (truncated to ``size`` below: opaque bytes, the Initial does not authenticate)
+
+
+def _short(body: bytes) -> bytes:
+    return bytes([0x43]) + body
+
+
+def test_dcid_lengths_unknown_and_malformed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Short headers before any server CID (length unknown), matching the server's
+    5-byte CID, not matching it (most common length), too short for it (malformed,
+    an anomaly), empty datagrams, and the client's 8-byte CID in the other direction."""
+    d8, c8, s5 = b"\xd0" * 8, b"\xc0" * 7 + b"\x01", b"\x5e\x11\x22\x33\x44"
+    c2s, s2c = (C_IP, S_IP, 40000, 443), (S_IP, C_IP, 443, 40000)
+    dgrams = [
+        (c2s, _initial(d8, c8)[:1200]),
+        (c2s, _short(b"\x99" * 30)),  # no server CID yet: unknown
+        (s2c, _initial(c8, s5)[:1200]),
+        (c2s, _short(s5 + b"\x01" * 30)),  # the server's CID: 5 bytes
+        (c2s, _short(b"\x77" * 30)),  # no match: the most common length, 5
+        (c2s, _short(b"\x01\x02\x03")),  # 3 bytes after the first: malformed
+        (c2s, b""),  # empty UDP payload: not a packet
+        (s2c, _short(c8 + b"\x02" * 25)),  # the client's CID: 8 bytes
+        (s2c, _short(c8)),  # exactly the CID
+        (c2s, _short(s5)),
+    ]
+    p = tmp_path / "short.pcap"
+    write_pcap(
+        p,
+        [
+            (
+                1_000_000_000 + i * 1_000_000,
+                bytes(Ether() / IP(src=a, dst=z) / UDP(sport=sp, dport=dp) / Raw(b)),
+            )
+            for i, ((a, z, sp, dp), b) in enumerate(dgrams)
+        ],
+        1,
+    )
+    assert _compare(p, monkeypatch) == 6
+    with pcapkit.open(p) as t:
+        qp = t.quic_packets
+        assert qp["frame"].tolist() == [1, 2, 3, 4, 5, 6, 8, 9, 10]
+        assert qp["dcid"].tolist()[3:9] == [
+            s5.hex(),
+            (b"\x77" * 5).hex(),
+            "",
+            c8.hex(),
+            c8.hex(),
+            s5.hex(),
+        ]
+        why = qp["why_not"].tolist()
+        assert (
+            why[1]
+            == "unknown DCID length for short header (no keys for 1-RTT: ClientHello not seen)"
+        )
+        assert why[3] == "no keys for 1-RTT: ClientHello not seen"
+        assert why[5].startswith("malformed header")
+        assert qp["datagram"].tolist() == [0, 1, 2, 3, 4, 5, 7, 8, 9]
+        q = t.quic.iloc[0]
+        assert q.packets == q.undecrypted_packets == 9  # the malformed one too
+        assert q.why_not == "authentication failed"  # the first Initial's, frame 1
+        assert "malformed_packet" in set(t.anomalies["name"])
