@@ -142,3 +142,21 @@ def test_dcid_lengths_unknown_and_malformed(tmp_path: Path, monkeypatch: pytest.
         assert q.packets == q.undecrypted_packets == 9  # the malformed one too
         assert q.why_not == "authentication failed"  # the first Initial's, frame 1
         assert "malformed_packet" in set(t.anomalies["name"])
+
+
+def test_detector_view_keeps_undecrypted_1rtt_out_of_key_packets():
+    """pcapkit.detect.quic_rows: key_packets = every row but undecrypted 1-RTT ones,
+    pk = every row as arrays, packets = every row (built on demand), capture order."""
+    from pcapkit.detect.quic_rows import connections
+
+    path = FIXTURES / "h3_streams_drop/client.pcapng"
+    with pcapkit.open(path, embedded_keys=False) as t:
+        qp = t.quic_packets
+        (qc,) = connections(t.detect_context)
+        assert len(qc.packets) == len(qp) == qc.pk.frame.shape[0]
+        assert [p.frame for p in qc.packets] == qp["frame"].tolist() == qc.pk.frame.tolist()
+        assert qc.pk.c2s.tolist() == [p.qdir == "c2s" for p in qc.packets]
+        hidden = (qp["packet_type"] == "1rtt") & ~qp["decrypted"]
+        assert 10 < int(hidden.sum()) < len(qp)
+        assert [p.frame for p in qc.key_packets] == qp["frame"][~hidden].tolist()
+        assert all(p.packet_type != "1rtt" or p.decrypted for p in qc.key_packets)
