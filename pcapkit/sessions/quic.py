@@ -106,12 +106,15 @@ class QuicFlow:
     limits: Limits = field(default_factory=Limits.default)
     # 1-RTT datagrams that no key could open (no key log, or no ClientHello yet), taken
     # as columns instead of one PacketRecord each (:func:`run_quic`); not in conn.packets.
-    # Per datagram: its position among the flow's datagrams, sent by the QUIC client, the
-    # DCID (hex) and the record's reason (a packet of QUIC-packet-table row of its own)
+    # Per datagram (one packet, one quic_packets row each): its position among the flow's
+    # datagrams, sent by the QUIC client, the DCID (hex) and the record's reason — those
+    # two as codes into the name lists — capture time and captured UDP payload bytes
     short_pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     short_from_client: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    short_dcid: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
-    short_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, object))
+    short_dcid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    short_dcid_names: list[str] = field(default_factory=list)
+    short_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    short_reason_names: list[str] = field(default_factory=list)
     short_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     short_len: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # captured
 
@@ -181,6 +184,8 @@ def run_quic(
     if not flows:
         return []
     lim = Limits.default() if limits is None else limits
+    if not isinstance(buf, np.ndarray):  # header bytes are gathered with numpy
+        buf = np.frombuffer(buf, np.uint8)
     # packets of the QUIC flows grouped by flow, frame order inside each group
     sel = np.nonzero(np.isin(pkt_flow, np.asarray(flows, np.int64)))[0]
     order = sel[np.argsort(pkt_flow[sel], kind="stable")]
@@ -199,7 +204,7 @@ def run_quic(
             max_streams=lim["quic_streams"],
             max_handshake_message=lim["handshake_message_bytes"],
         )
-        short: list[tuple[np.ndarray, ...]] = []
+        short: list[tuple[Any, ...]] = []
         try:
             _feed_flow(conn, buf, rows, payload_off, payload_caplen, ts_ns, pkt_dir, swapped, short)
         except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
@@ -237,7 +242,7 @@ def _feed_flow(
     ts_ns: np.ndarray,
     pkt_dir: np.ndarray,
     swapped: bool,
-    short: list[tuple[np.ndarray, ...]],
+    short: list[tuple[Any, ...]],
 ) -> None:
     """Feed one flow's datagrams (``rows``, frame order) to ``conn``.
 
@@ -292,29 +297,36 @@ def _take_short(
     fc: np.ndarray,
     why: dict[str, Any],
     cand: dict[str, Any],
-    short: list[tuple[np.ndarray, ...]],
+    short: list[tuple[Any, ...]],
     feed: Any,
 ) -> None:
-    """One run of unkeyed short-header datagrams as columns (see :func:`_feed_flow`)."""
+    """One run of unkeyed short-header datagrams as columns (see :func:`_feed_flow`).
+
+    The DCID and the reason of each row are codes into name lists (most DCIDs are one
+    of the receiver's CIDs: their names are those CIDs in hex)."""
     n = ks.shape[0]
     offs, lens = offs_all[ks], lens_all[ks]
-    # first byte + up to 20 DCID bytes of each datagram, zero past its end
-    idx = offs[:, None] + np.arange(_HEAD)
-    inside = np.arange(_HEAD) < lens[:, None]
-    head = np.where(inside, buf[np.minimum(idx, buf.shape[0] - 1)], 0).astype(np.uint8)
+    # first byte + the DCID bytes any resolution can read (bytes past a datagram's end
+    # are never compared: ``rest`` and ``fits`` below)
+    w = 1 + max((max(len(c[0][0]), c[1]) for c in cand.values() if c is not None), default=0)
+    head = buf[np.minimum(offs[:, None] + np.arange(w), buf.shape[0] - 1)]
     rest = np.minimum(lens - 1, _HEAD - 1)  # bytes the dissector resolves from
     dlen = np.full(n, -1, np.int64)  # -1: DCID length unknown (no receiver CID)
-    reason = np.empty(n, object)
+    dcode = np.full(n, -1, np.int64)  # DCID name: -1 not one of the receiver's CIDs
+    dnames: list[str] = [""]  # code 0: no DCID bytes
+    reason = np.zeros(n, np.int64)
+    rnames: list[str] = []
     for d, client in (("c2s", True), ("s2c", False)):
         sel = fc == client
         if not sel.any():
             continue
         known, unknown = why[d]
         c = cand[d]
+        reason[sel] = len(rnames)
         if c is None:
-            reason[sel] = unknown
+            rnames.append(unknown)
             continue
-        reason[sel] = known
+        rnames.append(known)
         ordered, common = c
         got = np.full(n, -1, np.int64)
         for cid in ordered:  # longest first: the first prefix that matches wins
@@ -323,32 +335,47 @@ def _take_short(
             if m:
                 hit &= (head[:, 1 : 1 + m] == np.frombuffer(cid, np.uint8)).all(axis=1)
             got[hit] = m
+            dcode[hit] = len(dnames)
+            dnames.append(cid.hex())
         got[sel & (got < 0)] = common
         dlen[sel] = got[sel]
     fits = lens - 1 >= dlen  # a DCID past the datagram's end: malformed, fed
     if not fits.all():
         feed(ks[~fits])
         keep = fits
-        ks, fc, head, dlen, reason = ks[keep], fc[keep], head[keep], dlen[keep], reason[keep]
-    dcid = np.empty(ks.shape[0], object)
-    dcid[dlen <= 0] = ""
-    for m in np.unique(dlen[dlen > 0]).tolist():
-        sel = dlen == m
-        hexed = np.ascontiguousarray(_HEX[head[sel, 1 : 1 + m]])
-        dcid[sel] = hexed.view(f"<U{2 * m}").reshape(-1)
-    short.append((ks, fc, dcid, reason, ts[ks], lens_all[ks]))
+        ks, fc, head, dlen = ks[keep], fc[keep], head[keep], dlen[keep]
+        dcode, reason = dcode[keep], reason[keep]
+    dcode[dlen <= 0] = 0
+    other = np.nonzero(dcode < 0)[0]  # the most common length, bytes of no known CID
+    for m in np.unique(dlen[other]).tolist():
+        rows = other[dlen[other] == m]
+        raw = np.ascontiguousarray(head[rows, 1 : 1 + m]).view(f"V{m}").reshape(-1)
+        uniq, inv = np.unique(raw, return_inverse=True)
+        dcode[rows] = len(dnames) + inv.reshape(-1)
+        dnames.extend(bytes(u).hex() for u in uniq)
+    short.append((ks, fc, dcode, dnames, reason, rnames, ts[ks], lens_all[ks]))
 
 
-def _short_columns(short: list[tuple[np.ndarray, ...]]) -> dict[str, np.ndarray]:
+def _short_columns(short: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """The QuicFlow short_* fields from :func:`_take_short`'s runs (codes made global
+    to the flow's name lists)."""
     if not short:
         return {}
+    dcodes, rcodes, dnames, rnames = [], [], [], []
+    for _ks, _fc, dc, dn, rc, rn, _ts, _ln in short:
+        dcodes.append(dc + len(dnames))
+        rcodes.append(rc + len(rnames))
+        dnames.extend(dn)
+        rnames.extend(rn)
     return {
         "short_pos": np.concatenate([s[0] for s in short]).astype(np.int64),
         "short_from_client": np.concatenate([s[1] for s in short]).astype(bool),
-        "short_dcid": np.concatenate([s[2] for s in short]),
-        "short_reason": np.concatenate([s[3] for s in short]),
-        "short_ts": np.concatenate([s[4] for s in short]).astype(np.int64),
-        "short_len": np.concatenate([s[5] for s in short]).astype(np.int64),
+        "short_dcid": np.concatenate(dcodes),
+        "short_dcid_names": dnames,
+        "short_reason": np.concatenate(rcodes),
+        "short_reason_names": rnames,
+        "short_ts": np.concatenate([s[6] for s in short]).astype(np.int64),
+        "short_len": np.concatenate([s[7] for s in short]).astype(np.int64),
     }
 
 
@@ -397,7 +424,7 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
         n_short = int(qf.short_pos.shape[0])  # undecrypted 1-RTT packets too
         why_not = bad[0].reason if bad else None
         if n_short and (not bad or int(qf.datagram_frames[qf.short_pos[0]]) < bad[0].frame):
-            why_not = qf.short_reason[0]
+            why_not = qf.short_reason_names[int(qf.short_reason[0])]
         hs = c.handshake
         cols["flow"].append(qf.flow)
         # the version in use; a connection that never got past a version this package does
@@ -731,58 +758,88 @@ def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
         rows.extend(got)
         rec_conn.extend([k] * len(got))
     r = len(rows)
-    cols: dict[str, np.ndarray] = {}
-    miss: dict[str, np.ndarray] = {}
     dtypes = {c: dt for c, dt, _ in schema.SCHEMAS["quic_packets"]}
     rec_cols = list(zip(*rows, strict=True)) if rows else [()] * len(_PACKET_COLS)
+    rec = dict(zip(_PACKET_COLS, rec_cols, strict=True))
     sc = _short_packet_columns(flows)
-    for name, vals in zip(_PACKET_COLS, rec_cols, strict=True):
-        dt = dtypes[name]
-        short_v = sc[name]
+    frame = np.concatenate((np.asarray(rec["frame"], np.int64).reshape(r), sc["frame"]))
+    key_conn = np.concatenate((np.asarray(rec_conn, np.int64), sc["_conn"]))
+    order = np.lexsort((frame, key_conn))  # stable
+    data: dict[str, Any] = {}
+    for name in _PACKET_COLS:
+        vals, short_v, dt = rec[name], sc[name], dtypes[name]
+        if dt == "str":
+            data[name] = _str_column(vals, short_v, short_n, order)
+            continue
         if dt in _MASKED_BASE:
             base = _MASKED_BASE[dt]
             zero = base(0)
             m = np.fromiter((v is None for v in vals), bool, r)
             v = np.fromiter((zero if x is None else x for x in vals), base, r)
             if short_v is None:  # missing in every short row
-                miss[name] = np.concatenate((m, np.ones(short_n, bool)))
-                cols[name] = np.concatenate((v, np.zeros(short_n, base)))
+                miss = np.concatenate((m, np.ones(short_n, bool)))
+                col = np.concatenate((v, np.zeros(short_n, base)))
             else:
-                miss[name] = np.concatenate((m, np.zeros(short_n, bool)))
-                cols[name] = np.concatenate((v, np.broadcast_to(short_v, short_n).astype(base)))
-        elif dt in ("str", "object"):
-            a = np.empty(r + short_n, object)
-            a[:r] = vals
-            a[r:] = short_v
-            cols[name] = a
-        else:
-            npdt = np.int64 if name == "dir" else np.dtype(dt)
-            cols[name] = np.concatenate(
-                (np.asarray(vals, npdt).reshape(r), np.broadcast_to(short_v, short_n).astype(npdt))
-            )
-    key_conn = np.concatenate((np.asarray(rec_conn, np.int64), sc["_conn"]))
-    order = np.lexsort((cols["frame"], key_conn))  # stable
-    data: dict[str, Any] = {}
-    for name in _PACKET_COLS:
-        a = cols[name][order]
-        dt = dtypes[name]
-        if name == "dir":
-            data[name] = schema.categorical(a, schema.DIRS)
-        elif dt in _MASKED_BASE:
-            data[name] = schema.masked(a, miss[name][order], dt)
-        else:
-            data[name] = a
+                miss = np.concatenate((m, np.zeros(short_n, bool)))
+                col = np.concatenate((v, np.broadcast_to(short_v, short_n).astype(base)))
+            data[name] = schema.masked(col[order], miss[order], dt)
+            continue
+        npdt = np.int64 if name == "dir" else np.dtype(dt)
+        col = np.concatenate(
+            (np.asarray(vals, npdt).reshape(r), np.broadcast_to(short_v, short_n).astype(npdt))
+        )[order]
+        data[name] = schema.categorical(col, schema.DIRS) if name == "dir" else col
     return schema.frame("quic_packets", data, r + short_n)
+
+
+def _coded(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
+    """Codes into per-connection name lists → codes into one list."""
+    codes, names = [], []
+    for c, n in parts:
+        codes.append(c + len(names))
+        names.extend(n)
+    return np.concatenate(codes), names
+
+
+def _str_column(vals: tuple[Any, ...], short: Any, short_n: int, order: np.ndarray) -> Any:
+    """A "str" column: the records' values (str or None), then the short rows' ((codes,
+    names), or one value for all of them), in ``order`` — as dictionary codes, not one
+    Python object per row (the pyarrow-backed string dtype decodes them)."""
+    cats: dict[str, int] = {}
+    rc = np.fromiter(
+        (-1 if v is None else cats.setdefault(v, len(cats)) for v in vals), np.int64, len(vals)
+    )
+    if isinstance(short, tuple):
+        sc = short[0] + len(cats)
+        names = [*cats, *short[1]]
+    else:
+        sc = np.full(short_n, -1 if short is None else cats.setdefault(short, len(cats)))
+        names = list(cats)
+    codes = np.concatenate((rc, sc))[order]
+    dtype = pd.StringDtype(na_value=np.nan)
+    if dtype.storage == "pyarrow":
+        import pyarrow as pa
+
+        idx = pa.array(codes.astype(np.int32), mask=codes < 0)
+        arr = pa.DictionaryArray.from_arrays(idx, pa.array(names, type=pa.large_string()))
+        return pd.array(arr.cast(pa.large_string()), dtype="str")
+    out = np.array([*names, None], dtype=object)[codes]  # -1: the None at the end
+    return pd.array(out, dtype="str")
 
 
 def _packet_rows(qf: QuicFlow) -> list[tuple[Any, ...]]:
     """The quic_packets rows of one connection's PacketRecords, in its order."""
+    pk = qf.conn.packets
+    if not pk:
+        return []
+    # each record's datagram: its position among the flow's datagrams (frame order)
+    at = np.searchsorted(
+        qf.datagram_frames, np.fromiter((p.frame for p in pk), np.int64, len(pk))
+    ).tolist()
+    sizes = qf.datagram_bytes[at].tolist()
     rows: list[tuple[Any, ...]] = []
-    sizes = qf.datagram_bytes.tolist()
-    dgram = {fr: (k, sizes[k]) for k, fr in enumerate(qf.datagram_frames.tolist())}
-    for p in qf.conn.packets:
+    for p, k, size in zip(pk, at, sizes, strict=True):
         pt = p.packet_type
-        k, size = dgram[p.frame]
         space = p.space
         rows.append(
             (
@@ -837,13 +894,13 @@ def _short_packet_columns(flows: list[QuicFlow]) -> dict[str, Any]:
         "packet_type": PacketType.ONE_RTT.value,
         "space": PacketSpace.APPLICATION.value,
         "version": None,
-        "dcid": np.concatenate([qf.short_dcid for qf in flows]),
+        "dcid": _coded([(qf.short_dcid, qf.short_dcid_names) for qf in flows]),
         "scid": "",
         "token_bytes": None,
         "packet_number": None,
         "key_phase": None,
         "decrypted": False,
-        "why_not": np.concatenate([qf.short_reason for qf in flows]),
+        "why_not": _coded([(qf.short_reason, qf.short_reason_names) for qf in flows]),
     }
 
 
