@@ -61,6 +61,7 @@ from dissectors.tls.versions import version_name
 
 from .. import schema
 from ..anomalies import isolate
+from ..io.reader import drop_pages, rows_at_released
 from ..limits import Limits, limit_anomaly
 from ..net.decode import PROTO_UDP
 from .timing import Split, split_handshake
@@ -148,11 +149,15 @@ def quic_flow_ids(
     """
     udp_flows = np.nonzero(flow_proto == PROTO_UDP)[0]
     out = []
-    for f in udp_flows.tolist():
+    for k, f in enumerate(udp_flows.tolist()):
         i0 = int(flow_first_idx[f])
         o = int(payload_off[i0])
         if looks_like_quic(buf[o : o + int(payload_caplen[i0])]):
             out.append(f)
+        if k % _DROP_EVERY == _DROP_EVERY - 1 and isinstance(buf, np.ndarray):
+            drop_pages(buf)  # scattered reads: each maps a large span of the file
+    if isinstance(buf, np.ndarray):
+        drop_pages(buf)
     return out
 
 
@@ -193,11 +198,16 @@ def run_quic(
     bounds = np.searchsorted(keys, np.asarray(flows, np.int64), side="left").tolist() + [
         order.shape[0]
     ]
+    # the first bytes of every datagram, gathered once in file order with the mapping's
+    # pages dropped as the gather passes (most datagrams are never read again)
+    heads = _heads(buf, payload_off[order])
+    fed = [0]  # datagrams fed (read from the file) so far
     out: list[QuicFlow] = []
     for k, f in enumerate(flows):
         rows = order[bounds[k] : bounds[k + 1]]
         if rows.shape[0] == 0:
             continue
+        head = heads[bounds[k] : bounds[k + 1]]
         swapped = int(pkt_dir[rows[0]]) == 1  # the first datagram is the QUIC client's
         conn = QuicConnection(
             keylog,
@@ -206,7 +216,19 @@ def run_quic(
         )
         short: list[tuple[Any, ...]] = []
         try:
-            _feed_flow(conn, buf, rows, payload_off, payload_caplen, ts_ns, pkt_dir, swapped, short)
+            _feed_flow(
+                conn,
+                buf,
+                head,
+                rows,
+                payload_off,
+                payload_caplen,
+                ts_ns,
+                pkt_dir,
+                swapped,
+                short,
+                fed,
+            )
         except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
             if errors is None:
                 raise
@@ -230,12 +252,29 @@ def run_quic(
 # the bytes of a short header the DCID is resolved from: first byte + MAX_CID_LENGTH
 _HEAD = 1 + 20
 _MAX_CANDIDATES = 64  # more receiver CIDs than this: datagrams are fed one by one
+_DROP_EVERY = 64  # scattered datagram reads between drops of the mapping's pages
 _HEX = np.array([f"{i:02x}" for i in range(256)], "<U2")
+
+
+def _heads(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """``_HEAD`` bytes of ``buf`` at each offset (an (n, _HEAD) matrix), bytes past the
+    buffer's end 0; read in offset order, the pages dropped behind the read."""
+    n = buf.shape[0]
+    ok = offs + _HEAD <= n
+    if ok.all():
+        return rows_at_released(buf, offs, _HEAD)
+    out = np.zeros((offs.shape[0], _HEAD), np.uint8)
+    out[ok] = rows_at_released(buf, offs[ok], _HEAD)
+    tail = np.nonzero(~ok)[0]
+    idx = offs[tail, None] + np.arange(_HEAD)
+    out[tail] = np.where(idx < n, buf[np.minimum(idx, n - 1)], 0) if n else 0
+    return out
 
 
 def _feed_flow(
     conn: QuicConnection,
     buf: Any,
+    heads: np.ndarray,
     rows: np.ndarray,
     payload_off: np.ndarray,
     payload_caplen: np.ndarray,
@@ -243,8 +282,10 @@ def _feed_flow(
     pkt_dir: np.ndarray,
     swapped: bool,
     short: list[tuple[Any, ...]],
+    fed: list[int],
 ) -> None:
-    """Feed one flow's datagrams (``rows``, frame order) to ``conn``.
+    """Feed one flow's datagrams (``rows``, frame order; ``heads``: their first bytes)
+    to ``conn``.
 
     Runs of short-header datagrams that no key can open (``conn.unkeyed_1rtt``: no key
     log, or no ClientHello yet) change nothing in the connection: each would be one
@@ -258,7 +299,7 @@ def _feed_flow(
     live = np.nonzero(lens > 0)[0]
     if live.shape[0] == 0:
         return
-    first = buf[offs[live]]
+    first = heads[live, 0]
     is_short = (first & 0x80) == 0
     # runs of consecutive live datagrams with the same header form
     cut = np.nonzero(is_short[1:] != is_short[:-1])[0] + 1
@@ -272,6 +313,9 @@ def _feed_flow(
         for k in ks.tolist():
             o, ln = int(offs[k]), int(lens[k])
             conn.feed(buf[o : o + ln], int(rows[k]) + 1, int(ts_ns[rows[k]]), bool(from_client[k]))
+            fed[0] += 1
+            if fed[0] % _DROP_EVERY == 0:
+                drop_pages(buf)  # scattered reads: each maps a large span of the file
 
     for a, b in zip(starts, ends, strict=True):
         ks = live[a:b]
@@ -285,12 +329,11 @@ def _feed_flow(
         ):
             feed(ks)
             continue
-        _take_short(buf, offs, lens, ts_rows, ks, from_client[ks], why, cand, short, feed)
+        _take_short(heads, lens, ts_rows, ks, from_client[ks], why, cand, short, feed)
 
 
 def _take_short(
-    buf: Any,
-    offs_all: np.ndarray,
+    heads: np.ndarray,
     lens_all: np.ndarray,
     ts: np.ndarray,
     ks: np.ndarray,
@@ -305,11 +348,11 @@ def _take_short(
     The DCID and the reason of each row are codes into name lists (most DCIDs are one
     of the receiver's CIDs: their names are those CIDs in hex)."""
     n = ks.shape[0]
-    offs, lens = offs_all[ks], lens_all[ks]
+    lens = lens_all[ks]
     # first byte + the DCID bytes any resolution can read (bytes past a datagram's end
     # are never compared: ``rest`` and ``fits`` below)
     w = 1 + max((max(len(c[0][0]), c[1]) for c in cand.values() if c is not None), default=0)
-    head = buf[np.minimum(offs[:, None] + np.arange(w), buf.shape[0] - 1)]
+    head = heads[ks, :w]
     rest = np.minimum(lens - 1, _HEAD - 1)  # bytes the dissector resolves from
     dlen = np.full(n, -1, np.int64)  # -1: DCID length unknown (no receiver CID)
     dcode = np.full(n, -1, np.int64)  # DCID name: -1 not one of the receiver's CIDs
@@ -750,46 +793,71 @@ def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
         for qf in flows:
             rows.extend(_packet_rows(qf))
         return _columns("quic_packets", rows, _PACKET_COLS)
-    # the records' rows and the short rows, each in the dissector's order, then merged:
-    # connections in flow order, packets by frame (stable: coalesced packets keep order)
+    # the records' rows and the short rows, each in the dissector's order, merged:
+    # connections in flow order, packets by frame (coalesced packets keep their order)
     rec_conn: list[int] = []
     for k, qf in enumerate(flows):
         got = _packet_rows(qf)
         rows.extend(got)
         rec_conn.extend([k] * len(got))
     r = len(rows)
+    n = r + short_n
     dtypes = {c: dt for c, dt, _ in schema.SCHEMAS["quic_packets"]}
     rec_cols = list(zip(*rows, strict=True)) if rows else [()] * len(_PACKET_COLS)
     rec = dict(zip(_PACKET_COLS, rec_cols, strict=True))
     sc = _short_packet_columns(flows)
-    frame = np.concatenate((np.asarray(rec["frame"], np.int64).reshape(r), sc["frame"]))
-    key_conn = np.concatenate((np.asarray(rec_conn, np.int64), sc["_conn"]))
-    order = np.lexsort((frame, key_conn))  # stable
+    pos_rec, pos_short = _merge_positions(
+        np.asarray(rec_conn, np.int64), np.asarray(rec["frame"], np.int64).reshape(r),
+        sc["_conn"], sc["frame"],
+    )  # fmt: skip
     data: dict[str, Any] = {}
     for name in _PACKET_COLS:
         vals, short_v, dt = rec[name], sc[name], dtypes[name]
         if dt == "str":
-            data[name] = _str_column(vals, short_v, short_n, order)
+            data[name] = _str_column(vals, short_v, n, pos_rec, pos_short)
             continue
         if dt in _MASKED_BASE:
-            base = _MASKED_BASE[dt]
-            zero = base(0)
-            m = np.fromiter((v is None for v in vals), bool, r)
-            v = np.fromiter((zero if x is None else x for x in vals), base, r)
+            base = np.dtype(dt.lower()) if dt[0] == "I" else np.dtype(_MASKED_BASE[dt])
+            values = np.zeros(n, base)
+            miss = np.zeros(n, bool)
+            miss[pos_rec] = np.fromiter((v is None for v in vals), bool, r)
+            values[pos_rec] = np.fromiter((0 if x is None else x for x in vals), np.int64, r)
             if short_v is None:  # missing in every short row
-                miss = np.concatenate((m, np.ones(short_n, bool)))
-                col = np.concatenate((v, np.zeros(short_n, base)))
+                miss[pos_short] = True
             else:
-                miss = np.concatenate((m, np.zeros(short_n, bool)))
-                col = np.concatenate((v, np.broadcast_to(short_v, short_n).astype(base)))
-            data[name] = schema.masked(col[order], miss[order], dt)
+                values[pos_short] = short_v
+            data[name] = (
+                pd.arrays.IntegerArray(values, miss)
+                if dt[0] == "I"
+                else schema.masked(values, miss, dt)
+            )
             continue
-        npdt = np.int64 if name == "dir" else np.dtype(dt)
-        col = np.concatenate(
-            (np.asarray(vals, npdt).reshape(r), np.broadcast_to(short_v, short_n).astype(npdt))
-        )[order]
+        col = np.empty(n, np.int64 if name == "dir" else np.dtype(dt))
+        col[pos_rec] = np.asarray(vals, col.dtype).reshape(r)
+        col[pos_short] = short_v
         data[name] = schema.categorical(col, schema.DIRS) if name == "dir" else col
-    return schema.frame("quic_packets", data, r + short_n)
+    return schema.frame("quic_packets", data, n)
+
+
+def _merge_positions(
+    rec_conn: np.ndarray, rec_frame: np.ndarray, short_conn: np.ndarray, short_frame: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers of the records' rows and of the short rows once merged by
+    (connection, frame).  Each side is in that order already (connections in order, frames
+    rising inside each; records of one datagram share a frame, no short row does)."""
+    span = int(max(rec_frame.max(initial=0), short_frame.max(initial=0))) + 1
+    conns = int(max(rec_conn.max(initial=0), short_conn.max(initial=0))) + 1
+    if conns * span < 2**62:
+        rk, sk = rec_conn * span + rec_frame, short_conn * span + short_frame
+        pos_rec = np.arange(rk.shape[0]) + np.searchsorted(sk, rk)
+        pos_short = np.arange(sk.shape[0]) + np.searchsorted(rk, sk)
+        return pos_rec, pos_short
+    order = np.lexsort(
+        (np.concatenate((rec_frame, short_frame)), np.concatenate((rec_conn, short_conn)))
+    )
+    pos = np.empty(order.shape[0], np.int64)
+    pos[order] = np.arange(order.shape[0])
+    return pos[: rec_frame.shape[0]], pos[rec_frame.shape[0] :]
 
 
 def _coded(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
@@ -801,26 +869,29 @@ def _coded(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[
     return np.concatenate(codes), names
 
 
-def _str_column(vals: tuple[Any, ...], short: Any, short_n: int, order: np.ndarray) -> Any:
-    """A "str" column: the records' values (str or None), then the short rows' ((codes,
-    names), or one value for all of them), in ``order`` — as dictionary codes, not one
-    Python object per row (the pyarrow-backed string dtype decodes them)."""
+def _str_column(
+    vals: tuple[Any, ...], short: Any, n: int, pos_rec: np.ndarray, pos_short: np.ndarray
+) -> Any:
+    """A "str" column of ``n`` rows: the records' values (str or None) at ``pos_rec``,
+    the short rows' ((codes, names), or one value for all of them) at ``pos_short`` — as
+    dictionary codes, not one Python object per row (the pyarrow-backed string dtype
+    decodes them)."""
     cats: dict[str, int] = {}
-    rc = np.fromiter(
-        (-1 if v is None else cats.setdefault(v, len(cats)) for v in vals), np.int64, len(vals)
+    codes = np.empty(n, np.int32)
+    codes[pos_rec] = np.fromiter(
+        (-1 if v is None else cats.setdefault(v, len(cats)) for v in vals), np.int32, len(vals)
     )
     if isinstance(short, tuple):
-        sc = short[0] + len(cats)
+        codes[pos_short] = short[0] + len(cats)
         names = [*cats, *short[1]]
     else:
-        sc = np.full(short_n, -1 if short is None else cats.setdefault(short, len(cats)))
+        codes[pos_short] = -1 if short is None else cats.setdefault(short, len(cats))
         names = list(cats)
-    codes = np.concatenate((rc, sc))[order]
     dtype = pd.StringDtype(na_value=np.nan)
     if dtype.storage == "pyarrow":
         import pyarrow as pa
 
-        idx = pa.array(codes.astype(np.int32), mask=codes < 0)
+        idx = pa.array(codes, mask=codes < 0)
         arr = pa.DictionaryArray.from_arrays(idx, pa.array(names, type=pa.large_string()))
         return pd.array(arr.cast(pa.large_string()), dtype="str")
     out = np.array([*names, None], dtype=object)[codes]  # -1: the None at the end
