@@ -141,7 +141,7 @@ def _amplification(qc: QuicConn) -> tuple[str, Any, Any, Any] | None:
         pk.ts_ns[upto].tolist(),
         pk.c2s[upto].tolist(),
         pk.datagram_bytes[upto].tolist(),
-        pk.packet_type[upto].tolist(),
+        pk.packet_types(upto),
         strict=True,
     ):
         g = grams.get(fr)

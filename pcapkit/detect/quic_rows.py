@@ -67,12 +67,23 @@ class PacketArrays:
     ts_ns: np.ndarray
     c2s: np.ndarray  # from_client: qdir == "c2s"
     datagram_bytes: np.ndarray
-    packet_type: np.ndarray  # object: str or None
+    # packet_type of the table (a Series) and this connection's rows of it: converted to
+    # Python only for the rows asked (:meth:`packet_types`)
+    _types: Any = None
+    _rows: Any = None
 
     @classmethod
     def empty(cls) -> PacketArrays:
         z = np.zeros(0, np.int64)
-        return cls(z, z, np.zeros(0, bool), z, np.zeros(0, object))
+        return cls(z, z, np.zeros(0, bool), z)
+
+    def packet_types(self, idx: np.ndarray) -> list[str | None]:
+        """packet_type (None when missing) of the connection's packets ``idx``."""
+        if self._types is None or idx.shape[0] == 0:
+            return [None] * idx.shape[0]
+        rows = self._rows.start + idx if isinstance(self._rows, slice) else self._rows[idx]
+        out: list[str | None] = _py(self._types.iloc[rows])
+        return out
 
 
 @dataclass(frozen=True)
@@ -157,9 +168,8 @@ def _build(ctx: DetectContext) -> list[QuicConn]:
         return []
     qp = ctx.quic_packets
     pflow = qp["flow"].to_numpy(np.int64)
-    ptype = qp["packet_type"].to_numpy(dtype=object, na_value=None)
-    pdec = qp["decrypted"].to_numpy(bool)
-    key = ~(np.equal(ptype, "1rtt") & ~pdec)
+    one_rtt = (qp["packet_type"] == "1rtt").to_numpy(dtype=bool, na_value=False)
+    key = ~(one_rtt & ~qp["decrypted"].to_numpy(bool))
     packets = _by_flow(_rows(qp[key], "QuicPacket", PACKET_COLUMNS))
     # every packet's row numbers per flow, capture order (stable)
     by = np.argsort(pflow, kind="stable")
@@ -170,6 +180,7 @@ def _build(ctx: DetectContext) -> list[QuicConn]:
         "c2s": qp["from_client"].to_numpy(bool),
         "datagram_bytes": qp["datagram_bytes"].to_numpy(np.int64),
     }
+    types = qp["packet_type"]
     frames = _by_flow(_rows(ctx.quic_frames, "QuicFrame", FRAME_COLUMNS))
     tls = _by_flow(_rows(ctx.quic_tls, "QuicTlsMessage", TLS_COLUMNS))
     hs = {r.flow: r for r in _rows(ctx.quic_handshake, "QuicHandshake")}
@@ -183,7 +194,9 @@ def _build(ctx: DetectContext) -> list[QuicConn]:
     ):
         fr = frames.get(flow, [])
         lo, hi = np.searchsorted(flows_sorted, [flow, flow + 1]).tolist()
-        rows = by[lo:hi]
+        rows: Any = by[lo:hi]
+        if hi > lo and rows[-1] - rows[0] == hi - lo - 1 and bool((np.diff(rows) == 1).all()):
+            rows = slice(int(rows[0]), int(rows[-1]) + 1)  # contiguous: views, not copies
         out.append(
             QuicConn(
                 flow=int(flow),
@@ -196,7 +209,8 @@ def _build(ctx: DetectContext) -> list[QuicConn]:
                     ts_ns=cols["ts_ns"][rows],
                     c2s=cols["c2s"][rows],
                     datagram_bytes=cols["datagram_bytes"][rows],
-                    packet_type=ptype[rows],
+                    _types=types,
+                    _rows=rows,
                 ),
                 _all=(qp, rows),
                 frames=fr,

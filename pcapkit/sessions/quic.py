@@ -110,14 +110,25 @@ class QuicFlow:
     # Per datagram (one packet, one quic_packets row each): its position among the flow's
     # datagrams, sent by the QUIC client, the DCID (hex) and the record's reason — those
     # two as codes into the name lists — capture time and captured UDP payload bytes
-    short_pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    short_pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     short_from_client: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    short_dcid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    short_dcid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     short_dcid_names: list[str] = field(default_factory=list)
-    short_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    short_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     short_reason_names: list[str] = field(default_factory=list)
-    short_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    short_len: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # captured
+    # per frame of the capture (shared, not copied): capture time, captured UDP payload
+    frame_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    frame_caplen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def short_ts(self) -> np.ndarray:
+        """Capture time of each short datagram."""
+        return self.frame_ts[self.datagram_frames[self.short_pos] - 1]
+
+    @property
+    def short_len(self) -> np.ndarray:
+        """Captured UDP payload bytes of each short datagram."""
+        return self.frame_caplen[self.datagram_frames[self.short_pos] - 1]
 
     @property
     def packet_count(self) -> int:
@@ -243,6 +254,8 @@ def run_quic(
                 datagram_frames=(rows + 1).astype(np.int64),
                 datagram_bytes=np.asarray(payload_len[rows], np.int64),
                 limits=lim,
+                frame_ts=ts_ns,
+                frame_caplen=payload_caplen,
                 **_short_columns(short),
             )
         )
@@ -307,7 +320,6 @@ def _feed_flow(
     ends = np.concatenate((cut, [live.shape[0]])).tolist()
     dirs = pkt_dir[rows]
     from_client = (dirs == 0) != swapped
-    ts_rows = ts_ns[rows]
 
     def feed(ks: np.ndarray) -> None:
         for k in ks.tolist():
@@ -329,13 +341,12 @@ def _feed_flow(
         ):
             feed(ks)
             continue
-        _take_short(heads, lens, ts_rows, ks, from_client[ks], why, cand, short, feed)
+        _take_short(heads, lens, ks, from_client[ks], why, cand, short, feed)
 
 
 def _take_short(
     heads: np.ndarray,
     lens_all: np.ndarray,
-    ts: np.ndarray,
     ks: np.ndarray,
     fc: np.ndarray,
     why: dict[str, Any],
@@ -396,7 +407,7 @@ def _take_short(
         uniq, inv = np.unique(raw, return_inverse=True)
         dcode[rows] = len(dnames) + inv.reshape(-1)
         dnames.extend(bytes(u).hex() for u in uniq)
-    short.append((ks, fc, dcode, dnames, reason, rnames, ts[ks], lens_all[ks]))
+    short.append((ks, fc, dcode, dnames, reason, rnames))
 
 
 def _short_columns(short: list[tuple[Any, ...]]) -> dict[str, Any]:
@@ -405,20 +416,18 @@ def _short_columns(short: list[tuple[Any, ...]]) -> dict[str, Any]:
     if not short:
         return {}
     dcodes, rcodes, dnames, rnames = [], [], [], []
-    for _ks, _fc, dc, dn, rc, rn, _ts, _ln in short:
+    for _ks, _fc, dc, dn, rc, rn in short:
         dcodes.append(dc + len(dnames))
         rcodes.append(rc + len(rnames))
         dnames.extend(dn)
         rnames.extend(rn)
     return {
-        "short_pos": np.concatenate([s[0] for s in short]).astype(np.int64),
+        "short_pos": np.concatenate([s[0] for s in short]).astype(np.int32),
         "short_from_client": np.concatenate([s[1] for s in short]).astype(bool),
-        "short_dcid": np.concatenate(dcodes),
+        "short_dcid": np.concatenate(dcodes).astype(np.int32),
         "short_dcid_names": dnames,
-        "short_reason": np.concatenate(rcodes),
+        "short_reason": np.concatenate(rcodes).astype(np.int32),
         "short_reason_names": rnames,
-        "short_ts": np.concatenate([s[6] for s in short]).astype(np.int64),
-        "short_len": np.concatenate([s[7] for s in short]).astype(np.int64),
     }
 
 
@@ -808,13 +817,13 @@ def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
     sc = _short_packet_columns(flows)
     pos_rec, pos_short = _merge_positions(
         np.asarray(rec_conn, np.int64), np.asarray(rec["frame"], np.int64).reshape(r),
-        sc["_conn"], sc["frame"],
+        sc.pop("_conn"), sc["frame"],
     )  # fmt: skip
     data: dict[str, Any] = {}
     for name in _PACKET_COLS:
         vals, short_v, dt = rec[name], sc[name], dtypes[name]
         if dt == "str":
-            data[name] = _str_column(vals, short_v, n, pos_rec, pos_short)
+            data[name] = _str_column(vals, short_v, n, pos_rec, pos_short, sc["_n"])
             continue
         if dt in _MASKED_BASE:
             base = np.dtype(dt.lower()) if dt[0] == "I" else np.dtype(_MASKED_BASE[dt])
@@ -825,7 +834,7 @@ def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
             if short_v is None:  # missing in every short row
                 miss[pos_short] = True
             else:
-                values[pos_short] = short_v
+                _put(values, pos_short, short_v, sc["_n"])
             data[name] = (
                 pd.arrays.IntegerArray(values, miss)
                 if dt[0] == "I"
@@ -834,7 +843,7 @@ def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
             continue
         col = np.empty(n, np.int64 if name == "dir" else np.dtype(dt))
         col[pos_rec] = np.asarray(vals, col.dtype).reshape(r)
-        col[pos_short] = short_v
+        _put(col, pos_short, short_v, sc["_n"])
         data[name] = schema.categorical(col, schema.DIRS) if name == "dir" else col
     return schema.frame("quic_packets", data, n)
 
@@ -860,17 +869,13 @@ def _merge_positions(
     return pos[: rec_frame.shape[0]], pos[rec_frame.shape[0] :]
 
 
-def _coded(parts: list[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
-    """Codes into per-connection name lists → codes into one list."""
-    codes, names = [], []
-    for c, n in parts:
-        codes.append(c + len(names))
-        names.extend(n)
-    return np.concatenate(codes), names
-
-
 def _str_column(
-    vals: tuple[Any, ...], short: Any, n: int, pos_rec: np.ndarray, pos_short: np.ndarray
+    vals: tuple[Any, ...],
+    short: Any,
+    n: int,
+    pos_rec: np.ndarray,
+    pos_short: np.ndarray,
+    counts: list[int],
 ) -> Any:
     """A "str" column of ``n`` rows: the records' values (str or None) at ``pos_rec``,
     the short rows' ((codes, names), or one value for all of them) at ``pos_short`` — as
@@ -881,9 +886,13 @@ def _str_column(
     codes[pos_rec] = np.fromiter(
         (-1 if v is None else cats.setdefault(v, len(cats)) for v in vals), np.int32, len(vals)
     )
-    if isinstance(short, tuple):
-        codes[pos_short] = short[0] + len(cats)
-        names = [*cats, *short[1]]
+    if isinstance(short, _PerFlow):  # (codes, names) per connection
+        names = list(cats)
+        parts = _PerFlow()
+        for c, nm in short:
+            parts.append(c + len(names))
+            names.extend(nm)
+        _put(codes, pos_short, parts, counts)
     else:
         codes[pos_short] = -1 if short is None else cats.setdefault(short, len(cats))
         names = list(cats)
@@ -939,40 +948,58 @@ def _packet_rows(qf: QuicFlow) -> list[tuple[Any, ...]]:
     return rows
 
 
+class _PerFlow(list):  # type: ignore[type-arg]
+    """A short-row column given per connection (one array or value per flow, in
+    order), written into the table at the short rows' positions without concatenating."""
+
+
 def _short_packet_columns(flows: list[QuicFlow]) -> dict[str, Any]:
     """quic_packets columns of the short rows of every connection (flow order, frame
-    order inside each); a scalar is the same in every row, None missing in every row.
-    ``_conn`` is the connection's position in ``flows``."""
-    pos = [qf.short_pos for qf in flows]
-    fc = np.concatenate([qf.short_from_client for qf in flows])
-    # QUIC direction → flow direction: the same unless the roles are swapped
-    swapped = np.concatenate(
-        [np.full(p.shape[0], qf.swapped) for p, qf in zip(pos, flows, strict=True)]
-    )
-    ln = np.concatenate([qf.datagram_bytes[p] for p, qf in zip(pos, flows, strict=True)])
+    order inside each): a scalar is the same in every row (None: missing), a
+    :class:`_PerFlow` one entry per connection; ``_conn`` (the connection's position in
+    ``flows``) and ``frame`` are whole arrays (the merge needs them)."""
+
+    def per(fn: Any) -> _PerFlow:
+        return _PerFlow(fn(qf) for qf in flows)
+
+    counts = [int(qf.short_pos.shape[0]) for qf in flows]
     return {
-        "_conn": np.repeat(np.arange(len(flows)), [p.shape[0] for p in pos]),
-        "flow": np.repeat([qf.flow for qf in flows], [p.shape[0] for p in pos]).astype(np.int64),
-        "dir": np.where(fc != swapped, 0, 1),
-        "from_client": fc,
-        "frame": np.concatenate([qf.datagram_frames[p] for p, qf in zip(pos, flows, strict=True)]),
-        "ts_ns": np.concatenate([qf.short_ts for qf in flows]),
-        "datagram": np.concatenate(pos),
-        "datagram_bytes": ln,
+        "_n": counts,
+        "_conn": np.repeat(np.arange(len(flows)), counts),
+        "flow": per(lambda qf: qf.flow),
+        # QUIC direction → flow direction: the same unless the roles are swapped
+        "dir": per(lambda qf: qf.short_from_client if qf.swapped else ~qf.short_from_client),
+        "from_client": per(lambda qf: qf.short_from_client),
+        "frame": np.concatenate([qf.datagram_frames[qf.short_pos] for qf in flows]),
+        "ts_ns": per(lambda qf: qf.short_ts),
+        "datagram": per(lambda qf: qf.short_pos),
+        "datagram_bytes": per(lambda qf: qf.datagram_bytes[qf.short_pos]),
         "coalesced_index": 0,
         "offset": 0,
-        "length": np.concatenate([qf.short_len for qf in flows]),
+        "length": per(lambda qf: qf.short_len),
         "packet_type": PacketType.ONE_RTT.value,
         "space": PacketSpace.APPLICATION.value,
         "version": None,
-        "dcid": _coded([(qf.short_dcid, qf.short_dcid_names) for qf in flows]),
+        "dcid": per(lambda qf: (qf.short_dcid, qf.short_dcid_names)),
         "scid": "",
         "token_bytes": None,
         "packet_number": None,
         "key_phase": None,
         "decrypted": False,
-        "why_not": _coded([(qf.short_reason, qf.short_reason_names) for qf in flows]),
+        "why_not": per(lambda qf: (qf.short_reason, qf.short_reason_names)),
     }
+
+
+def _put(col: np.ndarray, pos: np.ndarray, value: Any, counts: list[int]) -> None:
+    """``col[pos] = value``; a :class:`_PerFlow` value one connection's rows at a time."""
+    if not isinstance(value, _PerFlow):
+        col[pos] = value
+        return
+    a = 0
+    for v, k in zip(value, counts, strict=True):
+        if k:
+            col[pos[a : a + k]] = v
+        a += k
 
 
 _FRAME_HEAD = (
