@@ -160,3 +160,43 @@ def test_detector_view_keeps_undecrypted_1rtt_out_of_key_packets():
         assert 10 < int(hidden.sum()) < len(qp)
         assert [p.frame for p in qc.key_packets] == qp["frame"][~hidden].tolist()
         assert all(p.packet_type != "1rtt" or p.decrypted for p in qc.key_packets)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_random_datagrams_same_tables(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Seeded random connections: Initials with CIDs of 0–20 bytes (NEW CIDs mid-way),
+    short headers of random length (shorter than their DCID too) whose bytes match a
+    CID, a CID's prefix, or nothing, empty datagrams — same tables both ways."""
+    import random
+
+    rnd = random.Random(seed)
+    c2s, s2c = (C_IP, S_IP, 40000, 443), (S_IP, C_IP, 443, 40000)
+    ccid = rnd.randbytes(rnd.choice([0, 4, 8, 20]))
+    scids = [rnd.randbytes(rnd.choice([0, 5, 8, 18, 20]))]
+    dgrams = [(c2s, _initial(rnd.randbytes(8), ccid)[:1200])]
+    for _ in range(60):
+        kind = rnd.random()
+        if kind < 0.1:
+            scids.append(rnd.randbytes(rnd.choice([3, 8, 16, 20])))
+            dgrams.append((s2c, _initial(ccid, scids[-1])[:1200]))
+        elif kind < 0.15:
+            dgrams.append((rnd.choice([c2s, s2c]), b""))
+        else:
+            way = rnd.choice([c2s, s2c])
+            cid = rnd.choice(scids) if way == c2s else ccid
+            body = rnd.choice([cid, cid[: len(cid) // 2], rnd.randbytes(8)])
+            body += rnd.randbytes(rnd.choice([0, 1, 30]))
+            dgrams.append((way, _short(body)))
+    p = tmp_path / f"random{seed}.pcap"
+    write_pcap(
+        p,
+        [
+            (
+                1_000_000_000 + i * 1_000_000,
+                bytes(Ether() / IP(src=a, dst=z) / UDP(sport=sp, dport=dp) / Raw(b)),
+            )
+            for i, ((a, z, sp, dp), b) in enumerate(dgrams)
+        ],
+        1,
+    )
+    assert _compare(p, monkeypatch) > 20
