@@ -27,6 +27,9 @@ per-packet pandas.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,51 +217,52 @@ def run_quic(
     heads = _heads(buf, payload_off[order])
     fed = [0]  # datagrams fed (read from the file) so far
     out: list[QuicFlow] = []
-    for k, f in enumerate(flows):
-        rows = order[bounds[k] : bounds[k + 1]]
-        if rows.shape[0] == 0:
-            continue
-        head = heads[bounds[k] : bounds[k + 1]]
-        swapped = int(pkt_dir[rows[0]]) == 1  # the first datagram is the QUIC client's
-        conn = QuicConnection(
-            keylog,
-            max_streams=lim["quic_streams"],
-            max_handshake_message=lim["handshake_message_bytes"],
-        )
-        short: list[tuple[Any, ...]] = []
-        try:
-            _feed_flow(
-                conn,
-                buf,
-                head,
-                rows,
-                payload_off,
-                payload_caplen,
-                ts_ns,
-                pkt_dir,
-                swapped,
-                short,
-                fed,
+    with _gc_paused():  # many objects per connection, no reference cycles
+        for k, f in enumerate(flows):
+            rows = order[bounds[k] : bounds[k + 1]]
+            if rows.shape[0] == 0:
+                continue
+            head = heads[bounds[k] : bounds[k + 1]]
+            swapped = int(pkt_dir[rows[0]]) == 1  # the first datagram is the QUIC client's
+            conn = QuicConnection(
+                keylog,
+                max_streams=lim["quic_streams"],
+                max_handshake_message=lim["handshake_message_bytes"],
             )
-        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
-            if errors is None:
-                raise
-            errors.append(isolate("quic", exc, flow=f))
-            continue
-        out.append(
-            QuicFlow(
-                flow=f,
-                conn=conn,
-                swapped=swapped,
-                datagrams=int(rows.shape[0]),
-                datagram_frames=(rows + 1).astype(np.int64),
-                datagram_bytes=np.asarray(payload_len[rows], np.int64),
-                limits=lim,
-                frame_ts=ts_ns,
-                frame_caplen=payload_caplen,
-                **_short_columns(short),
+            short: list[tuple[Any, ...]] = []
+            try:
+                _feed_flow(
+                    conn,
+                    buf,
+                    head,
+                    rows,
+                    payload_off,
+                    payload_caplen,
+                    ts_ns,
+                    pkt_dir,
+                    swapped,
+                    short,
+                    fed,
+                )
+            except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+                if errors is None:
+                    raise
+                errors.append(isolate("quic", exc, flow=f))
+                continue
+            out.append(
+                QuicFlow(
+                    flow=f,
+                    conn=conn,
+                    swapped=swapped,
+                    datagrams=int(rows.shape[0]),
+                    datagram_frames=(rows + 1).astype(np.int64),
+                    datagram_bytes=np.asarray(payload_len[rows], np.int64),
+                    limits=lim,
+                    frame_ts=ts_ns,
+                    frame_caplen=payload_caplen,
+                    **_short_columns(short),
+                )
             )
-        )
     return out
 
 
@@ -267,6 +271,18 @@ _HEAD = 1 + 20
 _MAX_CANDIDATES = 64  # more receiver CIDs than this: datagrams are fed one by one
 _DROP_EVERY = 64  # scattered datagram reads between drops of the mapping's pages
 _HEX = np.array([f"{i:02x}" for i in range(256)], "<U2")
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic-GC passes inside (each would walk every object the dissector keeps)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _heads(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
