@@ -1410,7 +1410,8 @@ def capture(
     multiple=True,
     metavar="NAME[=VALUE]",
     help="Socket-level: also replay with this remedy (repeatable): nodelay, uncork, "
-    "coalesce-writes, record-size=N, or auto (the remedies the findings propose).",
+    "coalesce-writes, record-size=N, notsent-lowat=N, h2-window=N, or auto (the remedies "
+    "the findings propose).",
 )
 @click.option("--keylog", type=click.Path(exists=True, dir_okay=False), help="NSS key log.")
 @click.option(

@@ -108,6 +108,9 @@ TLS13_OVERHEAD = 22  # header 5 + inner content type 1 + AEAD tag 16 (RFC 8446 �
 # of a direction is when it is the close_notify
 CLOSE_NOTIFY_LEN = 2 + TLS13_OVERHEAD
 METRICS = ("ttfb_ms", "ttft_ms", "gap_p95_ms")
+# shown and compared too, but not part of the fidelity verdict: the request's start to its
+# response's last byte (what a flow-control or bandwidth remedy gains)
+EXTRA_METRICS = ("ttlb_ms",)
 # Held return traffic (see _peer_path): packets a hold released arrive back to back (the
 # forwarder releases them in one pass: µs apart); a silent peer while this end resent the
 # same bytes this many times is a black hole (rto.py's min_retransmissions: 3 expiries).
@@ -123,6 +126,16 @@ CROSS_TOL_MS = 1.0
 CROSS_TOL_FRACTION = 0.1
 ANSWER_RTTS = 1.5  # an answer to a send comes one round trip after it (a held one later)
 
+# HTTP/2 flow control (RFC 9113 §6.9): the windows every stream and the connection start
+# with, the largest a window may be, and --remedy auto's window (16 MiB: what the
+# h2_flow_control_large control and Firefox's streams get; Chrome's stream window is 6 MiB)
+H2_DEFAULT_WINDOW = 65_535
+H2_MAX_WINDOW = (1 << 31) - 1
+H2_AUTO_WINDOW = 16 * 1024 * 1024
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_DATA, H2_SETTINGS, H2_WINDOW_UPDATE = 0x0, 0x4, 0x8
+H2_SETTINGS_INITIAL_WINDOW_SIZE = 0x4
+
 # remedy name → (the finding kinds it addresses, whether it takes a value)
 REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     "nodelay": (("nagle", "nagle_delayed_ack"), False),
@@ -133,6 +146,7 @@ REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     ),
     "record-size": (("tls_tiny_records",), True),
     "notsent-lowat": (("h2_send_buffer_hol",), True),
+    "h2-window": (("h2_flow_control_stall",), True),
 }
 # --remedy auto: the first remedy listed for each kind the original shows
 AUTO: dict[str, str] = {
@@ -142,6 +156,7 @@ AUTO: dict[str, str] = {
     "tls_record_split_write": "coalesce-writes",
     "tls_tiny_records": "coalesce-writes",
     "h2_send_buffer_hol": "notsent-lowat=16384",  # Cloudflare's value (detect/h2_send_buffer)
+    "h2_flow_control_stall": f"h2-window={H2_AUTO_WINDOW}",
 }
 
 
@@ -207,7 +222,8 @@ def parse_remedy(text: str) -> tuple[str, int | None]:
         value = int(raw)
     except ValueError:
         raise ValueError(f"remedy {name}: {raw!r} is not an integer") from None
-    top = 16_384 if name == "record-size" else 1 << 30  # RFC 8446 §5.1: a record ≤ 2^14 B
+    # RFC 8446 §5.1: a record ≤ 2^14 B; RFC 9113 §6.9.1: a window ≤ 2^31 − 1
+    top = {"record-size": 16_384, "h2-window": H2_MAX_WINDOW}.get(name, 1 << 30)
     if not 1 <= value <= top:
         raise ValueError(f"remedy {name}: {value} is outside 1..{top}")
     return name, value
@@ -910,7 +926,156 @@ def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
             s["record_size"] = value
         elif name == "notsent-lowat":
             s["notsent_lowat"] = value
+    if name == "h2-window":
+        if script.get("alpn") != "h2":
+            raise ReplayError("remedy h2-window: the flow is not HTTP/2")
+        assert value is not None
+        _h2_window(script, value)
     return script
+
+
+def _h2_frames(stream: bytes, start: int) -> list[tuple[int, int, int, int, bytes]]:
+    """(offset, type, flags, stream id, payload) of each whole HTTP/2 frame of ``stream``
+    from ``start`` (RFC 9113 §4.1); a truncated last frame is left out."""
+    out = []
+    off = start
+    while off + 9 <= len(stream):
+        n = int.from_bytes(stream[off : off + 3], "big")
+        if off + 9 + n > len(stream):
+            break
+        sid = int.from_bytes(stream[off + 5 : off + 9], "big") & 0x7FFF_FFFF
+        out.append((off, stream[off + 3], stream[off + 4], sid, stream[off + 9 : off + 9 + n]))
+        off += 9 + n
+    return out
+
+
+def _h2_frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
+
+
+def _h2_window(script: dict[str, Any], window: int) -> None:
+    """``--remedy h2-window=N`` on a frame-for-frame HTTP/2 script (in place).
+
+    Each end (as a receiver) advertises ``window``: its first SETTINGS carries
+    SETTINGS_INITIAL_WINDOW_SIZE = N (every stream's window) and is followed by a
+    connection WINDOW_UPDATE of N − 65 535 (the connection window has no setting,
+    RFC 9113 §6.9.2); its later WINDOW_UPDATEs stay as captured (it still returns credit
+    as it reads).  Then each DATA-sending unit of the peer waits only for what it needs:
+    the peer's units that carried something other than WINDOW_UPDATEs (a request, a
+    SETTINGS ACK …) up to what it waited for in the capture, and as many more as the
+    credit under the new windows requires (both the stream's and the connection's).  A
+    unit that no longer waits for the WINDOW_UPDATE that triggered it follows its own
+    end's previous write by the think time it showed after that trigger."""
+    units = script["units"]
+    for receiver, sender in (("client", "server"), ("server", "client")):
+        _h2_window_one(units, receiver, sender, window)
+
+
+def _h2_window_one(units: list[dict[str, Any]], receiver: str, sender: str, window: int) -> None:
+    from .lab.reenact import unit_bytes
+
+    rx = [i for i, u in enumerate(units) if u["side"] == receiver]
+    tx = [i for i, u in enumerate(units) if u["side"] == sender]
+    if not rx or not tx:
+        return
+    old_len = [int(units[i]["len"]) for i in rx]
+    old_ends = list(np.cumsum(old_len))  # receiver bytes after each of its units (old)
+    # the receiver's stream: its frames, each in the unit that holds its first byte
+    data = [unit_bytes(units[i]) for i in rx]
+    stream = b"".join(data)
+    starts = [0, *old_ends[:-1]]
+    frames = _h2_frames(stream, len(H2_PREFACE) if stream.startswith(H2_PREFACE) else 0)
+
+    def unit_of(off: int) -> int:
+        return int(np.searchsorted(old_ends, off, side="right"))
+
+    credit: list[list[tuple[int, int]]] = [[] for _ in rx]  # per unit: (stream id, increment)
+    only_wu = [True] * len(rx)
+    settings_done = False
+    for off, kind, flags, sid, payload in frames:
+        k = unit_of(off)
+        if kind != H2_WINDOW_UPDATE:
+            only_wu[k] = False
+        else:
+            credit[k].append((sid, int.from_bytes(payload[:4], "big") & 0x7FFF_FFFF))
+        if kind == H2_SETTINGS and not flags & 0x1 and not settings_done:
+            settings_done = True
+            if off + 9 + len(payload) > old_ends[k]:
+                raise ReplayError("remedy h2-window: the SETTINGS frame spans two writes")
+            params = [
+                (int.from_bytes(payload[j : j + 2], "big"), payload[j + 2 : j + 6])
+                for j in range(0, len(payload) - 5, 6)
+            ]
+            params = [(pid, v) for pid, v in params if pid != H2_SETTINGS_INITIAL_WINDOW_SIZE]
+            params.append((H2_SETTINGS_INITIAL_WINDOW_SIZE, window.to_bytes(4, "big")))
+            new = _h2_frame(
+                H2_SETTINGS, 0, 0, b"".join(p.to_bytes(2, "big") + v for p, v in params)
+            )
+            if window > H2_DEFAULT_WINDOW:
+                inc = window - H2_DEFAULT_WINDOW
+                new += _h2_frame(H2_WINDOW_UPDATE, 0, 0, inc.to_bytes(4, "big"))
+                credit[k].append((0, inc))
+            rel = off - starts[k]
+            d = data[k]
+            data[k] = d[:rel] + new + d[rel + 9 + len(payload) :]
+            credit[k].append((-1, window))  # every stream's window is now this
+    if not settings_done:
+        raise ReplayError(f"remedy h2-window: no SETTINGS frame from the {receiver}")
+    for k, i in enumerate(rx):
+        units[i]["len"] = len(data[k])
+        units[i]["data"] = base64.b64encode(data[k]).decode()
+    new_ends = list(np.cumsum([len(d) for d in data]))
+    # credit after the first k receiver units: (connection, per-stream initial, per-stream)
+    conn = [H2_DEFAULT_WINDOW]
+    initial = [H2_DEFAULT_WINDOW]
+    per_stream: list[dict[int, int]] = [{}]
+    for k in range(len(rx)):
+        c, ini, ps = conn[-1], initial[-1], dict(per_stream[-1])
+        for sid, inc in credit[k]:
+            if sid == -1:
+                ini = inc
+            elif sid == 0:
+                c += inc
+            else:
+                ps[sid] = ps.get(sid, 0) + inc
+        conn.append(c)
+        initial.append(ini)
+        per_stream.append(ps)
+    # the sender's DATA so far, at the start of each of its units (flow-controlled bytes)
+    sdata = [unit_bytes(units[i]) for i in tx]
+    s_ends = list(np.cumsum([len(d) for d in sdata]))
+    sent_conn = 0
+    sent_stream: dict[int, int] = {}
+    need_conn = [0] * len(tx)
+    need_stream: list[dict[int, int]] = [{} for _ in tx]
+    for off, kind, _flags, sid, payload in _h2_frames(b"".join(sdata), 0):
+        if kind != H2_DATA:
+            continue
+        j = int(np.searchsorted(s_ends, off, side="right"))
+        sent_conn += len(payload)
+        sent_stream[sid] = sent_stream.get(sid, 0) + len(payload)
+        need_conn[j] = max(need_conn[j], sent_conn)
+        need_stream[j][sid] = max(need_stream[j].get(sid, 0), sent_stream[sid])
+
+    def enough(k: int, j: int) -> bool:
+        if need_conn[j] > conn[k]:
+            return False
+        return all(n <= initial[k] + per_stream[k].get(s, 0) for s, n in need_stream[j].items())
+
+    for j, i in enumerate(tx):
+        u = units[i]
+        old = int(u.get("needs", 0))
+        k0 = int(np.searchsorted(old_ends, old, side="right")) if old else 0  # units read
+        k1 = max((k + 1 for k in range(k0) if not only_wu[k]), default=0)
+        if need_conn[j] or need_stream[j]:
+            k = k1
+            while k < k0 and not enough(k, j):
+                k += 1
+        else:
+            k = k0
+        u["needs"] = int(new_ends[k - 1]) if k else 0
+        if k < k0 and u["after"] == "peer":
+            u["after"] = "self"  # its trigger was credit it no longer waits for
 
 
 # --------------------------------------------------------------------------- measure
@@ -934,8 +1099,16 @@ def measure(trace: Trace, flow: int) -> dict[str, Any]:
         k["cost_ms"] = round(k["cost_ms"] + (float(r.cost_ms) if pd.notna(r.cost_ms) else 0.0), 3)
     q = trace.requests
     q = q[q["flow"] == flow] if not q.empty else q
-    reqs = [{m: _num(getattr(r, m)) for m in METRICS} for r in q.itertuples()]
-    first = reqs[0] if reqs else {m: None for m in METRICS}
+    reqs = [
+        {
+            **{m: _num(getattr(r, m)) for m in METRICS},
+            "ttlb_ms": _num((r.last_byte_ts_ns - r.request_start_ts_ns) / 1e6)
+            if pd.notna(r.last_byte_ts_ns) and pd.notna(r.request_start_ts_ns)
+            else None,
+        }
+        for r in q.itertuples()
+    ]
+    first = reqs[0] if reqs else {m: None for m in (*METRICS, *EXTRA_METRICS)}
     return {"kinds": dict(sorted(kinds.items())), "requests": reqs, **first}
 
 
@@ -961,6 +1134,8 @@ def fidelity(original: dict[str, Any], faithful: dict[str, Any]) -> dict[str, An
         out[f"{m}_error"] = err
         if good is False:
             ok = False
+    for m in EXTRA_METRICS:  # reported, not judged
+        out[f"{m}_error"] = _within(original.get(m), faithful.get(m))[0]
     out["reproduced"] = ok
     return out
 
@@ -1098,9 +1273,10 @@ def summary_text(summary: dict[str, Any]) -> str:
         lines.append(f"{d} lost after {n} payload packets (a black hole)")
     lines += [f"warning: {w}" for w in summary["warnings"]]
     width = max(len(n) for n in names)
-    for m in METRICS:
+    for m in (*METRICS, *EXTRA_METRICS):
         vals = " → ".join(
-            f"{n} {'–' if runs[n][m] is None else format(runs[n][m], '.1f') + ' ms'}" for n in names
+            f"{n} {'–' if runs[n].get(m) is None else format(runs[n][m], '.1f') + ' ms'}"
+            for n in names
         )
         lines.append(f"{m[:-3].upper():<6} {vals}")
     for n in names:

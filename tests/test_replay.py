@@ -287,3 +287,74 @@ def test_late_session_tickets_are_replayed_late(vantage: str) -> None:
         assert derive(t, 0).script["tickets_delay_ms"] == pytest.approx(3.9, abs=0.2)
     with pcapkit.open(FIX / "tls_sse_nagle" / f"{vantage}.pcapng") as t:
         assert derive(t, 0).script["tickets_delay_ms"] == 0.0
+
+
+def _h2_frames_of(units: list, side: str) -> list[tuple[int, int, bytes]]:
+    """(type, stream id, payload) of every frame ``side`` writes in ``units``."""
+    stream = b"".join(base64.b64decode(u["data"]) for u in units if u["side"] == side)
+    off = 24 if stream.startswith(b"PRI * HTTP/2.0") else 0
+    out = []
+    while off + 9 <= len(stream):
+        n = int.from_bytes(stream[off : off + 3], "big")
+        sid = int.from_bytes(stream[off + 5 : off + 9], "big")
+        out.append((stream[off + 3], sid, stream[off + 9 : off + 9 + n]))
+        off += 9 + n
+    assert off == len(stream)  # whole frames, nothing left over
+    return out
+
+
+def _bytes_before_first_window_update(units: list, side: str) -> int:
+    total = 0
+    for u in units:
+        if u["side"] != side:
+            continue
+        if base64.b64decode(u["data"])[3] == 0x8:  # WINDOW_UPDATE first in the unit
+            return total
+        total += u["len"]
+    return total
+
+
+def test_h2_window_remedy_advertises_the_window_and_frees_the_sender() -> None:
+    """h2_flow_control: 160 KiB on one stream under 64 KiB windows; the server's DATA
+    waited for the client's WINDOW_UPDATEs.  ``h2-window=16 MiB``: the client's SETTINGS
+    carries INITIAL_WINDOW_SIZE 16 MiB and a connection WINDOW_UPDATE of the rest, and no
+    server unit waits for a WINDOW_UPDATE any more; ``h2-window=98304``: the 7th DATA
+    frame on (cumulative 114 660 B > 98 304) waits for a WINDOW_UPDATE again."""
+    with pcapkit.open(FIX / "h2_flow_control" / "server.pcapng") as t:
+        plan = derive(t, 0)
+    units = plan.script["units"]
+    server = [u for u in units if u["side"] == "server"]
+    assert max(u["needs"] for u in server) > _bytes_before_first_window_update(units, "client")
+    big = remedied(plan, *parse_remedy("h2-window=16777216"))["units"]
+    frames = _h2_frames_of(big, "client")
+    settings = dict(
+        (int.from_bytes(p[i : i + 2], "big"), int.from_bytes(p[i + 2 : i + 6], "big"))
+        for kind, sid, p in frames[:1]
+        for i in range(0, len(p), 6)
+    )
+    assert frames[0][0] == 0x4 and settings[0x4] == 16_777_216
+    assert settings[0x1] == 4096  # the other settings kept
+    assert frames[1][:2] == (0x8, 0)
+    assert int.from_bytes(frames[1][2], "big") == 16_777_216 - 65_535
+    free = _bytes_before_first_window_update(big, "client")
+    assert all(u["needs"] <= free for u in big if u["side"] == "server")
+    # the server's frames and the client's other frames unchanged
+    assert _h2_frames_of(big, "client")[2:] == _h2_frames_of(units, "client")[1:]
+    assert [u["data"] for u in big if u["side"] == "server"][3:] == [u["data"] for u in server][3:]
+    small = remedied(plan, *parse_remedy("h2-window=98304"))["units"]
+    data = [u for u in small if u["side"] == "server" and u["len"] == 16384]
+    free = _bytes_before_first_window_update(small, "client")
+    assert [u["needs"] <= free for u in data] == [True] * 6 + [False] * 4
+    assert plan.script["units"] == units  # the plan itself unchanged
+
+
+def test_h2_window_remedy_refused_without_http2() -> None:
+    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
+        plan = derive(t, 0)
+    with pytest.raises(ReplayError, match="not HTTP/2"):
+        remedied(plan, "h2-window", 1 << 20)
+    assert auto_remedies(["h2_flow_control_stall"]) == ["h2-window=16777216"]
+    assert parse_remedy("h2-window=2147483647") == ("h2-window", 2**31 - 1)
+    for bad in ("h2-window", "h2-window=0", "h2-window=2147483648"):
+        with pytest.raises(ValueError):
+            parse_remedy(bad)
