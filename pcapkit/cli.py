@@ -1395,7 +1395,7 @@ def capture(
 @click.option(
     "--flow",
     type=int,
-    help="Socket-level: the TCP flow to re-enact (its id, as pcapkit analyze --flow takes it).",
+    help="Socket-level: the TCP or QUIC flow to re-enact (its id, as pcapkit analyze --flow takes it).",
 )
 @click.option(
     "-o",
@@ -1410,8 +1410,8 @@ def capture(
     multiple=True,
     metavar="NAME[=VALUE]",
     help="Socket-level: also replay with this remedy (repeatable): nodelay, uncork, "
-    "coalesce-writes, record-size=N, notsent-lowat=N, h2-window=N, or auto (the remedies "
-    "the findings propose).",
+    "coalesce-writes, record-size=N, notsent-lowat=N, h2-window=N, quic-window=N, "
+    "smaller-certificate, or auto (the remedies the findings propose).",
 )
 @click.option("--keylog", type=click.Path(exists=True, dir_okay=False), help="NSS key log.")
 @click.option(
@@ -1462,8 +1462,8 @@ def replay(
     """Re-enact a captured exchange over real stacks in the lab (needs root).
 
     Socket level: the flow's path (RTT, drops) and each end's writes (sizes, timing,
-    socket options the findings imply) are replayed between a real client and server
-    through the lab's forwarder, once faithfully and once per --remedy; both ends are
+    socket options the findings imply; for QUIC every stream's bytes, over aioquic) are
+    replayed between a real client and server through the lab's forwarder, once faithfully and once per --remedy; both ends are
     captured with keys and analysed; DIR/summary.json holds each run's findings and
     TTFB/TTFT/gap p95.  Packet level: the frames of --packets are sent onto an interface
     in a network namespace at their original pacing (--speed, --max, --loop).

@@ -45,9 +45,19 @@ tls_records_coalesced: back-to-back writes handed over as one), ``record-size=N`
 ``notsent-lowat=N`` (h2_send_buffer_hol: TCP_NOTSENT_LOWAT, the writer keeps its backlog);
 ``auto`` picks the remedies the original's findings propose.
 
-Refusals (:class:`ReplayError`, one line): not TCP, no handshake in the capture (no RTT,
-no ISN), one direction only, an ALPN other than HTTP/1.1 or h2 (HTTP/3 replay is not
-built yet), a flow with no application data.
+``h2-window=N`` (h2_flow_control_stall: each end's SETTINGS advertises N, the sender's DATA
+waits only for the credit N lacks); ``quic-window=N`` (quic_flow_control_stall) and
+``smaller-certificate`` (quic_handshake_extra_rtt) for QUIC flows.
+
+QUIC (:func:`derive_quic`): a UDP flow that is a QUIC connection replays with aioquic at
+both ends (:mod:`pcapkit.lab.reenact_quic`): the path (RTT from ACK samples, lost
+datagrams), each end's writes of decrypted STREAM bytes over every stream (and its
+STOP_SENDING / RESET_STREAM), its receive limits (transport parameters) and the
+certificate's size.
+
+Refusals (:class:`ReplayError`, one line): not TCP or QUIC, no handshake in the capture
+(no RTT, no ISN), one direction only, an ALPN other than HTTP/1.1 or h2 over TCP, HTTP/2
+or QUIC without keys, a flow with no application data.
 
 Packet level — :func:`replay_packets`: the frames of a capture sent onto an interface in
 a lab namespace at their original pacing (scaled, or as fast as possible), like
@@ -147,6 +157,8 @@ REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     "record-size": (("tls_tiny_records",), True),
     "notsent-lowat": (("h2_send_buffer_hol",), True),
     "h2-window": (("h2_flow_control_stall",), True),
+    "quic-window": (("quic_flow_control_stall",), True),
+    "smaller-certificate": (("quic_handshake_extra_rtt",), False),
 }
 # --remedy auto: the first remedy listed for each kind the original shows
 AUTO: dict[str, str] = {
@@ -157,6 +169,8 @@ AUTO: dict[str, str] = {
     "tls_tiny_records": "coalesce-writes",
     "h2_send_buffer_hol": "notsent-lowat=16384",  # Cloudflare's value (detect/h2_send_buffer)
     "h2_flow_control_stall": f"h2-window={H2_AUTO_WINDOW}",
+    "quic_flow_control_stall": f"quic-window={H2_AUTO_WINDOW}",
+    "quic_handshake_extra_rtt": "smaller-certificate",
 }
 
 
@@ -185,6 +199,7 @@ class Plan:
     stall_after: dict[str, int] = field(default_factory=dict)
     stall_ms: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    quic: bool = False  # a QUIC connection (HTTP/3): pcapkit.lab.reenact_quic plays it
 
     def lab_params(self) -> dict[str, Any]:
         return {
@@ -224,6 +239,8 @@ def parse_remedy(text: str) -> tuple[str, int | None]:
         raise ValueError(f"remedy {name}: {raw!r} is not an integer") from None
     # RFC 8446 §5.1: a record ≤ 2^14 B; RFC 9113 §6.9.1: a window ≤ 2^31 − 1
     top = {"record-size": 16_384, "h2-window": H2_MAX_WINDOW}.get(name, 1 << 30)
+    if name == "quic-window":
+        top = (1 << 62) - 1  # RFC 9000 §16: a variable-length integer
     if not 1 <= value <= top:
         raise ValueError(f"remedy {name}: {value} is outside 1..{top}")
     return name, value
@@ -701,10 +718,10 @@ def ready_times(
 def derive(trace: Trace, flow: int) -> Plan:
     """The replay plan of ``flow`` (see the module doc); ReplayError when impossible."""
     row = _flow_row(trace, flow)
+    if row["proto"] == "udp":
+        return derive_quic(trace, flow, row)
     if row["proto"] != "tcp":
-        raise ReplayError(
-            f"flow {flow} is {row['proto']}: only TCP flows replay (UDP and QUIC: not yet)"
-        )
+        raise ReplayError(f"flow {flow} is {row['proto']}: only TCP and QUIC flows replay")
     if not bool(row["handshake"]) or pd.isna(row["rtt_ms"]):
         raise ReplayError(
             f"flow {flow}: no TCP handshake in the capture: the RTT and the stream starts "
@@ -909,10 +926,352 @@ def derive(trace: Trace, flow: int) -> Plan:
     )
 
 
+# ---------------------------------------------------------------------- QUIC / HTTP/3
+
+# QUIC units (see derive_quic): new STREAM data of one direction is one write unless it
+# followed the direction's previous new data within QUIC_BURST_MS (aioquic paces a burst
+# over a few ms: 0.1–6.5 ms between its packets on the lab fixtures), or within
+# QUIC_CLOCK_MS after a packet of the peer that carried no data (an ACK or a credit
+# frame released it: the congestion or flow-control window) — always a new write after
+# the peer's data (a request).
+QUIC_BURST_MS = 10.0
+# the lab's certificate (certs.make_self_signed): its Certificate message is 368 B with one
+# name, 6 129 B with 250 more (h3_small_certificate, h3_amplification_limit): 23 B a name
+LAB_CERT_BYTES = 368
+LAB_SAN_BYTES = (6129 - 368) / 250
+QUIC_CLOCK_MS = 3.0
+
+
+def _quic_vantage_rtt(trace: Trace, flow: int) -> tuple[str, float]:
+    """(vantage, RTT ms) of a QUIC connection.
+
+    Vantage: the Initial → server Initial interval is the round trip at the client and
+    the server's processing at the server; the server Initial → client Finished interval
+    the other way round.  RTT: the smallest ACK sample of packets sent at the vantage —
+    the ACK's arrival minus the acknowledged packet's sending minus the peer's stated
+    ACK delay (1-RTT: ``ack_delay × 2^ack_delay_exponent`` µs)."""
+    hs = trace.quic_handshake
+    hs = hs[hs["flow"] == flow]
+    if hs.empty or pd.isna(hs["server_initial_ts_ns"].iloc[0]):
+        raise ReplayError(f"flow {flow}: no QUIC handshake in the capture")
+    h = hs.iloc[0]
+    a = int(h["server_initial_ts_ns"]) - int(h["client_initial_ts_ns"])
+    fin = h["client_finished_ts_ns"]
+    if pd.isna(fin):
+        raise ReplayError(f"flow {flow}: the QUIC handshake did not finish in the capture")
+    b = int(fin) - int(h["server_initial_ts_ns"])
+    vantage = "client" if a > b else "server"
+    mine = "c2s" if vantage == "client" else "s2c"
+    pk = trace.quic_packets
+    pk = pk[(pk["flow"] == flow) & (pk["dir"] == mine)]
+    sent = dict(zip(pk["packet_number"].astype("int64"), pk["ts_ns"].astype("int64"), strict=False))
+    q = trace.quic_frames
+    acks = q[(q["flow"] == flow) & (q["dir"] != mine) & (q["type"] == "ACK")]
+    samples = []
+    for r in acks.itertuples():
+        t = sent.get(int(r.largest_acknowledged)) if pd.notna(r.largest_acknowledged) else None
+        if t is None:
+            continue
+        delay_us = int(r.ack_delay) * 8 if r.space == "application" and pd.notna(r.ack_delay) else 0
+        samples.append((int(r.ts_ns) - t) / 1e6 - delay_us / 1e3)
+    good = [s for s in samples if s > 0]
+    rtt = min(good) if good else max(a, b) / 1e6
+    return vantage, rtt
+
+
+def _quic_drops(trace: Trace, flow: int, vantage: str) -> dict[str, list[int]]:
+    """Lost datagrams as the forwarder's 1-based datagram index of their direction.
+
+    At the sender: a packet whose STREAM data was sent again (a frame marked as a
+    retransmission covering the same stream offset).  At the receiver: a packet number
+    that never arrived (aioquic numbers every space from one counter; a gap is a loss),
+    placed after the datagrams that came before it."""
+    pk = trace.quic_packets
+    pk = pk[pk["flow"] == flow]
+    q = trace.quic_frames
+    q = q[(q["flow"] == flow) & (q["type"] == "STREAM")]
+    out: dict[str, list[int]] = {"c2s": [], "s2c": []}
+    for d, sender in (("c2s", "client"), ("s2c", "server")):
+        p = pk[pk["dir"] == d].sort_values("ts_ns", kind="stable")
+        grams = list(dict.fromkeys(p["datagram"].astype("int64")))  # in order, distinct
+        index = {g: i + 1 for i, g in enumerate(grams)}
+        if vantage == sender:
+            f = q[q["dir"] == d]
+            first: dict[tuple[int, int], int] = {}
+            lost: set[int] = set()
+            for r in f.sort_values("ts_ns", kind="stable").itertuples():
+                key = (int(r.stream_id), int(r.offset))
+                if bool(r.retransmission) and key in first:
+                    lost.add(first[key])
+                first.setdefault(key, int(r.packet_number))
+            gram_of = dict(
+                zip(p["packet_number"].astype("int64"), p["datagram"].astype("int64"), strict=False)
+            )
+            out[d] = sorted(index[gram_of[n]] for n in lost if n in gram_of)
+        else:
+            pns = sorted(set(p["packet_number"].astype("int64")))
+            if not pns:
+                continue
+            missing = sorted(set(range(pns[0], pns[-1] + 1)) - set(pns))
+            top = p.groupby("datagram", sort=False)["packet_number"].max()
+            for k, n in enumerate(missing):
+                before = sum(1 for g in grams if int(top[g]) < n)
+                out[d].append(before + 1 + k)
+    return out
+
+
+def _quic_units(trace: Trace, flow: int, vantage: str, rtt_ms: float) -> list[dict[str, Any]]:
+    """Write units of both directions: new STREAM bytes, grouped (see QUIC_BURST_MS).
+
+    Only data on bidirectional streams (requests and responses) starts a new unit of the
+    other direction: the HTTP/3 control and QPACK streams (unidirectional) answer, they
+    do not trigger.
+
+    At the receiver's vantage a piece that fills a hole of its stream (its first copy was
+    lost) was written before the pieces that overtook it: it is placed halfway between
+    the arrivals of the stream's pieces on either side of the hole."""
+    q = trace.quic_frames
+    q = q[q["flow"] == flow].sort_values(["ts_ns", "frame"], kind="stable")
+    streams: dict[tuple[int, str], bytes] = {}
+    peer_ctl: dict[str, list[int]] = {"c2s": [], "s2c": []}  # peer packets without data
+    with_data = {(str(d), int(k)) for d, k in q[q["type"] == "STREAM"][["dir", "packet"]].values}
+    seen_pkts: set[tuple[str, int]] = set()
+    # (t_eff, t, dir, sid, bytes, fin, {"stop"|"reset": code} or None)
+    pieces: list[tuple[int, int, str, int, bytes, bool, dict[str, int] | None]] = []
+    stopped: set[tuple[str, str, int]] = set()
+    arrivals: dict[tuple[int, str], list[tuple[int, int]]] = {}  # stream → [(end, t)]
+    for r in q.itertuples():
+        d = str(r.dir)
+        other = "s2c" if d == "c2s" else "c2s"
+        key = (d, int(r.packet))
+        if key not in seen_pkts:
+            seen_pkts.add(key)
+            if key not in with_data and r.space == "application":
+                peer_ctl[other].append(int(r.ts_ns))
+        if r.type in ("STOP_SENDING", "RESET_STREAM") and pd.notna(r.stream_id):
+            what = "stop" if r.type == "STOP_SENDING" else "reset"
+            if (d, what, int(r.stream_id)) not in stopped:  # once (a resent frame: no)
+                stopped.add((d, what, int(r.stream_id)))
+                t = int(r.ts_ns)
+                code = int(r.error_code) if pd.notna(r.error_code) else 0
+                pieces.append((t, t, d, int(r.stream_id), b"", False, {what: code}))
+            continue
+        if r.type != "STREAM" or pd.isna(r.new_bytes) or int(r.new_bytes) <= 0:
+            continue
+        sid = int(r.stream_id)
+        if (sid, d) not in streams:
+            try:
+                streams[(sid, d)] = bytes(trace.quic_stream(flow, sid, d)[:])
+            except KeyError:
+                streams[(sid, d)] = b""
+        data = streams[(sid, d)]
+        off, n, new = int(r.offset), int(r.length), int(r.new_bytes)
+        if off + n > len(data):
+            raise ReplayError(f"flow {flow}: QUIC stream {sid} has bytes missing from the capture")
+        piece = data[off + n - new : off + n]  # only what was not sent before
+        fin = bool(r.fin) if pd.notna(r.fin) else False
+        t = t_eff = int(r.ts_ns)
+        seen = arrivals.setdefault((sid, d), [])
+        top = max((e for e, _ in seen), default=0)
+        if off < top:  # fills a hole: written between the pieces around it
+            before = [ts for e, ts in seen if e <= off]
+            after = [ts for e, ts in seen if e > off]
+            if before and after:
+                t_eff = (max(before) + min(after)) // 2
+        seen.append((off + n, t))
+        pieces.append((t_eff, t, d, sid, piece, fin, None))
+    pieces.sort(key=lambda x: x[0])
+    units: list[dict[str, Any]] = []
+    last: dict[str, dict[str, Any]] = {}
+    peer_data_since: dict[str, bool] = {"c2s": False, "s2c": False}
+    for t_eff, t, d, sid, piece, fin, extra in pieces:
+        other = "s2c" if d == "c2s" else "c2s"
+        prev = last.get(d)
+        merge = False
+        if prev is not None and not peer_data_since[d] and t_eff == t:
+            if t - prev["t_eff_last"] <= QUIC_BURST_MS * 1e6:
+                merge = True
+            else:
+                # released by an ACK / credit of the peer's (seen a round trip before it
+                # at the receiver's vantage)
+                shift = 0.0 if vantage == ("server" if d == "s2c" else "client") else rtt_ms
+                lo = t - (shift + QUIC_CLOCK_MS) * 1e6
+                hi = t - (shift - QUIC_CLOCK_MS) * 1e6 if shift else t
+                merge = any(lo <= x <= hi for x in peer_ctl[d])
+        if merge and prev is not None:
+            prev["pieces"].append([sid, piece, fin, extra])
+            prev["len"] += len(piece) or (1 if extra else 0)
+            prev["ts_last"] = max(prev["ts_last"], t)
+            prev["t_eff_last"] = t_eff
+        else:
+            u: dict[str, Any] = {
+                "dir": d,
+                "ts": t_eff,
+                "ts_last": t,  # its last byte readable from then on
+                "t_eff_last": t_eff,
+                # a STOP_SENDING / RESET_STREAM counts as one byte: the peer can wait for it
+                "len": len(piece) or (1 if extra else 0),
+                "pieces": [[sid, piece, fin, extra]],
+                "marks": [],  # (arrival, unit bytes so far) after each request/response piece
+            }
+            units.append(u)
+            last[d] = u
+            peer_data_since[d] = False
+        cur = prev if merge and prev is not None else units[-1]
+        if not sid & 0x2:  # a request or response (bidirectional stream): a trigger
+            peer_data_since[other] = True
+            cur["marks"].append((t, cur["len"]))
+    for u in units:  # consecutive pieces of one stream joined
+        joined: list[list[Any]] = []
+        for sid, piece, fin, extra in u["pieces"]:
+            if joined and joined[-1][0] == sid and not joined[-1][2] and not extra:
+                if not joined[-1][3]:
+                    joined[-1][1] += piece
+                    joined[-1][2] = fin
+                    continue
+            joined.append([sid, piece, fin, extra])
+        u["pieces"] = joined
+    return units
+
+
+def _quic_transport(trace: Trace, flow: int) -> dict[str, dict[str, int]]:
+    """Each end's receive limits from its transport parameters (what the replay's aioquic
+    configures: max_data, max_stream_data, max_streams_bidi)."""
+    t = trace.quic_tls
+    t = t[t["flow"] == flow]
+    out: dict[str, dict[str, int]] = {"client": {}, "server": {}}
+    for side, d in (("client", "c2s"), ("server", "s2c")):
+        rows = t[(t["dir"] == d) & t["initial_max_data"].notna()]
+        if rows.empty:
+            continue
+        r = rows.iloc[0]
+        local = (
+            "initial_max_stream_data_bidi_local"
+            if side == "client"
+            else "initial_max_stream_data_bidi_remote"
+        )
+        for name, col in (
+            ("max_data", "initial_max_data"),
+            ("max_stream_data", local),
+            ("max_streams_bidi", "initial_max_streams_bidi"),
+        ):
+            if pd.notna(r[col]):
+                out[side][name] = int(r[col])
+    return out
+
+
+def _cert_extra_sans(trace: Trace, flow: int) -> int:
+    """How many names to add to the lab's certificate for a Certificate message as large
+    as the server's in the capture (it decides whether the server's first flight fits
+    the 3 × anti-amplification budget, RFC 9000 §8.1)."""
+    t = trace.quic_tls
+    t = t[(t["flow"] == flow) & (t["name"] == "CERTIFICATE") & (t["dir"] == "s2c")]
+    if t.empty or pd.isna(t["length"].iloc[0]):
+        return 0
+    return max(0, round((int(t["length"].iloc[0]) - LAB_CERT_BYTES) / LAB_SAN_BYTES))
+
+
+def derive_quic(trace: Trace, flow: int, row: Any) -> Plan:
+    """The replay plan of a QUIC (HTTP/3) connection: the path (RTT, lost datagrams), each
+    end's writes of STREAM data (every stream: requests, responses, the HTTP/3 control and
+    QPACK streams — the decrypted bytes as captured) timed from their trigger like TCP
+    units, and each end's receive limits (transport parameters).  Needs keys."""
+    q = trace.quic_packets
+    q = q[q["flow"] == flow]
+    if q.empty:
+        raise ReplayError(f"flow {flow} is udp but not QUIC: only TCP and QUIC flows replay")
+    if int(row["c2s_packets"]) == 0 or int(row["s2c_packets"]) == 0:
+        raise ReplayError(f"flow {flow}: the capture shows one direction only")
+    app = q[q["space"] == "application"]
+    if app.empty or not app["decrypted"].fillna(False).astype(bool).any():
+        raise ReplayError(
+            f"flow {flow}: QUIC without keys: its streams cannot be read, the replay would "
+            "not be one (give --keylog)"
+        )
+    t = trace.quic_tls
+    t = t[(t["flow"] == flow) & (t["name"] == "CLIENT_HELLO")]
+    if not t.empty and bool(t["pre_shared_key"].fillna(False).iloc[0]):
+        warnings0 = ["a resumed connection: the replay makes a full handshake (no ticket)"]
+    else:
+        warnings0 = []
+    vantage, rtt_ms = _quic_vantage_rtt(trace, flow)
+    units = _quic_units(trace, flow, vantage, rtt_ms)
+    if not units:
+        raise ReplayError(f"flow {flow}: no application data to replay")
+    hs = trace.quic_handshake
+    base_ts = int(hs[hs["flow"] == flow]["client_finished_ts_ns"].iloc[0])
+    legs = {
+        "server": 0.0 if vantage == "server" else rtt_ms,
+        "client": 0.0 if vantage == "client" else rtt_ms,
+    }
+    script_units: list[dict[str, Any]] = []
+    totals = {"client": 0, "server": 0}
+    written: dict[str, list[tuple[int, int]]] = {"client": [], "server": []}
+    own: dict[str, int | None] = {"client": None, "server": None}
+    for u in units:
+        side = "client" if u["dir"] == "c2s" else "server"
+        other = "server" if side == "client" else "client"
+        tol_ms = max(CROSS_TOL_MS, legs[side] * CROSS_TOL_FRACTION)
+        reach = u["ts"] - (legs[side] - tol_ms) * 1e6
+        seen = [(ts, tot) for ts, tot in written[other] if ts <= reach]
+        needs = seen[-1][1] if seen else 0
+        peer_base = seen[-1][0] + legs[side] * 1e6 if seen else None
+        mine = own[side]
+        if mine is not None and (peer_base is None or mine >= peer_base):
+            after, delay = "self", (u["ts"] - mine) / 1e6
+        elif seen:
+            after, delay = "peer", (u["ts"] - seen[-1][0]) / 1e6 - legs[side]
+        else:  # the first: after this end's handshake
+            after = "self"
+            delay = (u["ts"] - base_ts) / 1e6 - (legs["server"] if side == "server" else 0.0)
+        script_units.append(
+            {
+                "side": side,
+                "after": after,
+                "delay_ms": round(max(0.0, delay), 3),
+                "len": int(u["len"]),
+                "needs": int(needs),
+                "pieces": [
+                    [int(sid), base64.b64encode(piece).decode(), bool(fin)]
+                    + ([extra] if extra else [])
+                    for sid, piece, fin, extra in u["pieces"]
+                ],
+            }
+        )
+        # what the peer can wait for: each request/response piece, once it arrived
+        written[side] += [(int(t), totals[side] + n) for t, n in u["marks"]]
+        totals[side] += int(u["len"])
+        own[side] = int(u["ts"])
+    drops = _quic_drops(trace, flow, vantage)
+    script = {
+        "quic": True,
+        "cert_extra_sans": _cert_extra_sans(trace, flow),
+        "alpn": "h3",
+        "transport": _quic_transport(trace, flow),
+        "units": script_units,
+        "source": {"flow": flow, "vantage": vantage, "rtt_ms": round(rtt_ms, 3)},
+    }
+    return Plan(
+        flow=flow,
+        vantage=vantage,
+        tls=True,
+        port=int(row["server_port"]),
+        delay_ms=rtt_ms / 2,
+        drop_c2s=drops["c2s"],
+        drop_s2c=drops["s2c"],
+        script=script,
+        warnings=warnings0,
+        quic=True,
+    )
+
+
 def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
     """The plan's script with one remedy applied (a new dict; the plan is unchanged)."""
     script: dict[str, Any] = json.loads(json.dumps(plan.script))
-    sides = script["sides"]
+    quic_only = ("quic-window", "smaller-certificate")
+    if script.get("quic") and name not in quic_only:
+        raise ReplayError(f"remedy {name}: a TCP / HTTP/2 remedy, the flow is QUIC")
+    sides = script.get("sides", {})
     for s in sides.values():
         if name == "nodelay":
             s["nodelay"] = True
@@ -926,6 +1285,15 @@ def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
             s["record_size"] = value
         elif name == "notsent-lowat":
             s["notsent_lowat"] = value
+    if name in ("quic-window", "smaller-certificate") and not script.get("quic"):
+        raise ReplayError(f"remedy {name}: the flow is not QUIC")
+    if name == "quic-window":
+        assert value is not None
+        for limits in script["transport"].values():
+            for key in ("max_data", "max_stream_data"):
+                limits[key] = max(int(limits.get(key) or 0), value)
+    if name == "smaller-certificate":
+        script["cert_extra_sans"] = 0
     if name == "h2-window":
         if script.get("alpn") != "h2":
             raise ReplayError("remedy h2-window: the flow is not HTTP/2")
@@ -1151,21 +1519,24 @@ def _run_once(plan: Plan, script: dict[str, Any], outdir: Path) -> dict[str, Any
     """One lab run of ``script``; rerun (up to :data:`ATTEMPTS` in all) while the programs
     woke more than :data:`TOLERANCE_MS` late for a timed write (a busy host, not the
     replay).  Returns how the run went: attempts and the worst wake-up lateness."""
-    from .lab.reenact import scenario
+    from .lab import reenact, reenact_quic
     from .lab.runner import run_scenario
 
     outdir.mkdir(parents=True, exist_ok=True)
     path = outdir / "script.json"
     path.write_text(json.dumps(script, indent=1) + "\n", encoding="utf-8")
+    params = plan.lab_params()
+    if plan.quic:
+        params["cert_extra_sans"] = int(script.get("cert_extra_sans") or 0)
     late: float | None = None
     attempts = 0
     while attempts < ATTEMPTS:
         attempts += 1
         doc = run_scenario(
-            scenario(tls=plan.tls),
+            reenact_quic.scenario() if plan.quic else reenact.scenario(tls=plan.tls),
             outdir,
             script=str(path.resolve()),
-            **plan.lab_params(),
+            **params,
         )
         gt = doc.get("ground_truth") or {}
         lates = [gt[r]["woke_late_ms_max"] for r in ("client", "server") if r in gt]
@@ -1235,7 +1606,7 @@ def replay(
             "stall_after": plan.stall_after,
             "stall_ms": plan.stall_ms,
         },
-        "sides": plan.script["sides"],
+        "sides": plan.script.get("sides") or plan.script.get("transport"),
         "units": len(plan.script["units"]),
         "payload": _payload_kind(plan.script["units"]),
         "warnings": plan.warnings,
@@ -1247,7 +1618,7 @@ def replay(
 
 def _payload_kind(units: list[dict[str, Any]]) -> str:
     """ "captured" (every unit's bytes from the capture), "filler", or "mixed"."""
-    have = {u["data"] is not None for u in units}
+    have = {u.get("data") is not None or "pieces" in u for u in units}
     return "captured" if have == {True} else "filler" if have == {False} else "mixed"
 
 

@@ -97,7 +97,7 @@ def test_without_keys_filler_and_a_warning() -> None:
     ("fixture", "keys", "message"),
     [
         ("h2_hol_nodrop", False, "HTTP/2 without TLS keys"),
-        ("h3_sse_nodrop", True, "only TCP flows"),
+        ("h3_sse_nodrop", False, "QUIC without keys"),
     ],
 )
 def test_refusals(fixture: str, keys: bool, message: str) -> None:
@@ -152,9 +152,10 @@ def test_cli_usage_and_refusal_exit_codes(tmp_path: Path) -> None:
     res = r.invoke(cli, ["replay", "--packets", cap, "--into", "eth0"])
     assert res.exit_code == 1 and "NETNS:IFACE" in res.output
     h3 = str(FIX / "h3_sse_nodrop" / "client.pcapng")
-    res = r.invoke(cli, ["replay", h3, "--flow", "0", "-o", str(tmp_path / "x")])
+    res = r.invoke(cli, ["replay", h3, "--flow", "7", "-o", str(tmp_path / "x")])
     assert res.exit_code == 1
-    assert res.output.strip().splitlines()[-1].startswith("pcapkit: error: flow 0 is udp")
+    assert res.output.strip().splitlines()[-1].startswith("pcapkit: error: no flow 7")
+    assert not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize(
@@ -358,3 +359,84 @@ def test_h2_window_remedy_refused_without_http2() -> None:
     for bad in ("h2-window", "h2-window=0", "h2-window=2147483648"):
         with pytest.raises(ValueError):
             parse_remedy(bad)
+
+
+# ------------------------------------------------------------------------- QUIC / HTTP/3
+
+
+def _stream_bytes_in_script(units: list, side: str) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for u in units:
+        if u["side"] == side:
+            for piece in u["pieces"]:
+                out[piece[0]] = out.get(piece[0], b"") + base64.b64decode(piece[1])
+    return out
+
+
+@pytest.mark.parametrize("vantage", ["client", "server"])
+@pytest.mark.parametrize(
+    "fixture", ["h3_sse_drop", "h3_sse_nodrop", "h3_streams_drop", "h3_flow_control"]
+)
+def test_quic_plan_path_and_every_stream_byte_once(fixture: str, vantage: str) -> None:
+    """The QUIC plan: the vantage and RTT from the handshake and ACKs (the lab path: 30 ms),
+    the lost datagram as the forwarder numbered it (scenario.json), and every stream's
+    bytes, both directions, exactly once and in stream order — at the receiver's vantage
+    too, where the retransmission that filled a hole arrived after the data behind it."""
+    with pcapkit.open(FIX / fixture / f"{vantage}.pcapng") as t:
+        plan = derive(t, 0)
+        streams = {
+            side: {
+                sid: bytes(t.quic_stream(0, sid, d)[:])
+                for sid in _stream_bytes_in_script(plan.script["units"], side)
+            }
+            for side, d in (("client", "c2s"), ("server", "s2c"))
+        }
+    truth = _truth(fixture)["params"]
+    assert plan.quic and plan.vantage == vantage
+    assert abs(plan.script["source"]["rtt_ms"] - 30.0) < 2.0
+    assert plan.drop_s2c == truth["drop_s2c"] and plan.drop_c2s == []
+    for side in ("client", "server"):
+        assert _stream_bytes_in_script(plan.script["units"], side) == streams[side]
+    assert 0 in streams["client"] and 3 in streams["server"]  # request; server control
+
+
+def test_quic_plan_timing_limits_and_certificate() -> None:
+    with pcapkit.open(FIX / "h3_sse_drop" / "client.pcapng") as t:
+        sse = derive(t, 0).script
+    events = [u for u in sse["units"] if u["side"] == "server"][1:]
+    assert len(events) == 19  # one write per event (the first went with the headers)
+    # the event whose packet was lost keeps its 50 ms slot (not the retransmission's)
+    assert all(40 < u["delay_ms"] < 60 for u in events[1:]), [u["delay_ms"] for u in events]
+    with pcapkit.open(FIX / "h3_flow_control" / "server.pcapng") as t:
+        fc = derive(t, 0).script
+    assert fc["transport"]["client"]["max_stream_data"] == 8192
+    body = [u for u in fc["units"] if u["side"] == "server"]
+    # the 32 KiB body written at once: the credit stalls are aioquic's to make again
+    assert len(body) == 1 and body[0]["len"] > 32_768
+    with pcapkit.open(FIX / "h3_amplification_limit" / "server.pcapng") as t:
+        big = derive(t, 0)
+    assert big.script["cert_extra_sans"] == 250  # truth: cert_extra_sans 250
+    assert remedied(big, "smaller-certificate", None)["cert_extra_sans"] == 0
+    with pcapkit.open(FIX / "h3_stream_timeout" / "client.pcapng") as t:
+        to = derive(t, 0).script
+    stops = [p[3] for u in to["units"] if u["side"] == "client" for p in u["pieces"] if p[3:]]
+    assert stops == [{"stop": 0x10C}] * 3  # H3_REQUEST_CANCELLED on each of 3 streams
+
+
+def test_quic_remedies() -> None:
+    with pcapkit.open(FIX / "h3_flow_control" / "server.pcapng") as t:
+        plan = derive(t, 0)
+    wide = remedied(plan, *parse_remedy("quic-window=16777216"))["transport"]
+    assert wide["client"]["max_stream_data"] == wide["client"]["max_data"] == 16_777_216
+    for name, value in (("h2-window", 1 << 20), ("nodelay", None)):
+        with pytest.raises(ReplayError, match="the flow is QUIC"):
+            remedied(plan, name, value)
+    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
+        tcp = derive(t, 0)
+    for name, value in (("quic-window", 1 << 20), ("smaller-certificate", None)):
+        with pytest.raises(ReplayError, match="not QUIC"):
+            remedied(tcp, name, value)
+    assert auto_remedies(["quic_flow_control_stall", "quic_handshake_extra_rtt"]) == [
+        "quic-window=16777216",
+        "smaller-certificate",
+    ]

@@ -73,7 +73,7 @@ PARAMS: dict[str, Any] = {
     "client_nodelay": True,  # read back into scenario.json like every scenario's sockets
     "server_nodelay": True,
     "timeout_s": 60.0,
-    "realtime_apps": True,  # both programs at SCHED_FIFO APP_PRIORITY (see _realtime)
+    "realtime_apps": True,  # both programs at SCHED_FIFO APP_PRIORITY (see realtime)
 }
 
 
@@ -342,7 +342,7 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
     return log
 
 
-def _realtime(p: dict[str, Any]) -> bool:
+def realtime(p: dict[str, Any]) -> bool:
     """SCHED_FIFO just below the forwarder's: a replay is about *when* each write happens,
     and on a busy host a normal task can wake 10–30 ms late (measured: one replayed SSE
     event 28 ms late beside other lab runs).  The programs sleep between writes and never
@@ -356,7 +356,7 @@ def _realtime(p: dict[str, Any]) -> bool:
     return True
 
 
-def _load(p: dict[str, Any]) -> dict[str, Any]:
+def load_script(p: dict[str, Any]) -> dict[str, Any]:
     with open(p["script"], encoding="utf-8") as f:
         return json.load(f)  # type: ignore[no-any-return]
 
@@ -394,8 +394,8 @@ def _sockopts(s: socket.socket, side: dict[str, Any]) -> dict[str, Any]:
 
 
 def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
-    script = _load(p)
-    rt = _realtime(p)
+    script = load_script(p)
+    rt = realtime(p)
     side = script["sides"]["server"]
     ctx = _contexts(p, script, "server")
     ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=bool(side["nodelay"]))
@@ -415,8 +415,8 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
 
 
 def client(p: dict[str, Any]) -> dict[str, Any]:
-    script = _load(p)
-    rt = _realtime(p)
+    script = load_script(p)
+    rt = realtime(p)
     side = script["sides"]["client"]
     ctx = _contexts(p, script, "client")
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -147,3 +147,30 @@ def test_h2_window_remedy_removes_the_flow_control_stall(tmp_path: Path) -> None
     with pcapkit.open(tmp_path / "remedy-h2-window=16777216" / "server.pcapng") as t:
         req = t.requests
         assert len(req) == 1 and int(req["response_body_bytes"].iloc[0]) == 160 * 1024
+
+
+def test_http3_replayed_over_aioquic_and_quic_window_removes_the_stall(tmp_path: Path) -> None:
+    """h3_flow_control (the client grants 8 KiB per stream): the QUIC replay — aioquic at
+    both ends, the capture's decrypted stream bytes, the client's transport parameters —
+    stalls on credit as the original did; ``--remedy auto`` (quic-window=16 MiB) does not."""
+    s = _replay(tmp_path, "h3_flow_control", "auto")
+    runs = s["runs"]
+    assert set(runs) == {"original", "faithful", "remedy-quic-window=16777216"}
+    assert s["sides"]["client"]["max_stream_data"] == 8192
+    assert "quic_flow_control_stall" in runs["faithful"]["kinds"]
+    rem = runs["remedy-quic-window=16777216"]
+    assert rem["kinds"] == {} and rem["remedy"]["addressed_gone"] is True
+    for run in ("faithful", "remedy-quic-window=16777216"):
+        with pcapkit.open(tmp_path / run / "client.pcapng") as t:
+            assert t.embedded_keys
+            req = t.requests
+            assert len(req) == 1 and req["protocol"].iloc[0] == "h3"
+            assert int(req["response_body_bytes"].iloc[0]) == 32_768
+
+
+def test_http3_sse_drop_replayed_with_its_loss(tmp_path: Path) -> None:
+    s = _replay(tmp_path, "h3_sse_drop")
+    assert s["path"]["drop_s2c"] == [14]  # the forwarder's datagram index (scenario.json)
+    assert list(s["runs"]["faithful"]["kinds"]) == ["h3_single_stream_hol"]
+    with pcapkit.open(tmp_path / "faithful" / "server.pcapng") as t:
+        assert int(t.requests["events"].iloc[0]) == 20
