@@ -1411,7 +1411,7 @@ def capture(
     metavar="NAME[=VALUE]",
     help="Socket-level: also replay with this remedy (repeatable): nodelay, uncork, "
     "coalesce-writes, record-size=N, notsent-lowat=N, h2-window=N, quic-window=N, "
-    "smaller-certificate, or auto (the remedies the findings propose).",
+    "smaller-certificate, http3, or auto (the remedies the findings propose).",
 )
 @click.option("--keylog", type=click.Path(exists=True, dir_okay=False), help="NSS key log.")
 @click.option(

@@ -159,6 +159,9 @@ REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     "h2-window": (("h2_flow_control_stall",), True),
     "quic-window": (("quic_flow_control_stall",), True),
     "smaller-certificate": (("quic_handshake_extra_rtt",), False),
+    # the same requests and responses over HTTP/3 (an HTTP/2 flow): one lost packet stalls
+    # only its stream (not every stream behind it in one TCP byte stream)
+    "http3": (("tcp_hol_blocking",), False),
 }
 # --remedy auto: the first remedy listed for each kind the original shows
 AUTO: dict[str, str] = {
@@ -531,6 +534,47 @@ def _read_pauses(
     return pauses, rcvbuf
 
 
+def _read_pace(findings: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """A slow reader from ``receiver_limited`` (the window's right edge advanced by about
+    one read every so often): the reader's end reads that many bytes at that cadence
+    (``{"bytes", "every_ms"}``, the finding's ``edge_step_bytes`` / ``edge_cadence_ms``)."""
+    out: dict[str, dict[str, float]] = {}
+    if findings.empty:
+        return out
+    for fr in findings[findings["kind"] == "receiver_limited"].itertuples():
+        d = fr.details if isinstance(fr.details, dict) else {}
+        step, every = d.get("edge_step_bytes"), d.get("edge_cadence_ms")
+        if fr.dir not in ("c2s", "s2c") or not step or not every:
+            continue
+        reader = "client" if fr.dir == "s2c" else "server"
+        out[reader] = {"bytes": int(step), "every_ms": round(float(every), 3)}
+    return out
+
+
+def _client_close(
+    trace: Trace, flow: int, script_units: list[dict[str, Any]], units: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A client that gave up: its request's response incomplete and its FIN (or RST) ahead
+    of the server's.  The replay's client closes its socket as long after its own last
+    write as the capture shows (``{"delay_ms"}``), whatever the server still sends."""
+    q = trace.requests
+    q = q[q["flow"] == flow] if not q.empty else q
+    if q.empty or bool(q["complete"].fillna(True).all()):
+        return None
+    p = trace.packets
+    p = p[(p["flow"] == flow) & (p["proto"] == "tcp")]
+    flags = p["tcp_flags"].astype("int64")
+    end = p[(flags & 0x05) > 0]  # FIN or RST
+    cli = end[end["dir"] == "c2s"]["ts_ns"]
+    srv = end[end["dir"] == "s2c"]["ts_ns"]
+    if cli.empty or (not srv.empty and int(srv.min()) < int(cli.min())):
+        return None
+    mine = [u["ts"] for u in units if u["dir"] == "c2s"]
+    if not mine:
+        return None
+    return {"delay_ms": round((int(cli.min()) - int(mine[-1])) / 1e6, 3)}
+
+
 def _held_start(t: int, holds: list[tuple[int, int]]) -> int | None:
     for start, end in holds:
         if start < t <= end + RELEASE_SLACK_NS:
@@ -855,7 +899,7 @@ def derive(trace: Trace, flow: int) -> Plan:
         totals[side] += int(u["len"])
         written[side].append((int(u.get("ts_last", u["ts"])), totals[side]))
         prev_side, prev_ts = side, u["ts"]
-    sides = {}
+    sides: dict[str, dict[str, Any]] = {}
     for side, d in (("client", "c2s"), ("server", "s2c")):
         k = kinds_by_dir[d]
         sides[side] = {
@@ -894,6 +938,9 @@ def derive(trace: Trace, flow: int) -> Plan:
     pauses, rcvbuf = _read_pauses(trace.packets, f, flow, rtt_ms)
     for side, size in rcvbuf.items():
         sides[side]["rcvbuf"] = size
+    for side, pace in _read_pace(f).items():
+        sides[side]["read_pace"] = pace
+    close = _client_close(trace, flow, script_units, units)
     script = {
         "pauses": pauses,
         "tickets_delay_ms": _tickets_delay_ms(trace, flow, base_ts, legs) if tls else 0.0,
@@ -904,6 +951,8 @@ def derive(trace: Trace, flow: int) -> Plan:
         "units": script_units,
         "source": {"flow": flow, "vantage": vantage, "rtt_ms": rtt_ms},
     }
+    if close is not None:
+        script["client_close"] = close
     return Plan(
         flow=flow,
         vantage=vantage,
@@ -983,7 +1032,8 @@ def _quic_drops(trace: Trace, flow: int, vantage: str) -> dict[str, list[int]]:
     """Lost datagrams as the forwarder's 1-based datagram index of their direction.
 
     At the sender: a packet whose STREAM data was sent again (a frame marked as a
-    retransmission covering the same stream offset).  At the receiver: a packet number
+    retransmission covering the same stream offset) and that the peer never acknowledged
+    (a probe's copy of data that had arrived is no loss).  At the receiver: a packet number
     that never arrived (aioquic numbers every space from one counter; a gap is a loss),
     placed after the datagrams that came before it."""
     pk = trace.quic_packets
@@ -1004,6 +1054,13 @@ def _quic_drops(trace: Trace, flow: int, vantage: str) -> dict[str, list[int]]:
                 if bool(r.retransmission) and key in first:
                     lost.add(first[key])
                 first.setdefault(key, int(r.packet_number))
+            acks = trace.quic_frames
+            acks = acks[(acks["flow"] == flow) & (acks["dir"] != d) & (acks["type"] == "ACK")]
+            acked: set[int] = set()
+            for ranges in acks["ack_ranges"]:
+                for lo, hi in ranges or ():
+                    acked.update(range(int(lo), int(hi) + 1))
+            lost -= acked  # acknowledged after all: the copy was spurious (a probe)
             gram_of = dict(
                 zip(p["packet_number"].astype("int64"), p["datagram"].astype("int64"), strict=False)
             )
@@ -1083,12 +1140,17 @@ def _quic_units(trace: Trace, flow: int, vantage: str, rtt_ms: float) -> list[di
     pieces.sort(key=lambda x: x[0])
     units: list[dict[str, Any]] = []
     last: dict[str, dict[str, Any]] = {}
+    answered: set[tuple[str, int]] = set()
     peer_data_since: dict[str, bool] = {"c2s": False, "s2c": False}
     for t_eff, t, d, sid, piece, fin, extra in pieces:
         other = "s2c" if d == "c2s" else "c2s"
         prev = last.get(d)
         merge = False
-        if prev is not None and not peer_data_since[d] and t_eff == t:
+        # the first bytes an end writes on a request stream the peer opened answer that
+        # request: a write of their own, never part of an earlier burst
+        answer = not sid & 0x2 and (sid & 0x1) == (d == "c2s") and (d, sid) not in answered
+        answered.add((d, sid))
+        if prev is not None and not peer_data_since[d] and t_eff == t and not answer:
             if t - prev["t_eff_last"] <= QUIC_BURST_MS * 1e6:
                 merge = True
             else:
@@ -1294,6 +1356,13 @@ def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
                 limits[key] = max(int(limits.get(key) or 0), value)
     if name == "smaller-certificate":
         script["cert_extra_sans"] = 0
+    if name == "http3":
+        if script.get("alpn") != "h2":
+            raise ReplayError(
+                "remedy http3: only an HTTP/2 flow is carried over to HTTP/3 (its frames "
+                "say what each write was; HTTP/1.1 and plain TCP: not built)"
+            )
+        return _h2_to_h3(script)
     if name == "h2-window":
         if script.get("alpn") != "h2":
             raise ReplayError("remedy h2-window: the flow is not HTTP/2")
@@ -1319,6 +1388,90 @@ def _h2_frames(stream: bytes, start: int) -> list[tuple[int, int, int, int, byte
 
 def _h2_frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
     return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
+
+
+def _h2_to_h3(script: dict[str, Any]) -> dict[str, Any]:
+    """``--remedy http3``: an HTTP/2 script's requests and responses as HTTP/3 actions.
+
+    Each unit keeps its side and timing; its frames become actions for aioquic's HTTP/3
+    layer (:mod:`pcapkit.lab.reenact_quic`): HEADERS (+ CONTINUATION, HPACK-decoded in
+    order per direction) → ``["headers", stream, [[name, value] …], end]``, DATA (padding
+    removed) → ``["data", stream, bytes, end]``, RST_STREAM → ``["reset", stream, code]``;
+    connection frames (SETTINGS, WINDOW_UPDATE, PING, PRIORITY, GOAWAY) have no part (HTTP/3
+    has its own, aioquic's).  A frame belongs to the unit that holds its last byte.  HTTP/2
+    stream n (client-initiated, odd) is QUIC stream 4 × (n − 1) / 2.  What an end waits for
+    (``needs``) is counted as the receiver counts it: a header block or a reset as 1, DATA
+    as its bytes — up to the same peer units as before.  QUIC limits: aioquic's defaults."""
+    from hpack import Decoder
+
+    from .lab.reenact import unit_bytes
+
+    units = script["units"]
+    actions: list[list[list[Any]]] = [[] for _ in units]
+    for side in ("client", "server"):
+        idx = [i for i, u in enumerate(units) if u["side"] == side]
+        data = [unit_bytes(units[i]) for i in idx]
+        ends = list(np.cumsum([len(d) for d in data]))
+        stream = b"".join(data)
+        decoder = Decoder()
+        block: bytearray | None = None
+        block_sid, block_end = 0, False
+        start = len(H2_PREFACE) if stream.startswith(H2_PREFACE) else 0
+        for off, kind, flags, sid, payload in _h2_frames(stream, start):
+            k = int(np.searchsorted(ends, off + 9 + len(payload) - 1, side="right"))
+            act = actions[idx[k]]
+            qsid = 4 * ((sid - 1) // 2)
+            if kind in (0x0, 0x1) and flags & 0x8:  # PADDED: pad length first, padding last
+                pad = payload[0]
+                payload = payload[1 : len(payload) - pad]
+            if kind == 0x0 and sid % 2:
+                act.append(["data", qsid, base64.b64encode(payload).decode(), bool(flags & 0x1)])
+            elif kind == 0x1 and sid % 2:
+                if flags & 0x20:  # PRIORITY: 5 bytes before the block
+                    payload = payload[5:]
+                block, block_sid, block_end = bytearray(payload), sid, bool(flags & 0x1)
+            elif kind == 0x9 and block is not None:
+                block += payload
+            elif kind == 0x3 and sid % 2:
+                act.append(["reset", qsid, int.from_bytes(payload[:4], "big")])
+            if block is not None and kind in (0x1, 0x9) and flags & 0x4:  # END_HEADERS
+                headers = [
+                    [base64.b64encode(n).decode(), base64.b64encode(v).decode()]
+                    for n, v in decoder.decode(bytes(block), raw=True)
+                ]
+                act.append(["headers", 4 * ((block_sid - 1) // 2), headers, block_end])
+                block = None
+    new_len = [
+        sum(len(base64.b64decode(a[2])) if a[0] == "data" else 1 for a in acts) for acts in actions
+    ]
+    out = []
+    old_totals = {"client": [0], "server": [0]}
+    new_totals = {"client": [0], "server": [0]}
+    for u, n in zip(units, new_len, strict=True):
+        old_totals[u["side"]].append(old_totals[u["side"]][-1] + int(u["len"]))
+        new_totals[u["side"]].append(new_totals[u["side"]][-1] + n)
+    for u, acts, n in zip(units, actions, new_len, strict=True):
+        other = "server" if u["side"] == "client" else "client"
+        k = int(np.searchsorted(old_totals[other], int(u.get("needs", 0)), side="right")) - 1
+        out.append(
+            {
+                "side": u["side"],
+                "after": u["after"],
+                "delay_ms": u["delay_ms"],
+                "len": n,
+                "needs": new_totals[other][max(0, k)],
+                "actions": acts,
+            }
+        )
+    return {
+        "quic": True,
+        "h3": True,
+        "alpn": "h3",
+        "cert_extra_sans": 0,
+        "transport": {"client": {}, "server": {}},
+        "units": out,
+        "source": {**script.get("source", {}), "remedy": "http3", "from_alpn": "h2"},
+    }
 
 
 def _h2_window(script: dict[str, Any], window: int) -> None:
@@ -1526,14 +1679,14 @@ def _run_once(plan: Plan, script: dict[str, Any], outdir: Path) -> dict[str, Any
     path = outdir / "script.json"
     path.write_text(json.dumps(script, indent=1) + "\n", encoding="utf-8")
     params = plan.lab_params()
-    if plan.quic:
+    if script.get("quic"):
         params["cert_extra_sans"] = int(script.get("cert_extra_sans") or 0)
     late: float | None = None
     attempts = 0
     while attempts < ATTEMPTS:
         attempts += 1
         doc = run_scenario(
-            reenact_quic.scenario() if plan.quic else reenact.scenario(tls=plan.tls),
+            reenact_quic.scenario() if script.get("quic") else reenact.scenario(tls=plan.tls),
             outdir,
             script=str(path.resolve()),
             **params,

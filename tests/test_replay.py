@@ -403,14 +403,14 @@ def test_quic_plan_path_and_every_stream_byte_once(fixture: str, vantage: str) -
 def test_quic_plan_timing_limits_and_certificate() -> None:
     with pcapkit.open(FIX / "h3_sse_drop" / "client.pcapng") as t:
         sse = derive(t, 0).script
-    events = [u for u in sse["units"] if u["side"] == "server"][1:]
-    assert len(events) == 19  # one write per event (the first went with the headers)
+    events = [u for u in sse["units"] if u["side"] == "server" and u["pieces"][0][0] == 0]
+    assert len(events) == 20  # one write per event (the first went with the headers)
     # the event whose packet was lost keeps its 50 ms slot (not the retransmission's)
     assert all(40 < u["delay_ms"] < 60 for u in events[1:]), [u["delay_ms"] for u in events]
     with pcapkit.open(FIX / "h3_flow_control" / "server.pcapng") as t:
         fc = derive(t, 0).script
     assert fc["transport"]["client"]["max_stream_data"] == 8192
-    body = [u for u in fc["units"] if u["side"] == "server"]
+    body = [u for u in fc["units"] if u["side"] == "server" and u["pieces"][0][0] == 0]
     # the 32 KiB body written at once: the credit stalls are aioquic's to make again
     assert len(body) == 1 and body[0]["len"] > 32_768
     with pcapkit.open(FIX / "h3_amplification_limit" / "server.pcapng") as t:
@@ -440,3 +440,57 @@ def test_quic_remedies() -> None:
         "quic-window=16777216",
         "smaller-certificate",
     ]
+
+
+def test_http3_remedy_carries_the_h2_requests_and_responses_over() -> None:
+    """``--remedy http3`` on h2_hol_drop: the 8 requests (HPACK-decoded in order: the later
+    ones use the dynamic table) and their responses become HTTP/3 actions on QUIC streams
+    0, 4, … 28; every response's DATA adds up to the body the analysis of the original
+    counted; the responses wait for the 8 requests (counted 1 each)."""
+    with pcapkit.open(FIX / "h2_hol_drop" / "server.pcapng") as t:
+        plan = derive(t, 0)
+        bodies = {
+            4 * ((int(r.stream) - 1) // 2): int(r.response_body_bytes)
+            for r in t.requests.itertuples()
+        }
+    h3 = remedied(plan, "http3", None)
+    assert h3["quic"] and h3["h3"] and h3["alpn"] == "h3"
+    acts = [(u["side"], a) for u in h3["units"] for a in u["actions"]]
+    requests = [a for side, a in acts if side == "client" and a[0] == "headers"]
+    assert [a[1] for a in requests] == list(range(0, 32, 4)) and all(a[3] for a in requests)
+    paths = [
+        dict((base64.b64decode(n), base64.b64decode(v)) for n, v in a[2])[b":path"]
+        for a in requests
+    ]
+    assert paths == [f"/blob/{i}".encode() for i in range(8)]
+    got: dict[int, int] = {}
+    for side, a in acts:
+        if side == "server" and a[0] == "data":
+            got[a[1]] = got.get(a[1], 0) + len(base64.b64decode(a[2]))
+    assert got == bodies and len(bodies) == 8
+    first = next(u for u in h3["units"] if u["side"] == "server" and u["actions"])
+    assert first["needs"] == 8  # the 8 request header blocks
+    assert len(h3["units"]) == len(plan.script["units"])  # timing chain kept
+    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
+        h1 = derive(t, 0)
+    with pytest.raises(ReplayError, match="only an HTTP/2 flow"):
+        remedied(h1, "http3", None)
+
+
+def test_slow_reader_and_client_that_gave_up() -> None:
+    """receiver_limited: the client read 4 KiB every 10 ms (scenario.json) — the replay's
+    client reads the window's step at the window's cadence; stream_timeout: the client
+    closed 1 s after its request, mid-response — the replay's client closes then."""
+    with pcapkit.open(FIX / "receiver_limited" / "server.pcapng") as t:
+        slow = derive(t, 0).script["sides"]["client"]["read_pace"]
+    truth = _truth("receiver_limited")["params"]
+    assert 4096 <= slow["bytes"] <= 4096 + 128  # one read (+ its TLS framing)
+    assert abs(slow["every_ms"] - truth["read_sleep_ms"]) < 1.0
+    with pcapkit.open(FIX / "receiver_limited_control" / "server.pcapng") as t:
+        assert "read_pace" not in derive(t, 0).script["sides"]["client"]
+    for vantage in ("client", "server"):
+        with pcapkit.open(FIX / "stream_timeout" / f"{vantage}.pcapng") as t:
+            close = derive(t, 0).script["client_close"]
+        assert abs(close["delay_ms"] - 1000) < 5  # the client's 1 s deadline
+    with pcapkit.open(FIX / "stream_complete" / "server.pcapng") as t:
+        assert "client_close" not in derive(t, 0).script

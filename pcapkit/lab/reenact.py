@@ -105,6 +105,7 @@ class _End:
         self.read_done_ns = 0  # when the last read that advanced ``received`` returned
         self.sends: list[dict[str, int]] = []
         self.pauses: list[tuple[int, float]] = []
+        self.pace: tuple[int, float] | None = None  # (bytes per read, ms between reads)
         self.obj: ssl.SSLObject | None = None
         # a server's NewSessionTickets held back until their time (see hold_tickets)
         self._tickets = b""
@@ -155,7 +156,9 @@ class _End:
                     self.sock.sendall(data[off : off + n])
 
     def _feed(self) -> bool:
-        data = self.sock.recv(RECV_CHUNK)
+        if self.pace is not None:  # a slow reader: one small read, then a pause
+            time.sleep(self.pace[1] / 1000)
+        data = self.sock.recv(RECV_CHUNK if self.pace is None else self.pace[0])
         if not data:
             return False
         if self.obj is None:
@@ -213,6 +216,20 @@ class _End:
                 raise ConnectionError(f"peer closed after {self.received} of {total} bytes")
             if self.obj is not None:
                 self._drain_tls()
+
+    def read_for(self, seconds: float) -> None:
+        """Read whatever comes for ``seconds`` (a client's deadline), then stop."""
+        deadline = time.monotonic() + seconds
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(left)
+                if not self._feed():
+                    break
+                if self.obj is not None and not self._drain_tls():
+                    break
+        except (TimeoutError, OSError):
+            pass
+        self.sock.settimeout(IO_TIMEOUT_S)
 
     # -- writes -------------------------------------------------------------------
     def write(self, data: bytes, *, split_records: bool, record_size: int | None) -> None:
@@ -285,6 +302,8 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
         for x in script.get("pauses", ())
         if x["side"] == role
     )
+    if side.get("read_pace"):
+        end.pace = (int(side["read_pace"]["bytes"]), float(side["read_pace"]["every_ms"]))
     peer_total = 0
     last_write_ns = now_ns()  # the handshake's end: the base of a first "self" unit
     log: list[dict[str, Any]] = []
@@ -338,6 +357,10 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
         end.write(data, split_records=split, record_size=record_size)
     if pending:
         end.write(pending, split_records=split, record_size=record_size)
+    close = script.get("client_close") if role == "client" else None
+    if close is not None:  # the client gives up: reads until then, whatever is left
+        end.read_for((last_write_ns + round(float(close["delay_ms"]) * 1e6) - now_ns()) / 1e9)
+        return log
     end.read_until(sum(int(u["len"]) for u in units if u["side"] != role))
     return log
 
@@ -408,7 +431,12 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     end.handshake(hold=True)
     end.hold_tickets(float(script.get("tickets_delay_ms") or 0.0))
     opts = {**tcp_options(raw), **_sockopts(raw, side)}
-    log = play("server", script, end)
+    try:
+        log = play("server", script, end)
+    except OSError:  # ConnectionError included
+        if script.get("client_close") is None:
+            raise
+        log = []  # the client gave up and went: the server's writes after it failed
     end.close(first=False)
     ls.close()
     return {"socket": opts, "units": log, "sends": end.sends, "realtime": rt}
@@ -430,6 +458,7 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     end.handshake()
     opts = {**tcp_options(raw), **_sockopts(raw, side)}
     log = play("client", script, end)
+    gave_up = script.get("client_close") is not None
     info: dict[str, Any] = {}
     if end.obj is not None:
         c = end.obj.cipher()
@@ -438,7 +467,10 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
             "cipher": c[0] if c else None,
             "alpn": end.obj.selected_alpn_protocol(),
         }
-    end.close(first=True)
+    if gave_up:  # no close_notify, no reading to the end: the socket just goes
+        end.sock.close()
+    else:
+        end.close(first=True)
     return {"socket": opts, "units": log, "sends": end.sends, "tls": info, "realtime": rt}
 
 

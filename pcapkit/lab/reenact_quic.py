@@ -30,6 +30,8 @@ from .certs import DEFAULT_HOSTNAME
 from .reenact import load_script, realtime
 from .scenarios import RunData, Scenario
 
+H3_REQUEST_CANCELLED = 0x10C  # RFC 9114 §8.1
+
 PARAMS: dict[str, Any] = {
     "script": "",
     "tls": True,
@@ -82,10 +84,16 @@ def _protocol(script: dict[str, Any], role: str) -> Any:
                 int(x[0])
                 for u in script["units"]
                 if u["side"] == role
-                for x in u["pieces"]
+                for x in u.get("pieces", ())
                 if int(x[0]) & 0x2 and (int(x[0]) & 0x1) == (role == "server")
             ):
                 self._quic.send_stream_data(sid, b"")  # opens it, sends nothing
+            # HTTP/3 mode (--remedy http3): aioquic's HTTP/3 layer writes the actions
+            self.h3 = None
+            if script.get("h3"):
+                from aioquic.h3.connection import H3Connection
+
+                self.h3 = H3Connection(self._quic)
             self.received = 0
             self.arrivals: list[tuple[int, int]] = []  # (bytes received in all, when)
             self.handshake_ns = 0
@@ -101,6 +109,8 @@ def _protocol(script: dict[str, Any], role: str) -> Any:
                 self.connected.set()
                 if role == "server":
                     self.task = asyncio.ensure_future(self.play())
+            elif isinstance(event, StreamDataReceived) and self.h3 is not None:
+                self._count_h3(event)
             elif isinstance(event, StreamDataReceived):
                 if event.data:
                     self.received += len(event.data)
@@ -113,6 +123,22 @@ def _protocol(script: dict[str, Any], role: str) -> Any:
                 self.changed.set()
             elif isinstance(event, ConnectionTerminated):
                 self.closed.set()
+                self.changed.set()
+
+        def _count_h3(self, event: Any) -> None:
+            """HTTP/3 mode: a header block counts 1, DATA its bytes (as the script)."""
+            from aioquic.h3.events import DataReceived, HeadersReceived
+
+            assert self.h3 is not None
+            n = 0
+            for ev in self.h3.handle_event(event):
+                if isinstance(ev, HeadersReceived):
+                    n += 1
+                elif isinstance(ev, DataReceived):
+                    n += len(ev.data)
+            if n:
+                self.received += n
+                self.arrivals.append((self.received, now_ns()))
                 self.changed.set()
 
         async def until(self, need: int, timeout_s: float | None = None) -> bool:
@@ -147,8 +173,10 @@ def _protocol(script: dict[str, Any], role: str) -> Any:
                 if wait > 0:
                     await asyncio.sleep(wait)
                     woke_late = (now_ns() - due) / 1e6
-                for piece in u["pieces"]:
+                for piece in u.get("pieces", ()):
                     _write(self._quic, piece)
+                for action in u.get("actions", ()):
+                    _act(self.h3, self._quic, action)
                 self.transmit()
                 last = due
                 self.log.append(
@@ -180,6 +208,27 @@ def _write(quic: Any, piece: list[Any]) -> None:
             quic.send_stream_data(sid, base64.b64decode(piece[1]), bool(piece[2]))
     except (ValueError, AssertionError, KeyError):
         pass  # the stream is gone already (aioquic resets a stream on STOP_SENDING itself)
+
+
+def _act(h3: Any, quic: Any, action: list[Any]) -> None:
+    """HTTP/3 mode: ``["headers", stream, [[name, value] …] (base64), end]``,
+    ``["data", stream, base64 bytes, end]`` or ``["reset", stream, code]``."""
+    kind, sid = action[0], int(action[1])
+    steps: list[Callable[[], None]] = []
+    if kind == "headers":
+        headers = [(base64.b64decode(n), base64.b64decode(v)) for n, v in action[2]]
+        steps.append(lambda: h3.send_headers(sid, headers, end_stream=bool(action[3])))
+    elif kind == "data":
+        body = base64.b64decode(action[2])
+        steps.append(lambda: h3.send_data(sid, body, end_stream=bool(action[3])))
+    elif kind == "reset":  # HTTP/2's RST_STREAM ends both directions: both frames
+        steps.append(lambda: quic.reset_stream(sid, H3_REQUEST_CANCELLED))
+        steps.append(lambda: quic.stop_stream(sid, H3_REQUEST_CANCELLED))
+    for step in steps:
+        try:
+            step()
+        except (ValueError, AssertionError, KeyError):
+            pass  # the stream is gone already (or that half of it is)
 
 
 def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:

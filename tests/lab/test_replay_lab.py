@@ -174,3 +174,35 @@ def test_http3_sse_drop_replayed_with_its_loss(tmp_path: Path) -> None:
     assert list(s["runs"]["faithful"]["kinds"]) == ["h3_single_stream_hol"]
     with pcapkit.open(tmp_path / "faithful" / "server.pcapng") as t:
         assert int(t.requests["events"].iloc[0]) == 20
+
+
+def test_http3_remedy_moves_an_h2_exchange_onto_quic(tmp_path: Path) -> None:
+    """h2_hol_drop with ``--remedy http3``: the same 8 requests and responses over aioquic;
+    the lost packet no longer blocks every stream behind it (tcp_hol_blocking gone)."""
+    s = _replay(tmp_path, "h2_hol_drop", "http3")
+    runs = s["runs"]
+    assert "tcp_hol_blocking" in runs["faithful"]["kinds"]
+    assert "tcp_hol_blocking" not in runs["remedy-http3"]["kinds"]
+    with (
+        pcapkit.open(tmp_path / "faithful" / "client.pcapng") as h2,
+        pcapkit.open(tmp_path / "remedy-http3" / "client.pcapng") as h3,
+    ):
+        assert set(h3.requests["protocol"]) == {"h3"} and len(h3.requests) == 8
+        assert sorted(h3.requests["response_body_bytes"]) == sorted(
+            h2.requests["response_body_bytes"]
+        )
+        assert sorted(h3.requests["path"]) == sorted(h2.requests["path"])
+
+
+def test_slow_reader_and_early_close_replayed(tmp_path: Path) -> None:
+    """receiver_limited: the replay's client reads as slowly as the original's (the
+    finding comes back); stream_timeout: the replay's client closes mid-response (its FIN
+    before the server's, the response incomplete)."""
+    s = _replay(tmp_path / "rl", "receiver_limited")
+    assert "receiver_limited" in s["runs"]["faithful"]["kinds"]
+    _replay(tmp_path / "st", "stream_timeout")
+    with pcapkit.open(tmp_path / "st" / "faithful" / "server.pcapng") as t:
+        assert not bool(t.requests["complete"].iloc[0])
+        p = t.packets
+        fin = p[(p["tcp_flags"].astype("int64") & 0x01) > 0]
+        assert fin["dir"].iloc[0] == "c2s"  # the client closed first
