@@ -554,8 +554,8 @@ def _read_pace(findings: pd.DataFrame) -> dict[str, dict[str, float]]:
 def _client_close(
     trace: Trace, flow: int, script_units: list[dict[str, Any]], units: list[dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """A client that gave up: its request's response incomplete and its FIN (or RST) ahead
-    of the server's.  The replay's client closes its socket as long after its own last
+    """A client that gave up: its request's response incomplete, its FIN (or RST) ahead of
+    the server's, and a RST of its own (the server's data still came).  The replay's client closes its socket as long after its own last
     write as the capture shows (``{"delay_ms"}``), whatever the server still sends."""
     q = trace.requests
     q = q[q["flow"] == flow] if not q.empty else q
@@ -568,6 +568,10 @@ def _client_close(
     cli = end[end["dir"] == "c2s"]["ts_ns"]
     srv = end[end["dir"] == "s2c"]["ts_ns"]
     if cli.empty or (not srv.empty and int(srv.min()) < int(cli.min())):
+        return None
+    # ... and reset by the client: data still came after it closed (a client that read
+    # to the end and closed first, as the lab's do, sends no RST)
+    if not ((flags & 0x04) > 0)[p["dir"] == "c2s"].any():
         return None
     mine = [u["ts"] for u in units if u["dir"] == "c2s"]
     if not mine:
