@@ -49,6 +49,10 @@ tls_records_coalesced: back-to-back writes handed over as one), ``record-size=N`
 waits only for the credit N lacks); ``quic-window=N`` (quic_flow_control_stall) and
 ``smaller-certificate`` (quic_handshake_extra_rtt) for QUIC flows.
 
+Several TCP connections (:func:`derive_many`, ``--flow`` repeated): each flow's plan, each
+connection started as in the capture, TLS resumption offered / accepted as captured;
+remedies ``keep-alive`` (one connection for all) and ``session-tickets``.
+
 QUIC (:func:`derive_quic`): a UDP flow that is a QUIC connection replays with aioquic at
 both ends (:mod:`pcapkit.lab.reenact_quic`): the path (RTT from ACK samples, lost
 datagrams), each end's writes of decrypted STREAM bytes over every stream (and its
@@ -67,6 +71,7 @@ tcpreplay; the sender runs inside the namespace (:mod:`pcapkit.lab.pktsend`).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 import os
@@ -162,6 +167,10 @@ REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     # the same requests and responses over HTTP/3 (an HTTP/2 flow): one lost packet stalls
     # only its stream (not every stream behind it in one TCP byte stream)
     "http3": (("tcp_hol_blocking",), False),
+    # several connections (--flow N --flow M …): one connection for all (HTTP/1.1 or
+    # plain TCP), or each later one resuming the TLS session of the one before
+    "keep-alive": (("connection_not_reused", "tls_resumption_missing"), False),
+    "session-tickets": (("tls_resumption_missing",), False),
 }
 # --remedy auto: the first remedy listed for each kind the original shows
 AUTO: dict[str, str] = {
@@ -174,6 +183,8 @@ AUTO: dict[str, str] = {
     "h2_flow_control_stall": f"h2-window={H2_AUTO_WINDOW}",
     "quic_flow_control_stall": f"quic-window={H2_AUTO_WINDOW}",
     "quic_handshake_extra_rtt": "smaller-certificate",
+    "connection_not_reused": "keep-alive",
+    "tls_resumption_missing": "session-tickets",
 }
 
 
@@ -953,7 +964,18 @@ def derive(trace: Trace, flow: int) -> Plan:
         "alpn": alpn,
         "sides": sides,
         "units": script_units,
-        "source": {"flow": flow, "vantage": vantage, "rtt_ms": rtt_ms},
+        "source": {
+            "flow": flow,
+            "vantage": vantage,
+            "rtt_ms": rtt_ms,
+            # the client's last write (at the capture point): keep-alive times from it
+            "client_last_write_ns": max(
+                (u["ts"] for u in units if u["dir"] == "c2s"), default=None
+            ),
+            "server_last_write_ns": max(
+                (u["ts"] for u in units if u["dir"] == "s2c"), default=None
+            ),
+        },
     }
     if close is not None:
         script["client_close"] = close
@@ -1334,6 +1356,14 @@ def derive_quic(trace: Trace, flow: int, row: Any) -> Plan:
 def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
     """The plan's script with one remedy applied (a new dict; the plan is unchanged)."""
     script: dict[str, Any] = json.loads(json.dumps(plan.script))
+    if name in ("keep-alive", "session-tickets"):
+        if "connections" not in script:
+            raise ReplayError(f"remedy {name}: needs several connections (--flow N --flow M …)")
+        return _keep_alive(script) if name == "keep-alive" else _session_tickets(script)
+    if "connections" in script:  # the rest: per connection
+        for c in script["connections"]:
+            c["script"] = remedied(dataclasses.replace(plan, script=c["script"]), name, value)
+        return script
     quic_only = ("quic-window", "smaller-certificate")
     if script.get("quic") and name not in quic_only:
         raise ReplayError(f"remedy {name}: a TCP / HTTP/2 remedy, the flow is QUIC")
@@ -1392,6 +1422,149 @@ def _h2_frames(stream: bytes, start: int) -> list[tuple[int, int, int, int, byte
 
 def _h2_frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
     return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
+
+
+def _all_units(script: dict[str, Any]) -> list[dict[str, Any]]:
+    if "connections" in script:
+        return [u for c in script["connections"] for u in c["script"]["units"]]
+    return list(script["units"])
+
+
+def _session_tickets(script: dict[str, Any]) -> dict[str, Any]:
+    """``--remedy session-tickets``: every later connection resumes the TLS session of the
+    one before (its ticket offered, the server accepting it)."""
+    if not script["connections"][0]["script"].get("tls"):
+        raise ReplayError("remedy session-tickets: the connections are not TLS")
+    for c in script["connections"][1:]:
+        c["resume"] = True
+        c["server_resumes"] = True
+    return script
+
+
+def _keep_alive(script: dict[str, Any]) -> dict[str, Any]:
+    """``--remedy keep-alive``: the connections' exchanges one after another on the first
+    connection (HTTP/1.1 or plain TCP: the requests are sequential on one connection).
+
+    A later connection's first client write follows the client's previous write by the
+    time from that write to the later connection's SYN (when the application wanted the
+    connection: its handshake is what keep-alive saves); the rest keeps its timing; what
+    each end waits for adds the bytes of the connections before.  Connections that
+    overlapped in time (a pool, a hedge) cannot share one HTTP/1.1 connection: refused."""
+    conns = script["connections"]
+    first = conns[0]["script"]
+    if first.get("alpn") not in (None, "http/1.1"):
+        raise ReplayError("remedy keep-alive: HTTP/1.1 or plain TCP only (h2 multiplexes)")
+    if any(c["script"].get("client_close") for c in conns[:-1]):
+        raise ReplayError("remedy keep-alive: a connection the client gave up is not reused")
+    merged: list[dict[str, Any]] = []
+    totals = {"client": 0, "server": 0}
+    last_client_ms: float | None = None
+    busy_until = 0.0
+    for c in conns:
+        units = c["script"]["units"]
+        if c["start_ms"] < busy_until:
+            raise ReplayError(
+                "remedy keep-alive: the connections overlapped in time (several requests "
+                "at once need several HTTP/1.1 connections)"
+            )
+        for i, u in enumerate(units):
+            v = dict(u)
+            other = "server" if u["side"] == "client" else "client"
+            v["needs"] = int(u.get("needs", 0)) + totals[other]
+            if merged and i == next(j for j, x in enumerate(units) if x["side"] == u["side"]):
+                if u["side"] == "client" and last_client_ms is not None:
+                    v["after"] = "self"
+                    v["delay_ms"] = round(max(0.0, c["start_ms"] - last_client_ms), 3)
+                elif u["side"] == "server" and v["after"] == "self":
+                    v["after"] = "peer"  # the server answers the request, not its handshake
+            merged.append(v)
+        for side in ("client", "server"):
+            totals[side] += sum(int(u["len"]) for u in units if u["side"] == side)
+        last_client_ms = c["start_ms"] + float(c.get("last_client_ms") or 0.0)
+        busy_until = c["start_ms"] + float(c.get("last_server_ms") or 0.0)
+    out = dict(first)
+    out["units"] = merged
+    out.pop("client_close", None)
+    last = conns[-1]["script"]
+    if last.get("client_close"):
+        out["client_close"] = last["client_close"]
+    return out
+
+
+def derive_many(trace: Trace, flows: Sequence[int]) -> Plan:
+    """Several TCP connections replayed together: each flow's plan (:func:`derive`), each
+    connection started as long after the first as in the capture (its SYN), a TLS
+    connection whose ClientHello offered a session resuming the one before (accepted or
+    refused by the server as in the capture).  Losses are not replayed across connections
+    (the forwarder numbers the packets of a direction over all of them): refused."""
+    plans = [derive(trace, f) for f in flows]
+    if any(p.quic for p in plans):
+        raise ReplayError("several flows: TCP connections only (QUIC: one connection)")
+    if len({p.port for p in plans}) != 1:
+        raise ReplayError("several flows: they must go to one server port")
+    if len({p.vantage for p in plans}) != 1:
+        raise ReplayError("several flows: seen from different vantages")
+    for p in plans:
+        if (
+            p.drop_c2s
+            or p.drop_s2c
+            or p.drop_syn_c2s
+            or p.drop_syn_s2c
+            or p.blackhole_after
+            or p.stall_after
+        ):
+            raise ReplayError(
+                f"flow {p.flow}: losses on one of several connections are not replayed "
+                "(replay it alone)"
+            )
+    fl = trace.flows.set_index("flow")
+    tls = trace.tls
+    t0 = int(fl.loc[flows[0], "first_ts_ns"])
+    conns = []
+    for f, p in zip(flows, plans, strict=True):
+        h = tls[tls["flow"] == f] if tls is not None and not tls.empty else tls
+        offered = bool(h["resumption_offered"].iloc[0]) if h is not None and not h.empty else False
+        accepted = (
+            bool(h["resumption_accepted"].iloc[0]) if h is not None and not h.empty else False
+        )
+        first = int(fl.loc[f, "first_ts_ns"])
+        last_write = p.script["source"].get("client_last_write_ns")
+        last_answer = p.script["source"].get("server_last_write_ns")
+        conns.append(
+            {
+                "flow": int(f),
+                "start_ms": round((first - t0) / 1e6, 3),
+                "resume": offered,
+                "server_resumes": accepted or not offered,
+                # the client's last write, ms after this connection's SYN (keep-alive)
+                "last_client_ms": 0.0
+                if last_write is None
+                else round((int(last_write) - first) / 1e6, 3),
+                "last_server_ms": 0.0
+                if last_answer is None
+                else round((int(last_answer) - first) / 1e6, 3),
+                "script": p.script,
+            }
+        )
+    p0 = plans[0]
+    sysctls: dict[str, dict[str, int]] = {}
+    for p in plans:
+        for role, kv in p.sysctls.items():
+            sysctls.setdefault(role, {}).update(kv)
+    warnings = [w for p in plans for w in p.warnings]
+    return Plan(
+        flow=int(flows[0]),
+        vantage=p0.vantage,
+        tls=p0.tls,
+        port=p0.port,
+        delay_ms=float(np.mean([p.delay_ms for p in plans])),
+        drop_c2s=[],
+        drop_s2c=[],
+        sysctls=sysctls,
+        rate_mbit=p0.rate_mbit if len({p.rate_mbit for p in plans}) == 1 else None,
+        script={"connections": conns, "tls": p0.tls, "alpn": p0.script.get("alpn")},
+        warnings=list(dict.fromkeys(warnings)),
+    )
 
 
 def _h2_to_h3(script: dict[str, Any]) -> dict[str, Any]:
@@ -1613,17 +1786,19 @@ def _num(v: Any) -> float | None:
     return None if math.isnan(x) else round(x, 3)
 
 
-def measure(trace: Trace, flow: int) -> dict[str, Any]:
-    """One run's findings (kinds with summed cost) and request metrics for ``flow``."""
+def measure(trace: Trace, flow: int | Sequence[int]) -> dict[str, Any]:
+    """One run's findings (kinds with summed cost) and request metrics for ``flow`` (or
+    several flows: their findings together, the metrics of the first one's request)."""
+    flows = [flow] if isinstance(flow, int) else list(flow)
     f = trace.findings
-    f = f[f["flow"] == flow] if not f.empty else f
+    f = f[f["flow"].isin(flows)] if not f.empty else f
     kinds: dict[str, dict[str, Any]] = {}
     for r in f.itertuples():
         k = kinds.setdefault(str(r.kind), {"count": 0, "cost_ms": 0.0})
         k["count"] += 1
         k["cost_ms"] = round(k["cost_ms"] + (float(r.cost_ms) if pd.notna(r.cost_ms) else 0.0), 3)
     q = trace.requests
-    q = q[q["flow"] == flow] if not q.empty else q
+    q = q[q["flow"].isin(flows)].sort_values("request_start_ts_ns") if not q.empty else q
     reqs = [
         {
             **{m: _num(getattr(r, m)) for m in METRICS},
@@ -1706,17 +1881,20 @@ def _run_once(plan: Plan, script: dict[str, Any], outdir: Path) -> dict[str, Any
 def replay(
     capture: str | os.PathLike[str],
     *,
-    flow: int,
+    flow: int | Sequence[int],
     outdir: str | os.PathLike[str],
     remedies: Sequence[str] = (),
     keylog: str | None = None,
 ) -> dict[str, Any]:
-    """Socket-level replay of ``flow`` (module doc); writes and returns summary.json."""
+    """Socket-level replay of ``flow`` (module doc) — or of several flows, each its own
+    connection at its own start (:func:`derive_many`); writes and returns summary.json."""
     parsed = [parse_remedy(r) for r in remedies]
     out = Path(outdir)
+    flows = [flow] if isinstance(flow, int) else list(dict.fromkeys(flow))
     with open_trace(capture, keylog=keylog) as trace:
-        plan = derive(trace, flow)
-        original = measure(trace, flow)
+        plan = derive(trace, flows[0]) if len(flows) == 1 else derive_many(trace, flows)
+        original = measure(trace, flows)
+    replayed = list(range(len(flows)))  # the replay's flows: the connections, in order
     if any(n == "auto" for n, _ in parsed):
         parsed = [p for p in parsed if p[0] != "auto"]
         for r in auto_remedies(original["kinds"]):
@@ -1727,14 +1905,14 @@ def replay(
     how = _run_once(plan, plan.script, out / "faithful")
     vfile = _vantage_file(plan.vantage)
     with open_trace(out / "faithful" / vfile) as t:
-        runs["faithful"] = {**measure(t, 0), "run": how}
+        runs["faithful"] = {**measure(t, replayed), "run": how}
     runs["faithful"]["fidelity"] = fidelity(original, runs["faithful"])
     for name, value in parsed:
         label = name if value is None else f"{name}={value}"
         d = out / f"remedy-{label}"
         how = _run_once(plan, remedied(plan, name, value), d)
         with open_trace(d / vfile) as t:
-            m = {**measure(t, 0), "run": how}
+            m = {**measure(t, replayed), "run": how}
         addressed = [k for k in REMEDIES[name][0] if k in runs["faithful"]["kinds"]]
         m["remedy"] = {
             "name": name,
@@ -1749,7 +1927,7 @@ def replay(
     summary = {
         "schema": "pcapkit.replay/1",
         "capture": str(capture),
-        "flow": flow,
+        "flow": flows[0] if len(flows) == 1 else flows,
         "vantage": plan.vantage,
         "path": {
             "delay_ms": round(plan.delay_ms, 3),
@@ -1763,14 +1941,24 @@ def replay(
             "stall_after": plan.stall_after,
             "stall_ms": plan.stall_ms,
         },
-        "sides": plan.script.get("sides") or plan.script.get("transport"),
-        "units": len(plan.script["units"]),
-        "payload": _payload_kind(plan.script["units"]),
+        "sides": plan.script.get("sides")
+        or plan.script.get("transport")
+        or plan.script["connections"][0]["script"]["sides"],
+        "units": len(_all_units(plan.script)),
+        "payload": _payload_kind(_all_units(plan.script)),
+        "connections": [
+            {k: c[k] for k in ("flow", "start_ms", "resume", "server_resumes")}
+            for c in plan.script.get("connections", ())
+        ],
         "warnings": plan.warnings,
         "runs": runs,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return summary
+
+
+def _flows_text(flow: int | list[int]) -> str:
+    return f"flow {flow}" if isinstance(flow, int) else "flows " + ", ".join(map(str, flow))
 
 
 def _payload_kind(units: list[dict[str, Any]]) -> str:
@@ -1790,7 +1978,7 @@ def summary_text(summary: dict[str, Any]) -> str:
     runs = summary["runs"]
     names = list(runs)
     lines = [
-        f"replay of flow {summary['flow']} ({summary['vantage']} vantage), "
+        f"replay of {_flows_text(summary['flow'])} ({summary['vantage']} vantage), "
         f"one-way delay {summary['path']['delay_ms']} ms, drops c2s {summary['path']['drop_c2s']} "
         f"s2c {summary['path']['drop_s2c']}, {summary['units']} units ({summary['payload']})"
     ]

@@ -21,6 +21,7 @@ from pcapkit.replay import (
     ReplayError,
     auto_remedies,
     derive,
+    derive_many,
     parse_remedy,
     remedied,
 )
@@ -494,3 +495,49 @@ def test_slow_reader_and_client_that_gave_up() -> None:
         assert abs(close["delay_ms"] - 1000) < 5  # the client's 1 s deadline
     with pcapkit.open(FIX / "stream_complete" / "server.pcapng") as t:
         assert "client_close" not in derive(t, 0).script
+
+
+def test_several_connections_their_starts_resumption_and_remedies() -> None:
+    """tls_no_reuse: 3 connections, one request each, ~330 ms apart, no resumption;
+    tls_resumed: the later ones resume (accepted); tls_resumption_rejected: offered,
+    refused.  keep-alive puts the 3 exchanges on one connection (the later requests
+    waiting for the responses before them); it refuses connections that overlapped (a
+    hedge, a pool) or a client that gave up; session-tickets resumes every later one."""
+    with pcapkit.open(FIX / "tls_no_reuse" / "server.pcapng") as t:
+        plan = derive_many(t, [0, 1, 2])
+        syn = t.flows.set_index("flow")["first_ts_ns"]
+    conns = plan.script["connections"]
+    assert [c["flow"] for c in conns] == [0, 1, 2]
+    assert [c["start_ms"] for c in conns] == [
+        round((int(syn[f]) - int(syn[0])) / 1e6, 3) for f in (0, 1, 2)
+    ]
+    assert [c["resume"] for c in conns] == [False] * 3
+    one = remedied(plan, "keep-alive", None)
+    assert "connections" not in one and len(one["units"]) == 6
+    sides = [u["side"] for u in one["units"]]
+    assert sides == ["client", "server"] * 3
+    req = [u for u in one["units"] if u["side"] == "client"]
+    assert req[1]["needs"] == one["units"][1]["len"]  # after the first response
+    assert 200 < req[1]["delay_ms"] < 330  # the request came when the connection would have
+    tickets = remedied(plan, "session-tickets", None)["connections"]
+    assert [(c["resume"], c["server_resumes"]) for c in tickets][1:] == [(True, True)] * 2
+    for fixture, flows, resume, accepted in (
+        ("tls_resumed", [0, 1, 2, 3], True, True),
+        ("tls_resumption_rejected", [0, 1, 2, 3], True, False),
+    ):
+        with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+            c = derive_many(t, flows).script["connections"]
+        assert [x["resume"] for x in c] == [False] + [resume] * 3
+        assert [x["server_resumes"] for x in c][1:] == [accepted] * 3
+    for fixture, flows, message in (
+        ("hedged_duplicate", [0, 1], "overlapped"),
+        ("connection_pool_queueing", [0, 1], "overlapped"),
+        ("stream_timeout", [0, 1, 2], "gave up"),
+    ):
+        with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+            many = derive_many(t, flows)
+        with pytest.raises(ReplayError, match=message):
+            remedied(many, "keep-alive", None)
+    with pcapkit.open(FIX / "tls_sse_drop" / "server.pcapng") as t:
+        with pytest.raises(ReplayError, match="needs several connections"):
+            remedied(derive(t, 0), "keep-alive", None)

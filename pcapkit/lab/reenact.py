@@ -98,7 +98,14 @@ def records(ct: bytes) -> list[tuple[int, int]]:
 class _End:
     """One end's connection: plain TCP or TLS through a memory BIO, with its write policy."""
 
-    def __init__(self, sock: socket.socket, ctx: ssl.SSLContext | None, *, server: bool) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        ctx: ssl.SSLContext | None,
+        *,
+        server: bool,
+        session: ssl.SSLSession | None = None,
+    ) -> None:
         self.sock = sock
         self.server = server
         self.received = 0  # application bytes read from the peer
@@ -117,6 +124,7 @@ class _End:
                 self.out,
                 server_side=server,
                 server_hostname=None if server else DEFAULT_HOSTNAME,
+                session=session,
             )
 
     # -- raw I/O ----------------------------------------------------------------
@@ -416,16 +424,13 @@ def _sockopts(s: socket.socket, side: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
-    script = load_script(p)
-    rt = realtime(p)
+# several connections (a per-capture replay): the client's connection k comes from this
+# source port, so that the server knows which script an accepted connection plays
+MULTI_PORT_BASE = 41_000
+
+
+def _serve_one(raw: socket.socket, ctx: ssl.SSLContext | None, script: dict[str, Any]) -> Any:
     side = script["sides"]["server"]
-    ctx = _contexts(p, script, "server")
-    ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=bool(side["nodelay"]))
-    if side.get("rcvbuf"):  # accepted sockets inherit it (and the window scale from it)
-        ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(side["rcvbuf"]))
-    ready()
-    raw, _ = ls.accept()
     raw.settimeout(IO_TIMEOUT_S)
     end = _End(raw, ctx, server=True)
     end.handshake(hold=True)
@@ -438,23 +443,78 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
             raise
         log = []  # the client gave up and went: the server's writes after it failed
     end.close(first=False)
-    ls.close()
-    return {"socket": opts, "units": log, "sends": end.sends, "realtime": rt}
+    resumed = bool(end.obj.session_reused) if end.obj is not None else None
+    return {"socket": opts, "units": log, "sends": end.sends, "resumed": resumed}
 
 
-def client(p: dict[str, Any]) -> dict[str, Any]:
+def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     script = load_script(p)
     rt = realtime(p)
+    conns = script.get("connections")
+    first = conns[0]["script"] if conns else script
+    side = first["sides"]["server"]
+    ctx = _contexts(p, first, "server")
+    ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=bool(side["nodelay"]))
+    if side.get("rcvbuf"):  # accepted sockets inherit it (and the window scale from it)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(side["rcvbuf"]))
+    ready()
+    if not conns:
+        raw, _ = ls.accept()
+        res = _serve_one(raw, ctx, script)
+        ls.close()
+        return {**res, "realtime": rt}
+    # one thread per connection; a connection whose resumption the capture's server
+    # refused gets a context of its own (other ticket keys: the offered ticket fails)
+    results: dict[int, Any] = {}
+    threads = []
+    for _ in conns:
+        raw, peer = ls.accept()
+        k = int(peer[1]) - MULTI_PORT_BASE
+        c = conns[k]
+        own = ctx if c.get("server_resumes", True) else _contexts(p, first, "server")
+
+        def run(k: int = k, raw: socket.socket = raw, own: Any = own) -> None:
+            try:
+                results[k] = _serve_one(raw, own, conns[k]["script"])
+            except Exception as e:  # noqa: BLE001 - one connection's failure is reported
+                results[k] = {"error": f"{type(e).__name__}: {e}"}
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(float(p["timeout_s"]))
+    ls.close()
+    out = [results.get(k, {"error": "no result"}) for k in range(len(conns))]
+    return {
+        "socket": out[0].get("socket"),
+        "units": [u for r in out for u in r.get("units", ())],
+        "sends": [x for r in out for x in r.get("sends", ())],
+        "connections": out,
+        "realtime": rt,
+    }
+
+
+def _connect_one(
+    p: dict[str, Any],
+    script: dict[str, Any],
+    ctx: ssl.SSLContext | None,
+    *,
+    port: int | None = None,
+    session: Any = None,
+) -> tuple[dict[str, Any], Any]:
     side = script["sides"]["client"]
-    ctx = _contexts(p, script, "client")
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     apply_tcp_options(raw, cc=p["cc"], nodelay=bool(side["nodelay"]))
     if side.get("rcvbuf"):  # before connect: the window scale is chosen from it
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(side["rcvbuf"]))
+    if port is not None:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        raw.bind((p["client_ip"], port))
     raw.settimeout(CONNECT_TIMEOUT_S)
     raw.connect((p["server_ip"], p["port"]))
     raw.settimeout(IO_TIMEOUT_S)
-    end = _End(raw, ctx, server=False)
+    end = _End(raw, ctx, server=False, session=session)
     end.handshake()
     opts = {**tcp_options(raw), **_sockopts(raw, side)}
     log = play("client", script, end)
@@ -466,12 +526,60 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
             "version": end.obj.version(),
             "cipher": c[0] if c else None,
             "alpn": end.obj.selected_alpn_protocol(),
+            "resumed": bool(end.obj.session_reused),
         }
     if gave_up:  # no close_notify, no reading to the end: the socket just goes
         end.sock.close()
     else:
         end.close(first=True)
-    return {"socket": opts, "units": log, "sends": end.sends, "tls": info, "realtime": rt}
+    later = end.obj.session if end.obj is not None else None  # its tickets, for the next
+    return {"socket": opts, "units": log, "sends": end.sends, "tls": info}, later
+
+
+def client(p: dict[str, Any]) -> dict[str, Any]:
+    script = load_script(p)
+    rt = realtime(p)
+    conns = script.get("connections")
+    if not conns:
+        ctx = _contexts(p, script, "client")
+        res, _ = _connect_one(p, script, ctx)
+        return {**res, "realtime": rt}
+    # connection k starts start_ms after the first (as in the capture), from its own port;
+    # "resume": it offers the session (ticket) the latest finished connection left
+    ctx = _contexts(p, conns[0]["script"], "client")
+    t0 = time.monotonic()
+    results: dict[int, Any] = {}
+    sessions: list[Any] = []
+    threads = []
+    for k, c in enumerate(conns):
+        time.sleep(max(0.0, t0 + float(c["start_ms"]) / 1000 - time.monotonic()))
+
+        def run(k: int = k, c: dict[str, Any] = c) -> None:
+            try:
+                session = sessions[-1] if c.get("resume") and sessions else None
+                res, later = _connect_one(
+                    p, c["script"], ctx, port=MULTI_PORT_BASE + k, session=session
+                )
+                results[k] = res
+                if later is not None:
+                    sessions.append(later)
+            except Exception as e:  # noqa: BLE001 - one connection's failure is reported
+                results[k] = {"error": f"{type(e).__name__}: {e}"}
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(float(p["timeout_s"]))
+    out = [results.get(k, {"error": "no result"}) for k in range(len(conns))]
+    return {
+        "socket": out[0].get("socket"),
+        "units": [u for r in out for u in r.get("units", ())],
+        "sends": [x for r in out for x in r.get("sends", ())],
+        "tls": out[0].get("tls", {}),
+        "connections": out,
+        "realtime": rt,
+    }
 
 
 def ground_truth(run: RunData) -> dict[str, Any]:

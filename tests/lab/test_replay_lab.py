@@ -206,3 +206,35 @@ def test_slow_reader_and_early_close_replayed(tmp_path: Path) -> None:
         p = t.packets
         fin = p[(p["tcp_flags"].astype("int64") & 0x01) > 0]
         assert fin["dir"].iloc[0] == "c2s"  # the client closed first
+
+
+def _replay_flows(tmp: Path, fixture: str, flows: list[int], *remedy: str) -> dict:
+    args = ["replay", str(FIX / fixture / "server.pcapng"), "-o", str(tmp)]
+    for f in flows:
+        args += ["--flow", str(f)]
+    for r in remedy:
+        args += ["--remedy", r]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    return json.loads((tmp / "summary.json").read_text())
+
+
+def test_several_connections_keep_alive_and_session_tickets(tmp_path: Path) -> None:
+    """tls_no_reuse's 3 connections replayed together reproduce connection_not_reused and
+    tls_resumption_missing; keep-alive (one connection) removes both, session-tickets
+    (each later connection resumes) the second.  tls_resumption_rejected: the offered
+    tickets are refused again (a server context with other ticket keys)."""
+    s = _replay_flows(tmp_path / "a", "tls_no_reuse", [0, 1, 2], "auto")
+    runs = s["runs"]
+    assert set(runs["faithful"]["kinds"]) == {"connection_not_reused", "tls_resumption_missing"}
+    assert runs["remedy-keep-alive"]["remedy"]["addressed_gone"] is True
+    assert "tls_resumption_missing" not in runs["remedy-session-tickets"]["kinds"]
+    with pcapkit.open(tmp_path / "a" / "remedy-keep-alive" / "server.pcapng") as t:
+        assert len(t.flows) == 1 and len(t.requests) == 3
+    with pcapkit.open(tmp_path / "a" / "remedy-session-tickets" / "server.pcapng") as t:
+        assert t.tls["resumption_accepted"].tolist() == [False, True, True]
+    r = _replay_flows(tmp_path / "b", "tls_resumption_rejected", [0, 1, 2, 3])
+    assert "tls_resumption_missing" in r["runs"]["faithful"]["kinds"]
+    with pcapkit.open(tmp_path / "b" / "faithful" / "server.pcapng") as t:
+        assert t.tls["resumption_offered"].tolist() == [False, True, True, True]
+        assert not t.tls["resumption_accepted"].any()
