@@ -1898,8 +1898,14 @@ def replay(
     if any(n == "auto" for n, _ in parsed):
         parsed = [p for p in parsed if p[0] != "auto"]
         for r in auto_remedies(original["kinds"]):
-            if parse_remedy(r) not in parsed:
-                parsed.append(parse_remedy(r))
+            name, value = parse_remedy(r)
+            try:  # auto proposes; a remedy this capture cannot take is left out, said so
+                remedied(plan, name, value)
+            except ReplayError as e:
+                plan.warnings.append(f"--remedy auto: {r} left out ({e})")
+                continue
+            if (name, value) not in parsed:
+                parsed.append((name, value))
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, Any] = {"original": {"capture": str(capture), **original}}
     how = _run_once(plan, plan.script, out / "faithful")

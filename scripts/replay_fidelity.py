@@ -1,8 +1,9 @@
 """Replay every TCP/TLS/QUIC lab fixture and tabulate fidelity (issue 19; needs root).
 
-``python scripts/replay_fidelity.py [--vantage client|server] OUTDIR [FIXTURE ...]`` runs
+``python scripts/replay_fidelity.py [--vantage client|server] OUTDIR [FIXTURE[:all] ...]`` runs
 ``pcapkit replay`` (on the fixture's server.pcapng unless ``--vantage client``; flow 0,
-``--remedy auto``) on each fixture and prints one markdown row per
+``--remedy auto``; ``FIXTURE:all``: every TCP flow together) on each fixture and prints one
+markdown row per
 fixture: the original's and the faithful replay's finding kinds, the TTFB/TTFT/gap p95
 errors (replay − original, ms), whether the faithful run is within tolerance, and what the
 remedies removed.  Refusals are rows too.
@@ -14,6 +15,7 @@ import json
 import sys
 from pathlib import Path
 
+import pcapkit
 from pcapkit.replay import ReplayError, replay
 
 FIXTURES = (
@@ -29,7 +31,10 @@ FIXTURES = (
     "h3_sse_nodrop h3_sse_drop h3_streams_nodrop h3_streams_drop h3_flow_control "
     "h3_flow_control_large h3_small_certificate h3_amplification_limit h3_stream_complete "
     "h3_stream_timeout h3_concurrency_limited h3_concurrency_limited_control "
-    "h3_resumed_0rtt h3_resumed_no_0rtt"
+    "h3_resumed_0rtt h3_resumed_no_0rtt "
+    # several connections (every TCP flow of the capture replayed together)
+    "tls_no_reuse:all tls_resumed:all tls_resumption_rejected:all stream_timeout:all "
+    "hedged_duplicate:all connection_pool_queueing:all connection_pool_queueing_control:all"
 ).split()
 
 
@@ -50,10 +55,16 @@ def main(argv: list[str]) -> int:
     )
     print("|---|---|---|---|---|---|---|---|---|")
     rows = {}
-    for name in names:
+    for spec in names:
+        # FIXTURE, or FIXTURE:all — every TCP flow of the capture, replayed together
+        name, _, which = spec.partition(":")
         cap = root / name / f"{vantage}.pcapng"
+        flows: int | list[int] = 0
+        if which == "all":
+            with pcapkit.open(cap) as t:
+                flows = [int(f) for f in t.flows[t.flows["proto"] == "tcp"]["flow"]]
         try:
-            s = replay(cap, flow=0, outdir=out / name, remedies=["auto"])
+            s = replay(cap, flow=flows, outdir=out / spec, remedies=["auto"])
         except ReplayError as e:
             print(f"| `{name}` | refused: {e} | | | | | | | |")
             continue

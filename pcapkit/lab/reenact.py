@@ -502,7 +502,8 @@ def _connect_one(
     *,
     port: int | None = None,
     session: Any = None,
-) -> tuple[dict[str, Any], Any]:
+    started: Callable[[_End], None] | None = None,
+) -> dict[str, Any]:
     side = script["sides"]["client"]
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     apply_tcp_options(raw, cc=p["cc"], nodelay=bool(side["nodelay"]))
@@ -516,6 +517,8 @@ def _connect_one(
     raw.settimeout(IO_TIMEOUT_S)
     end = _End(raw, ctx, server=False, session=session)
     end.handshake()
+    if started is not None:
+        started(end)
     opts = {**tcp_options(raw), **_sockopts(raw, side)}
     log = play("client", script, end)
     gave_up = script.get("client_close") is not None
@@ -532,8 +535,7 @@ def _connect_one(
         end.sock.close()
     else:
         end.close(first=True)
-    later = end.obj.session if end.obj is not None else None  # its tickets, for the next
-    return {"socket": opts, "units": log, "sends": end.sends, "tls": info}, later
+    return {"socket": opts, "units": log, "sends": end.sends, "tls": info}
 
 
 def client(p: dict[str, Any]) -> dict[str, Any]:
@@ -542,27 +544,34 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     conns = script.get("connections")
     if not conns:
         ctx = _contexts(p, script, "client")
-        res, _ = _connect_one(p, script, ctx)
+        res = _connect_one(p, script, ctx)
         return {**res, "realtime": rt}
     # connection k starts start_ms after the first (as in the capture), from its own port;
-    # "resume": it offers the session (ticket) the latest finished connection left
+    # "resume": it offers the session of the latest connection that has one (the tickets
+    # it has read so far: a hedge resumes the session of the connection still running)
     ctx = _contexts(p, conns[0]["script"], "client")
     t0 = time.monotonic()
     results: dict[int, Any] = {}
-    sessions: list[Any] = []
+    live: list[_End] = []
     threads = []
     for k, c in enumerate(conns):
         time.sleep(max(0.0, t0 + float(c["start_ms"]) / 1000 - time.monotonic()))
 
         def run(k: int = k, c: dict[str, Any] = c) -> None:
             try:
-                session = sessions[-1] if c.get("resume") and sessions else None
-                res, later = _connect_one(
-                    p, c["script"], ctx, port=MULTI_PORT_BASE + k, session=session
+                session = None
+                if c.get("resume"):
+                    have = [e.obj.session for e in live if e.obj is not None]
+                    have = [x for x in have if x is not None and x.has_ticket]
+                    session = have[-1] if have else None
+                results[k] = _connect_one(
+                    p,
+                    c["script"],
+                    ctx,
+                    port=MULTI_PORT_BASE + k,
+                    session=session,
+                    started=live.append,
                 )
-                results[k] = res
-                if later is not None:
-                    sessions.append(later)
             except Exception as e:  # noqa: BLE001 - one connection's failure is reported
                 results[k] = {"error": f"{type(e).__name__}: {e}"}
 
