@@ -164,7 +164,7 @@ REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     "h2-window": (("h2_flow_control_stall",), True),
     "quic-window": (("quic_flow_control_stall",), True),
     "smaller-certificate": (("quic_handshake_extra_rtt",), False),
-    # the same requests and responses over HTTP/3 (an HTTP/2 flow): one lost packet stalls
+    # the same requests and responses over HTTP/3 (HTTP/2, HTTP/1.1): one lost packet stalls
     # only its stream (not every stream behind it in one TCP byte stream)
     "http3": (("tcp_hol_blocking",), False),
     # several connections (--flow N --flow M …): one connection for all (HTTP/1.1 or
@@ -1391,12 +1391,9 @@ def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
     if name == "smaller-certificate":
         script["cert_extra_sans"] = 0
     if name == "http3":
-        if script.get("alpn") != "h2":
-            raise ReplayError(
-                "remedy http3: only an HTTP/2 flow is carried over to HTTP/3 (its frames "
-                "say what each write was; HTTP/1.1 and plain TCP: not built)"
-            )
-        return _h2_to_h3(script)
+        if script.get("alpn") == "h2":
+            return _h2_to_h3(script)
+        return _h1_to_h3(script)
     if name == "h2-window":
         if script.get("alpn") != "h2":
             raise ReplayError("remedy h2-window: the flow is not HTTP/2")
@@ -1618,6 +1615,115 @@ def _h2_to_h3(script: dict[str, Any]) -> dict[str, Any]:
                 ]
                 act.append(["headers", 4 * ((block_sid - 1) // 2), headers, block_end])
                 block = None
+    return _as_h3(script, actions, "h2")
+
+
+# HTTP/1.1 header fields with no place in HTTP/3 (RFC 9114 §4.2: connection-specific)
+H1_HOP_BY_HOP = {
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"upgrade",
+    b"te",
+    b"host",
+}
+
+
+def _h1_messages(stream: bytes, request: bool) -> list[dict[str, Any]]:
+    """HTTP/1.1 messages of one direction: head end offset, fields, and body pieces
+    ``(stream offset, bytes)`` (de-chunked; Content-Length, chunked, or to the end)."""
+    out: list[dict[str, Any]] = []
+    off = 0
+    while off < len(stream):
+        end = stream.find(b"\r\n\r\n", off)
+        if end < 0:
+            break
+        lines = stream[off:end].split(b"\r\n")
+        first = lines[0].split(b" ", 2)
+        fields = []
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            fields.append((name.strip().lower(), value.strip()))
+        f = dict(fields)
+        msg: dict[str, Any] = {"head_end": end + 4, "first": first, "fields": fields, "body": []}
+        pos = end + 4
+        if b"chunked" in f.get(b"transfer-encoding", b"").lower():
+            while pos < len(stream):
+                eol = stream.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                size = int(stream[pos:eol].split(b";")[0] or b"0", 16)
+                if size == 0:  # the last chunk, then trailers up to an empty line
+                    tail = stream.find(b"\r\n\r\n", eol)
+                    pos = len(stream) if tail < 0 else tail + 4
+                    break
+                msg["body"].append((eol + 2, stream[eol + 2 : eol + 2 + size]))
+                pos = eol + 2 + size + 2
+        elif b"content-length" in f:
+            n = int(f[b"content-length"])
+            if n:
+                msg["body"].append((pos, stream[pos : pos + n]))
+            pos += n
+        elif not request:  # no length: the body runs to the close
+            msg["body"].append((pos, stream[pos:]))
+            pos = len(stream)
+        msg["end"] = pos
+        out.append(msg)
+        off = pos
+    return out
+
+
+def _h1_to_h3(script: dict[str, Any]) -> dict[str, Any]:
+    """``--remedy http3`` for HTTP/1.1 (TLS or plain): request i (in order on the connection)
+    becomes QUIC stream 4i — its head as an HTTP/3 header block (``:method``, ``:scheme``,
+    ``:authority`` from Host, ``:path``; connection-specific fields dropped), the response
+    head with ``:status``, the bodies de-chunked — each piece in the unit that wrote it
+    (a body's bytes split over the units that carried them), timing kept."""
+    from .lab.reenact import unit_bytes
+
+    units = script["units"]
+    actions: list[list[list[Any]]] = [[] for _ in units]
+    b64 = base64.b64encode
+    for side in ("client", "server"):
+        idx = [i for i, u in enumerate(units) if u["side"] == side]
+        data = [unit_bytes(units[i]) for i in idx]
+        if any(units[i].get("data") is None for i in idx):
+            raise ReplayError("remedy http3: the HTTP/1.1 bytes are not in the capture (no keys)")
+        ends = list(np.cumsum([len(d) for d in data]))
+        stream = b"".join(data)
+        messages = _h1_messages(stream, side == "client")
+        if side == "client" and not (
+            messages and messages[0]["first"][0].isalpha() and len(messages[0]["first"]) == 3
+        ):
+            raise ReplayError("remedy http3: the flow is not HTTP/1.1 or HTTP/2 (no request)")
+        for n, msg in enumerate(messages):
+            sid = 4 * n
+            if side == "client":
+                method, target = msg["first"][0], msg["first"][1] if len(msg["first"]) > 1 else b"/"
+                host = dict(msg["fields"]).get(b"host", b"")
+                pseudo = [(b":method", method), (b":scheme", b"https"), (b":authority", host)]
+                pseudo.append((b":path", target))
+            else:
+                pseudo = [(b":status", msg["first"][1] if len(msg["first"]) > 1 else b"200")]
+            fields = pseudo + [(k, v) for k, v in msg["fields"] if k not in H1_HOP_BY_HOP]
+            headers = [[b64(k).decode(), b64(v).decode()] for k, v in fields]
+            body = [(o, b) for o, b in msg["body"] if b]
+            head_unit = int(np.searchsorted(ends, msg["head_end"] - 1, side="right"))
+            actions[idx[head_unit]].append(["headers", sid, headers, not body])
+            for j, (o, piece) in enumerate(body):
+                while piece:  # split at unit boundaries: each unit writes what it carried
+                    k = int(np.searchsorted(ends, o, side="right"))
+                    take = min(len(piece), int(ends[k]) - o)
+                    last = j == len(body) - 1 and take == len(piece)
+                    actions[idx[k]].append(["data", sid, b64(piece[:take]).decode(), last])
+                    piece, o = piece[take:], o + take
+    return _as_h3(script, actions, "http/1.1")
+
+
+def _as_h3(script: dict[str, Any], actions: list[list[list[Any]]], source: str) -> dict[str, Any]:
+    """The HTTP/3 script from per-unit actions (see :func:`_h2_to_h3`)."""
+    units = script["units"]
     new_len = [
         sum(len(base64.b64decode(a[2])) if a[0] == "data" else 1 for a in acts) for acts in actions
     ]
@@ -1647,7 +1753,7 @@ def _h2_to_h3(script: dict[str, Any]) -> dict[str, Any]:
         "cert_extra_sans": 0,
         "transport": {"client": {}, "server": {}},
         "units": out,
-        "source": {**script.get("source", {}), "remedy": "http3", "from_alpn": "h2"},
+        "source": {**script.get("source", {}), "remedy": "http3", "from_alpn": source},
     }
 
 

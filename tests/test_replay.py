@@ -472,10 +472,43 @@ def test_http3_remedy_carries_the_h2_requests_and_responses_over() -> None:
     first = next(u for u in h3["units"] if u["side"] == "server" and u["actions"])
     assert first["needs"] == 8  # the 8 request header blocks
     assert len(h3["units"]) == len(plan.script["units"])  # timing chain kept
-    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
-        h1 = derive(t, 0)
-    with pytest.raises(ReplayError, match="only an HTTP/2 flow"):
-        remedied(h1, "http3", None)
+    with pcapkit.open(FIX / "tcp_cork" / "server.pcapng") as t:
+        raw = derive(t, 0)  # plain TCP, no HTTP
+    with pytest.raises(ReplayError, match="not HTTP/1.1 or HTTP/2"):
+        remedied(raw, "http3", None)
+
+
+@pytest.mark.parametrize("fixture", ["tls_sse_drop", "tls_reuse", "server_think"])
+def test_http3_remedy_carries_http1_requests_and_responses_over(fixture: str) -> None:
+    """HTTP/1.1 (TLS or plain) → HTTP/3: request i on QUIC stream 4i with :method /
+    :scheme / :authority (from Host) / :path, the response's :status, no connection-specific
+    field; the bodies, de-chunked or by Content-Length, add up to what the analysis of the
+    original counted, split over the units that carried them (an SSE event per unit)."""
+    with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+        plan = derive(t, 0)
+        req = t.requests[t.requests["flow"] == 0].sort_values("request_start_ts_ns")
+        paths = [str(x).encode() for x in req["path"]]
+        bodies = [int(x) for x in req["response_body_bytes"]]
+    h3 = remedied(plan, "http3", None)
+    acts = [(u["side"], a) for u in h3["units"] for a in u["actions"]]
+
+    def fields(a: list) -> dict[bytes, bytes]:
+        return {base64.b64decode(n): base64.b64decode(v) for n, v in a[2]}
+
+    heads = [fields(a) for side, a in acts if side == "client" and a[0] == "headers"]
+    assert [h[b":path"] for h in heads] == paths
+    assert all(h[b":method"] == b"GET" and h[b":authority"] for h in heads)
+    assert not any(b"host" in h or b"connection" in h for h in heads)
+    answers = [(a[1], fields(a)) for side, a in acts if side == "server" and a[0] == "headers"]
+    assert [sid for sid, _ in answers] == [4 * i for i in range(len(paths))]
+    assert all(h[b":status"] == b"200" and b"transfer-encoding" not in h for _, h in answers)
+    got = [0] * len(paths)
+    for side, a in acts:
+        if side == "server" and a[0] == "data":
+            got[a[1] // 4] += len(base64.b64decode(a[2]))
+    assert got == bodies
+    ends = [a for side, a in acts if side == "server" and a[-1] is True]
+    assert len(ends) == len(paths)  # each response ends its stream once
 
 
 def test_slow_reader_and_client_that_gave_up() -> None:
