@@ -1397,8 +1397,8 @@ def capture(
     type=int,
     multiple=True,
     help="Socket-level: the TCP or QUIC flow to re-enact (its id, as pcapkit analyze --flow "
-    "takes it); repeat it to replay several TCP connections together, each at its start "
-    "(remedies keep-alive, session-tickets).",
+    "takes it); repeat it to replay several connections together, each at its start "
+    "(remedies keep-alive, session-tickets, zero-rtt).",
 )
 @click.option(
     "-o",
@@ -1414,8 +1414,8 @@ def capture(
     metavar="NAME[=VALUE]",
     help="Socket-level: also replay with this remedy (repeatable): nodelay, uncork, "
     "coalesce-writes, record-size=N, notsent-lowat=N, h2-window=N, quic-window=N, "
-    "smaller-certificate, http3, keep-alive, session-tickets, or auto (the remedies the "
-    "findings propose).",
+    "smaller-certificate, http3, keep-alive, session-tickets, zero-rtt, or auto (the "
+    "remedies the findings propose).",
 )
 @click.option("--keylog", type=click.Path(exists=True, dir_okay=False), help="NSS key log.")
 @click.option(

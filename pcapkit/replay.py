@@ -171,6 +171,8 @@ REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     # plain TCP), or each later one resuming the TLS session of the one before
     "keep-alive": (("connection_not_reused", "tls_resumption_missing"), False),
     "session-tickets": (("tls_resumption_missing",), False),
+    # a resumed QUIC connection that sends its first request in 0-RTT (with the ClientHello)
+    "zero-rtt": (("zero_rtt_unused",), False),
 }
 # --remedy auto: the first remedy listed for each kind the original shows
 AUTO: dict[str, str] = {
@@ -185,6 +187,7 @@ AUTO: dict[str, str] = {
     "quic_handshake_extra_rtt": "smaller-certificate",
     "connection_not_reused": "keep-alive",
     "tls_resumption_missing": "session-tickets",
+    "zero_rtt_unused": "zero-rtt",
 }
 
 
@@ -1356,6 +1359,12 @@ def derive_quic(trace: Trace, flow: int, row: Any) -> Plan:
 def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
     """The plan's script with one remedy applied (a new dict; the plan is unchanged)."""
     script: dict[str, Any] = json.loads(json.dumps(plan.script))
+    if name == "zero-rtt":
+        if not script.get("quic") or "connections" not in script:
+            raise ReplayError("remedy zero-rtt: needs several QUIC connections (a resumed one)")
+        for c in script["connections"]:
+            c["early_data"] = bool(c.get("resume"))
+        return script
     if name in ("keep-alive", "session-tickets"):
         if "connections" not in script:
             raise ReplayError(f"remedy {name}: needs several connections (--flow N --flow M …)")
@@ -1496,7 +1505,7 @@ def derive_many(trace: Trace, flows: Sequence[int]) -> Plan:
     (the forwarder numbers the packets of a direction over all of them): refused."""
     plans = [derive(trace, f) for f in flows]
     if any(p.quic for p in plans):
-        raise ReplayError("several flows: TCP connections only (QUIC: one connection)")
+        return _derive_many_quic(trace, flows, plans)
     if len({p.port for p in plans}) != 1:
         raise ReplayError("several flows: they must go to one server port")
     if len({p.vantage for p in plans}) != 1:
@@ -1561,6 +1570,59 @@ def derive_many(trace: Trace, flows: Sequence[int]) -> Plan:
         rate_mbit=p0.rate_mbit if len({p.rate_mbit for p in plans}) == 1 else None,
         script={"connections": conns, "tls": p0.tls, "alpn": p0.script.get("alpn")},
         warnings=list(dict.fromkeys(warnings)),
+    )
+
+
+def _derive_many_quic(trace: Trace, flows: Sequence[int], plans: list[Plan]) -> Plan:
+    """Several QUIC connections (one after another): each at its start; one whose
+    ClientHello carried a pre-shared key resumes with the ticket the one before left, in
+    0-RTT where it sent 0-RTT packets."""
+    if not all(p.quic for p in plans):
+        raise ReplayError("several flows: all TCP or all QUIC")
+    for p in plans:
+        if p.drop_c2s or p.drop_s2c:
+            raise ReplayError(
+                f"flow {p.flow}: losses on one of several connections are not replayed "
+                "(replay it alone)"
+            )
+    fl = trace.flows.set_index("flow")
+    t0 = int(fl.loc[flows[0], "first_ts_ns"])
+    hello = trace.quic_tls
+    hello = hello[hello["name"] == "CLIENT_HELLO"]
+    pk = trace.quic_packets
+    conns = []
+    for f, p in zip(flows, plans, strict=True):
+        h = hello[hello["flow"] == f]
+        conns.append(
+            {
+                "flow": int(f),
+                "start_ms": round((int(fl.loc[f, "first_ts_ns"]) - t0) / 1e6, 3),
+                "resume": bool(h["pre_shared_key"].fillna(False).any()),
+                # 0-RTT packets sent, not just offered (aioquic offers whenever it may)
+                "early_data": bool(((pk["flow"] == f) & (pk["packet_type"] == "0rtt")).any()),
+                "server_resumes": True,
+                "script": p.script,
+            }
+        )
+    p0 = plans[0]
+    warnings = [w for p in plans for w in p.warnings if "full handshake" not in w]
+    return Plan(
+        flow=int(flows[0]),
+        vantage=p0.vantage,
+        tls=True,
+        port=p0.port,
+        delay_ms=float(np.mean([p.delay_ms for p in plans])),
+        drop_c2s=[],
+        drop_s2c=[],
+        script={
+            "connections": conns,
+            "quic": True,
+            "tls": True,
+            "alpn": "h3",
+            "cert_extra_sans": p0.script.get("cert_extra_sans", 0),
+        },
+        warnings=list(dict.fromkeys(warnings)),
+        quic=True,
     )
 
 
@@ -2055,7 +2117,8 @@ def replay(
         },
         "sides": plan.script.get("sides")
         or plan.script.get("transport")
-        or plan.script["connections"][0]["script"]["sides"],
+        or plan.script["connections"][0]["script"].get("sides")
+        or plan.script["connections"][0]["script"].get("transport"),
         "units": len(_all_units(plan.script)),
         "payload": _payload_kind(_all_units(plan.script)),
         "connections": [

@@ -56,13 +56,14 @@ def main(argv: list[str]) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     rows = {}
     for spec in names:
-        # FIXTURE, or FIXTURE:all — every TCP flow of the capture, replayed together
+        # FIXTURE, or FIXTURE:all — every TCP (or QUIC) flow of the capture, together
         name, _, which = spec.partition(":")
         cap = root / name / f"{vantage}.pcapng"
         flows: int | list[int] = 0
         if which == "all":
             with pcapkit.open(cap) as t:
-                flows = [int(f) for f in t.flows[t.flows["proto"] == "tcp"]["flow"]]
+                proto = t.flows["proto"].iloc[0]  # every flow of the first one's kind
+                flows = [int(f) for f in t.flows[t.flows["proto"] == proto]["flow"]]
         try:
             s = replay(cap, flow=flows, outdir=out / spec, remedies=["auto"])
         except ReplayError as e:
@@ -89,6 +90,7 @@ def main(argv: list[str]) -> int:
             flush=True,
         )
         rows[name] = s
+    out.mkdir(parents=True, exist_ok=True)
     (out / "fidelity.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     return 0
 

@@ -574,3 +574,22 @@ def test_several_connections_their_starts_resumption_and_remedies() -> None:
     with pcapkit.open(FIX / "tls_sse_drop" / "server.pcapng") as t:
         with pytest.raises(ReplayError, match="needs several connections"):
             remedied(derive(t, 0), "keep-alive", None)
+
+
+def test_several_quic_connections_resumption_and_zero_rtt() -> None:
+    """h3_resumed_no_0rtt / h3_resumed_0rtt: the second connection resumes (a pre-shared
+    key in its ClientHello); only the 0rtt fixture sent 0-RTT packets (both *offered*
+    early data: aioquic always does).  zero-rtt makes the resumed one send in 0-RTT."""
+    for fixture, early in (("h3_resumed_no_0rtt", False), ("h3_resumed_0rtt", True)):
+        with pcapkit.open(FIX / fixture / "server.pcapng") as t:
+            plan = derive_many(t, [0, 1])
+        c = plan.script["connections"]
+        assert plan.quic and plan.script["quic"]
+        assert [(x["resume"], x["early_data"]) for x in c] == [(False, False), (True, early)]
+        assert 400 < c[1]["start_ms"] < 450  # the lab client's second connection
+        fixed = remedied(plan, "zero-rtt", None)["connections"]
+        assert [x["early_data"] for x in fixed] == [False, True]
+    with pcapkit.open(FIX / "h3_flow_control" / "server.pcapng") as t:
+        with pytest.raises(ReplayError, match="several QUIC connections"):
+            remedied(derive(t, 0), "zero-rtt", None)
+    assert auto_remedies(["zero_rtt_unused"]) == ["zero-rtt"]

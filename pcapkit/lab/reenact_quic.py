@@ -241,11 +241,15 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
 
     script = load_script(p)
     rt = realtime(p)
-    player = _protocol(script, "server")
+    # several connections (a resumed one after the first): the k-th accepted plays the
+    # k-th script; the server keeps the tickets it issued, as the lab's h3 server does
+    scripts = [c["script"] for c in script["connections"]] if "connections" in script else [script]
+    players = [_protocol(x, "server") for x in scripts]
     conns: list[Any] = []
+    tickets: dict[bytes, Any] = {}
 
     def create(*a: Any, **kw: Any) -> Any:
-        c = player(*a, **kw)
+        c = players[min(len(conns), len(players) - 1)](*a, **kw)
         conns.append(c)
         return c
 
@@ -256,21 +260,29 @@ async def _server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any
             secrets_log_file=keylog,
             idle_timeout=float(p["idle_timeout_s"]),
         )
-        _configure(cfg, script.get("transport", {}).get("server", {}))
+        _configure(cfg, scripts[0].get("transport", {}).get("server", {}))
         cfg.load_cert_chain(p["cert"], p["key"])
-        srv = await serve(p["server_ip"], int(p["port"]), configuration=cfg, create_protocol=create)
+        srv = await serve(
+            p["server_ip"],
+            int(p["port"]),
+            configuration=cfg,
+            create_protocol=create,
+            session_ticket_fetcher=lambda label: tickets.get(label),
+            session_ticket_handler=lambda t: tickets.__setitem__(t.ticket, t),
+        )
         ready()
         try:
             loop = asyncio.get_running_loop()
             end = loop.time() + float(p["timeout_s"])
-            while not conns and loop.time() < end:
+            while len(conns) < len(scripts) and loop.time() < end:
+                if conns and conns[-1].closed.is_set() and len(conns) == len(scripts):
+                    break
                 await asyncio.sleep(0.01)
-            if conns:
-                await asyncio.wait_for(conns[0].closed.wait(), max(0.1, end - loop.time()))
+            for c in conns:
+                await asyncio.wait_for(c.closed.wait(), max(0.1, end - loop.time()))
         finally:
             srv.close()
-    c = conns[0] if conns else None
-    return {"socket": None, "units": [] if c is None else c.log, "realtime": rt}
+    return {"socket": None, "units": [u for c in conns for u in c.log], "realtime": rt}
 
 
 def client(p: dict[str, Any]) -> dict[str, Any]:
@@ -283,25 +295,47 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
 
     script = load_script(p)
     rt = realtime(p)
-    player = _protocol(script, "client")
-    peer_total = sum(int(u["len"]) for u in script["units"] if u["side"] != "client")
+    # several connections, one after another at their offsets: a resumed one offers the
+    # ticket the one before left, in 0-RTT (its first writes before the handshake ends)
+    # where the capture's did
+    conns = script.get("connections") or [{"script": script, "start_ms": 0.0}]
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    tickets: list[Any] = []
+    log: list[dict[str, Any]] = []
+    complete = True
     with open(p["keylog_client"], "a", encoding="ascii") as keylog:
-        cfg = QuicConfiguration(
-            is_client=True,
-            alpn_protocols=[script.get("alpn") or "h3"],
-            secrets_log_file=keylog,
-            server_name=DEFAULT_HOSTNAME,
-            idle_timeout=float(p["idle_timeout_s"]),
-        )
-        _configure(cfg, script.get("transport", {}).get("client", {}))
-        cfg.load_verify_locations(cafile=p["cert"])
-        async with connect(
-            p["server_ip"], int(p["port"]), configuration=cfg, create_protocol=player
-        ) as proto:
-            conn: Any = proto
-            await conn.play()
-            complete = await conn.until(peer_total, float(p["drain_s"]))
-            log = conn.log
+        for c in conns:
+            one = c["script"]
+            await asyncio.sleep(max(0.0, t0 + float(c["start_ms"]) / 1000 - loop.time()))
+            cfg = QuicConfiguration(
+                is_client=True,
+                alpn_protocols=[one.get("alpn") or "h3"],
+                secrets_log_file=keylog,
+                server_name=DEFAULT_HOSTNAME,
+                idle_timeout=float(p["idle_timeout_s"]),
+            )
+            _configure(cfg, one.get("transport", {}).get("client", {}))
+            cfg.load_verify_locations(cafile=p["cert"])
+            if c.get("resume") and tickets:
+                cfg.session_ticket = tickets[-1]
+            early = bool(c.get("early_data")) and cfg.session_ticket is not None
+            peer_total = sum(int(u["len"]) for u in one["units"] if u["side"] != "client")
+            async with connect(
+                p["server_ip"],
+                int(p["port"]),
+                configuration=cfg,
+                create_protocol=_protocol(one, "client"),
+                session_ticket_handler=tickets.append,
+                wait_connected=not early,
+            ) as proto:
+                conn: Any = proto
+                if early:  # its first writes go now, in 0-RTT packets
+                    conn.handshake_ns = now_ns()
+                await conn.play()
+                complete = await conn.until(peer_total, float(p["drain_s"])) and complete
+                log += conn.log
+            await asyncio.sleep(0.05)  # the close goes out, a ticket may still come
     return {
         "socket": None,
         "tls": {"version": "TLSv1.3", "cipher": None, "alpn": script.get("alpn") or "h3"},

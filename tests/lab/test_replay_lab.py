@@ -252,3 +252,17 @@ def test_several_connections_client_timeout_and_a_hedge(tmp_path: Path) -> None:
     assert list(h["runs"]["faithful"]["kinds"]) == ["retry_amplification"]
     with pcapkit.open(tmp_path / "b" / "faithful" / "server.pcapng") as t:
         assert t.tls["resumption_accepted"].tolist() == [False, True]
+
+
+def test_quic_resumption_replayed_and_zero_rtt_removes_the_wait(tmp_path: Path) -> None:
+    """h3_resumed_no_0rtt's two QUIC connections: the second resumes with the first's
+    ticket and waits for the handshake (zero_rtt_unused, as captured); ``auto`` (zero-rtt)
+    sends its request in 0-RTT packets and the finding is gone."""
+    s = _replay_flows(tmp_path, "h3_resumed_no_0rtt", [0, 1], "auto")
+    runs = s["runs"]
+    assert "zero_rtt_unused" in runs["faithful"]["kinds"]
+    assert runs["remedy-zero-rtt"]["remedy"]["addressed_gone"] is True
+    with pcapkit.open(tmp_path / "remedy-zero-rtt" / "client.pcapng") as t:
+        q = t.quic_packets
+        assert ((q["flow"] == 1) & (q["packet_type"] == "0rtt")).any()
+        assert not ((q["flow"] == 0) & (q["packet_type"] == "0rtt")).any()
