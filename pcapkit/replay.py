@@ -1041,7 +1041,7 @@ def _quic_vantage_rtt(trace: Trace, flow: int) -> tuple[str, float]:
     vantage = "client" if a > b else "server"
     mine = "c2s" if vantage == "client" else "s2c"
     pk = trace.quic_packets
-    pk = pk[(pk["flow"] == flow) & (pk["dir"] == mine)]
+    pk = pk[(pk["flow"] == flow) & (pk["dir"] == mine) & pk["packet_number"].notna()]
     sent = dict(zip(pk["packet_number"].astype("int64"), pk["ts_ns"].astype("int64"), strict=False))
     q = trace.quic_frames
     acks = q[(q["flow"] == flow) & (q["dir"] != mine) & (q["type"] == "ACK")]
@@ -1066,7 +1066,7 @@ def _quic_drops(trace: Trace, flow: int, vantage: str) -> dict[str, list[int]]:
     that never arrived (aioquic numbers every space from one counter; a gap is a loss),
     placed after the datagrams that came before it."""
     pk = trace.quic_packets
-    pk = pk[pk["flow"] == flow]
+    pk = pk[(pk["flow"] == flow) & pk["packet_number"].notna() & pk["datagram"].notna()]
     q = trace.quic_frames
     q = q[(q["flow"] == flow) & (q["type"] == "STREAM")]
     out: dict[str, list[int]] = {"c2s": [], "s2c": []}

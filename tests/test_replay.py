@@ -26,6 +26,8 @@ from pcapkit.replay import (
     remedied,
 )
 
+from tshark_util import CORPUS, needs_corpus
+
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
 
@@ -593,3 +595,24 @@ def test_several_quic_connections_resumption_and_zero_rtt() -> None:
         with pytest.raises(ReplayError, match="several QUIC connections"):
             remedied(derive(t, 0), "zero-rtt", None)
     assert auto_remedies(["zero_rtt_unused"]) == ["zero-rtt"]
+
+
+@needs_corpus
+def test_foreign_quic_captures_plan_or_refuse() -> None:
+    """QUIC that is not the lab's: The Illustrated QUIC Connection (keys given) plans its
+    one ping / pong (4 B each way, client vantage); Wireshark's fragmented-handshakes
+    capture (packet numbers unknown where keys are missing) is refused, never a crash."""
+    iq = CORPUS / "illustrated-quic"
+    with pcapkit.open(iq / "capture.pcap", keylog=str(iq / "keylog.txt")) as t:
+        plan = derive(t, 0)
+    assert plan.quic and plan.vantage == "client"
+    assert [(u["side"], u["len"]) for u in plan.script["units"]] == [("client", 4), ("server", 4)]
+    with pcapkit.open(CORPUS / "wireshark" / "quic-fragmented-handshakes.pcapng.gz") as t:
+        flows = [int(f) for f in t.flows["flow"]]
+        for f in flows:
+            try:
+                derive(t, f)
+            except ReplayError:
+                pass
+        with pytest.raises(ReplayError):
+            derive_many(t, flows[:3])
