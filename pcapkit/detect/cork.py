@@ -26,9 +26,13 @@ Nagle).  The write time is not on the wire, so an *anchor* is needed:
   long after the handshake (not for clients: a pre-connected client sends its first
   request whenever the application wants).
 
+A client's *next* HTTP request is never an anchor either, whatever answer came before it
+(the requests table says where requests start: cleartext, or TLS with keys): the client
+sends it when its application wants — think time, a retry's backoff sleep of 250 ms.
+
 Known blind spot: an application whose own delay is a constant close to the RTO (a
-client polling 250 ms after each answer, a server batching for 250 ms) looks the same
-from the wire; hence the medium confidence (0.6, 0.8 for several answers held alike).
+client polling 250 ms after each answer when its requests are not decoded — no keys —,
+a server batching for 250 ms) looks the same from the wire; hence the medium confidence (0.6, 0.8 for several answers held alike).
 A *lone* late answer or greeting — one request or setup anchor, nothing chained to it,
 a single unit — is not reported at all: a proxy fetching upstream or a slow handshake
 step takes 200–300 ms as often as a cork holds a write (issue 13 review: nDPI's
@@ -185,6 +189,26 @@ def detect(
 # -- C1 ------------------------------------------------------------------------------
 
 
+def _client_request_starts(ctx: DetectContext, v: DirView) -> np.ndarray:
+    """When each HTTP request of the flow became readable (its first byte; capture clock,
+    sorted) — for the client's direction only; empty when the requests are not known."""
+    r = ctx.requests
+    if v.d != 0 or not len(r):
+        return np.zeros(0, np.int64)
+    ts = r.loc[(r["flow"] == v.f).to_numpy(bool), "request_start_ts_ns"].dropna()
+    return np.sort(ts.to_numpy(np.int64))
+
+
+def _starts_request(starts: np.ndarray, t: int, n_ts: np.ndarray, pos: int) -> bool:
+    """The segment sent at ``t`` (X's new data number ``pos``) carries the first byte of a
+    request: one became readable from ``t`` until X's next new segment."""
+    if not starts.shape[0]:
+        return False
+    end = int(n_ts[pos + 1]) if pos + 1 < n_ts.shape[0] else t + 1
+    k = int(np.searchsorted(starts, t, "left"))
+    return k < starts.shape[0] and int(starts[k]) < max(end, t + 1)
+
+
 def _cork(
     ctx: DetectContext,
     v: DirView,
@@ -207,6 +231,7 @@ def _cork(
     chain = False  # socket shown corked and not shown uncorked since
     slow_answers = 0
     todo, resets = _cork_prefilter(v, new, partial, lo, hi, quiet)
+    starts = _client_request_starts(ctx, v)
     seen = 0
     for pos in todo.tolist():
         if resets is not None:
@@ -260,7 +285,11 @@ def _cork(
             continue
         psh = bool(v.s_psh[j])
         first_data = int(v.s_off[j]) == 0
-        if bool(v.y_data[kb]):
+        if bool(v.y_data[kb]) and _starts_request(starts, t, n_ts, pos):
+            # the client's next HTTP request after an answer: sent when its application
+            # wanted (think time, a backoff sleep), like its first one — never an anchor
+            trigger = "next_request"
+        elif bool(v.y_data[kb]):
             trigger = "request"
         elif first_data and v.d == 1:
             trigger = "setup"  # a server-first greeting; a client's first request may
@@ -271,7 +300,10 @@ def _cork(
         if trigger == "ack" and after_full and n_units < 2 and _full_run_left_at_once(v, new, pos):
             trigger = "tail"  # the write's full segments left at once, its tail was held
         anchored = (
-            psh and lo <= hold <= hi and (trigger in ("request", "setup", "tail") or n_units >= 2)
+            psh
+            and lo <= hold <= hi
+            and trigger != "next_request"
+            and (trigger in ("request", "setup", "tail") or n_units >= 2)
         )
         if anchored:
             chain = True

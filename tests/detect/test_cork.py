@@ -241,6 +241,35 @@ def test_synthetic_late_first_request_of_a_client_is_not_cork(tmp_path):
     assert of_kind(s.trace(tmp_path), {"tcp_cork"}).empty
 
 
+@pytest.mark.parametrize("http", [True, False])
+def test_synthetic_client_think_time_before_its_next_request_is_not_cork(tmp_path, http):
+    """SYNTHETIC, HTTP/1.1 in clear: after each response the client sleeps ≈ 222 ms (a
+    retry's backoff, think time) and sends its next request — three times alike.  The
+    requests table shows each is a new request: application timing, not a held write.
+    The same bytes as filler (no HTTP to decode) keep the documented blind spot: answers
+    held alike, reported at medium confidence — so the exemption is the HTTP knowledge."""
+    s = Sim.at("client")
+    s.handshake()
+    t = 100_000.0
+    for k in range(4):
+        req = f"GET /v1/item/{k} HTTP/1.1\r\nHost: api.example\r\n\r\n".encode()
+        s.client(t, len(req), data=req if http else None)
+        s.server(t + s.d_s + s.d_c + 20, 0)
+        resp = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+        t_resp = t + s.d_s + s.d_c + 1_000
+        s.server(t_resp, len(resp), data=resp if http else None)
+        s.client(t_resp + 30, 0)
+        t = t_resp + 222_000
+    tr = s.trace(tmp_path)
+    if http:
+        assert len(tr.requests) == 4 and tr.requests["status"].tolist() == [200] * 4
+    f = of_kind(tr, {"tcp_cork"})
+    if http:
+        assert f.empty
+    else:
+        assert len(f) == 3 and (f.dir == "c2s").all()
+
+
 def test_synthetic_response_tail_anchor(tmp_path):
     """SYNTHETIC: a corked 1548-byte answer: the full segment leaves at once, the 100-byte
     tail ≈ RTO after the client's ACK of it (full segments are never held)."""

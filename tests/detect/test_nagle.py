@@ -110,9 +110,13 @@ class Sim:
         offset: int | None = None,
         ack: int | None = None,
         window: int = 65535,
+        data: bytes | None = None,
     ) -> int:
         """Data (n > 0) or a pure ACK (n == 0) from the client (d = 0) or server (d = 1)
-        seen at P at ``t`` µs; returns its frame number."""
+        seen at P at ``t`` µs; returns its frame number.  The payload is ``data`` when
+        given (``n`` is then its length), else ``n`` filler bytes."""
+        if data is not None:
+            n = len(data)
         c = self.conn
         off = self.nxt[d] if offset is None else offset
         a = self._ack(d, t) if ack is None else ack
@@ -121,7 +125,7 @@ class Sim:
         else:
             seq, ackno = c.sisn + 1 + off, c.cisn + 1 + a
         fl = flags if n else "A"
-        c.raw(t, d == 0, fl, seq, ackno, b"x" * n, window=window)
+        c.raw(t, d == 0, fl, seq, ackno, b"x" * n if data is None else data, window=window)
         if n:
             self.seen[d].append((t, off + n))
             self.nxt[d] = max(self.nxt[d], off + n)
