@@ -684,10 +684,14 @@ def _tcp_unit(stream: Any, d: str, ts: int, start: int, end: int) -> dict[str, A
 
 
 def _tcp_units(trace: Trace, flow: int, segments: pd.DataFrame) -> list[dict[str, Any]]:
-    """PSH-terminated runs of new data, one unit per run."""
+    """PSH-terminated runs of new data, one unit per run.
+
+    Retransmissions, zero-window probes and keep-alives carry no new bytes (a probe sits at
+    snd_una − 1: counted, it added a byte and started a run at the probe's time)."""
     units: list[dict[str, Any]] = []
+    old = ("retransmission", "zero_window_probe", "keep_alive")
     for d in ("c2s", "s2c"):
-        seg = segments[(segments["dir"] == d) & (segments["kind"] != "retransmission")]
+        seg = segments[(segments["dir"] == d) & ~segments["kind"].isin(old)]
         seg = seg.sort_values("offset", kind="stable")
         stream = trace.stream(flow, d)
         start: int | None = None
@@ -777,6 +781,27 @@ def ready_times(
     return ready
 
 
+def window_held(
+    units: list[dict[str, Any]], ready: list[int], closed: dict[str, list[tuple[int, int]]]
+) -> list[int]:
+    """Write times with the units a closed receive window held moved back to its closing.
+
+    ``closed``: per direction, the (start, end) of each ``zero_window`` finding.  Linux
+    probes a zero window only with data queued, so what the sender sent between the
+    window's closing and its reopening (+ :data:`RELEASE_SLACK_NS`: the reopening ACK
+    releases it at once) was written by then: the replay's sender must have it queued when
+    the window closes, or the window never closes (its writes would follow the reader,
+    as the capture's wire times do).  Earlier units keep their times (never later ones)."""
+    out = list(ready)
+    for k, u in enumerate(units):
+        for start, end in closed.get(u["dir"], ()):
+            if start < u["ts"] <= end + RELEASE_SLACK_NS:
+                before = [out[i] for i in range(k) if units[i]["dir"] == u["dir"]]
+                at = before[-1] if before and before[-1] < start else start
+                out[k] = min(out[k], at)
+    return out
+
+
 def derive(trace: Trace, flow: int) -> Plan:
     """The replay plan of ``flow`` (see the module doc); ReplayError when impossible."""
     row = _flow_row(trace, flow)
@@ -843,6 +868,7 @@ def derive(trace: Trace, flow: int) -> Plan:
     f = trace.findings
     f = f[f["flow"] == flow] if not f.empty else f
     holds: dict[str, list[tuple[int, int]]] = {"c2s": [], "s2c": []}
+    closed: dict[str, list[tuple[int, int]]] = {"c2s": [], "s2c": []}  # zero windows
     kinds_by_dir: dict[str, set[str]] = {"c2s": set(), "s2c": set()}
     for fr in f.itertuples():
         if fr.dir in holds:
@@ -850,6 +876,8 @@ def derive(trace: Trace, flow: int) -> Plan:
             cause = fr.details.get("cause") if isinstance(fr.details, dict) else None
             if cause in ("nagle", "nagle_delayed_ack"):  # e.g. records coalesced by Nagle
                 kinds_by_dir[str(fr.dir)].add(str(cause))
+            if fr.kind == "zero_window" and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
+                closed[str(fr.dir)].append((int(fr.t_start_ns), int(fr.t_end_ns)))
             if fr.kind in HOLD_KINDS and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
                 holds[str(fr.dir)].append((int(fr.t_start_ns), int(fr.t_end_ns)))
             elif cause == "cwnd" and pd.notna(fr.t_end_ns):
@@ -866,7 +894,8 @@ def derive(trace: Trace, flow: int) -> Plan:
     prev_side: str | None = None
     prev_ts = base_ts
     rate_mbit = _bottleneck_mbit(trace.packets, flow, vantage)
-    for u, ready in zip(units, ready_times(units, holds, rate_mbit, legs), strict=True):
+    readies = window_held(units, ready_times(units, holds, rate_mbit, legs), closed)
+    for u, ready in zip(units, readies, strict=True):
         side = "client" if u["dir"] == "c2s" else "server"
         other = "server" if side == "client" else "client"
         # what of the peer's could this end have read when it wrote the unit?  Its units

@@ -220,6 +220,30 @@ def test_reader_pause_and_receive_buffer_from_zero_window() -> None:
     assert plan.drop_s2c == []
 
 
+def test_data_the_closed_window_held_was_queued_when_it_closed() -> None:
+    """The original server wrote its 65 536 B with one sendall: what it sent after the
+    window reopened was queued when it closed (its zero-window probes say so).  The plan
+    writes it then, right after the last write the window let out — not at its wire time
+    (338 ms and 1.5 s later), or the replay's window never closes (NOTE-19d)."""
+    with pcapkit.open(FIX / "zero_window" / "server.pcapng") as t:
+        plan = derive(t, 0)
+        zw = t.findings[t.findings["kind"] == "zero_window"].iloc[0]
+        p = t.packets[(t.packets["flow"] == 0) & (t.packets["dir"] == "c2s")]
+        acked = int(p[p["ts_ns"] <= zw["t_start_ns"]]["rel_ack"].max())
+    truth = _truth("zero_window")["params"]
+    server = [u for u in plan.script["units"] if u["side"] == "server"]
+    assert sum(u["len"] for u in server) == truth["response_len"]
+    reopen = next(i for i, u in enumerate(server) if u["delay_ms"] > 1000)
+    queued = sum(u["len"] for u in server[:reopen])
+    # more than the receiver had taken when its window closed: data waits for the window
+    assert queued > acked - 1 > truth["read_before_pause"]
+    # and none of it waits for the reader: round-trip clocked at most, no 338 ms write
+    assert max(u["delay_ms"] for u in server[:reopen]) < 2 * plan.delay_ms + 5
+    # the reopening write comes after the reader's pause (the window update released it)
+    (pause,) = plan.script["pauses"]
+    assert server[reopen]["delay_ms"] > pause["pause_ms"]
+
+
 @pytest.mark.parametrize("fixture", ["ack_stall", "black_hole", "rto_tail_loss", "tls_sse_drop"])
 def test_held_and_lost_return_path_match_the_forwarder(fixture: str) -> None:
     """The client's packets held 1.5 s (ack_stall) or lost from the request on
