@@ -1515,8 +1515,9 @@ def _h2_answers_first(units: list[dict[str, Any]]) -> None:
                 moved["needs"] = first["needs"]
                 units[c + 1] = dict(first, after="self", delay_ms=0.0)
                 units[c + 1 : i + 1] = [moved, *units[c + 1 : i]]
-                for lst in (heads, data_only, start_of):
-                    lst[c + 1 : i + 1] = [lst[i], *lst[c + 1 : i]]  # type: ignore[index]
+                heads[c + 1 : i + 1] = [heads[i], *heads[c + 1 : i]]
+                data_only[c + 1 : i + 1] = [data_only[i], *data_only[c + 1 : i]]
+                start_of[c + 1 : i + 1] = [start_of[i], *start_of[c + 1 : i]]
                 for sid in heads[c + 1]:
                     requested.pop(sid, None)
         i += 1
