@@ -387,6 +387,7 @@ class QuicConnection:
         self._initial: dict[tuple[int, bytes], tuple[PacketProtection, PacketProtection]] = {}
         self._streams: dict[tuple[int, str], Reassembler] = {}
         self._resets: dict[tuple[int, str], int] = {}
+        self._dcid_cache: dict[str, tuple[int, list[bytes], int]] = {}
 
     # -- public views --------------------------------------------------------------
     @property
@@ -483,14 +484,57 @@ class QuicConnection:
         return out
 
     # -- internals: headers and CIDs ------------------------------------------------
+    def short_dcid_candidates(self, direction: str) -> tuple[list[bytes], int] | None:
+        """How the DCID length of a short header sent in ``direction`` is found now: the
+        receiver's connection IDs longest first (the first that prefixes the bytes after
+        the first byte gives the length) and the most common length (when none does);
+        None while the receiver issued none (the length is unknown)."""
+        cids = self._dirs[_PEER[direction]].cids  # the receiver issued the CIDs it is sent
+        if not cids:
+            return None
+        # the sets only grow: their size says whether the answer changed
+        got = self._dcid_cache.get(direction)
+        if got is None or got[0] != len(cids):
+            ordered = sorted(cids, key=len, reverse=True)
+            got = (len(cids), ordered, Counter(len(c) for c in cids).most_common(1)[0][0])
+            self._dcid_cache[direction] = got
+        return got[1], got[2]
+
+    def unkeyed_1rtt(self, direction: str) -> tuple[str, str] | None:
+        """Why a 1-RTT packet sent in ``direction`` cannot be opened in the current state,
+        when only :meth:`feed` can change that (no key log, or its ClientHello not seen):
+        the ``reason`` of its record when the DCID length is known, and when it is not.
+        None when keys may exist (the packet must be fed).  No side effect.
+
+        Such a packet changes nothing in the connection: a caller may take a run of them
+        as columns instead of feeding each (``pcapkit.sessions.quic.run_quic``)."""
+        if self._dirs[direction].phases:
+            return None
+        why = self._one_rtt_missing(direction)
+        if why is None:
+            return None
+        return why, f"unknown DCID length for short header ({why})"
+
+    def _one_rtt_missing(self, d: str) -> str | None:
+        """Why no 1-RTT keys of ``d`` can be derived now (before any were), or None."""
+        try:
+            self._key_precheck("1-RTT")
+        except _NoKeys as e:
+            return e.reason
+        label = _LABELS[(PacketSpace.APPLICATION, d)]
+        if self._secret(label) is None:
+            return f"no keys for 1-RTT: key log has no {label} for this ClientHello"
+        if self.version is None:
+            return "no keys for 1-RTT: version unknown (no long header seen)"
+        return None
+
     def _dcid_length(self, d: str, first: PacketHeader | None) -> DcidLength:
         if first is not None:
             return len(first.dcid)
-        cids = self._dirs[_PEER[d]].cids  # the receiver issued the CIDs it is sent
-        if not cids:
+        got = self.short_dcid_candidates(d)
+        if got is None:
             return None
-        ordered = sorted(cids, key=len, reverse=True)
-        common = Counter(len(c) for c in cids).most_common(1)[0][0]
+        ordered, common = got
 
         def resolve(rest: bytes) -> int:
             for c in ordered:
@@ -580,14 +624,12 @@ class QuicConnection:
         st = self._dirs[d]
         if st.phases:
             return st.phases
-        self._key_precheck("1-RTT")
-        label = _LABELS[(PacketSpace.APPLICATION, d)]
-        secret = self._secret(label)
-        if secret is None:
-            raise _NoKeys(f"no keys for 1-RTT: key log has no {label} for this ClientHello")
+        why = self._one_rtt_missing(d)
+        if why is not None:
+            raise _NoKeys(why)
+        secret = self._secret(_LABELS[(PacketSpace.APPLICATION, d)])
         version = self.version
-        if version is None:
-            raise _NoKeys("no keys for 1-RTT: version unknown (no long header seen)")
+        assert secret is not None and version is not None
         st.phases = [
             _Phases(PacketProtection(version, s, secret)) for s in self._suites_for(secret)
         ]

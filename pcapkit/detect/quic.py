@@ -49,6 +49,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 from .quic_rows import ACK_TYPES, QuicConn, connections
@@ -101,7 +103,7 @@ class _Conn:
         c = cls(qc)
         for d in ("c2s", "s2c"):
             c.app[d], c.pns[d], c.acks[d] = [], set(), []
-        for p in qc.packets:
+        for p in qc.key_packets:  # every decrypted packet is there
             if not p.decrypted or p.space != "application":
                 continue
             c.app[p.qdir].append((p.packet_number, p.frame, p.ts_ns))
@@ -336,14 +338,12 @@ def _vantage(qc: QuicConn) -> str:
     ci, si = qc.event("client_initial"), qc.event("server_initial")
     if ci is None or si is None:
         return "unknown"
-    nxt = next(
-        (p for p in qc.packets if p.qdir == "c2s" and p.frame > si.frame),
-        None,
-    )
-    if nxt is None:
+    pk = qc.pk  # the first client packet after the server's Initial
+    after = pk.c2s & (pk.frame > si.frame)
+    if not after.any():
         return "unknown"
     d_s = si.ts_ns - ci.ts_ns
-    d_c = nxt.ts_ns - si.ts_ns
+    d_c = int(pk.ts_ns[int(np.argmax(after))]) - si.ts_ns
     if d_s <= 0 or d_c < 0:
         return "unknown"
     if d_c <= VANTAGE_LEG_RATIO * d_s:

@@ -49,6 +49,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
 from .quic_rows import CRYPTO, QuicConn, connections
@@ -123,12 +125,29 @@ class _Datagram:
 
 def _amplification(qc: QuicConn) -> tuple[str, Any, Any, Any] | None:
     """The server's pause at the anti-amplification limit, as (cause, a, trigger, b)."""
+    # validated once the server has a Handshake packet from the client (RFC 9000 §8.1):
+    # without one nothing below can be found.  With one (frame F), the walk ends by the
+    # server's first datagram after F at the latest: only datagrams up to it matter.
+    hs = [p.frame for p in qc.key_packets if p.qdir == "c2s" and p.packet_type == "handshake"]
+    if not hs:
+        return None
+    pk = qc.pk
+    f_hs = min(hs)
+    later = pk.frame[~pk.c2s & (pk.frame > f_hs)]
+    upto = np.nonzero(pk.frame <= (int(later.min()) if later.shape[0] else f_hs))[0]
     grams: dict[int, _Datagram] = {}
-    for p in qc.packets:
-        g = grams.get(p.frame)
+    for fr, ts, c2s, size, ptype in zip(
+        pk.frame[upto].tolist(),
+        pk.ts_ns[upto].tolist(),
+        pk.c2s[upto].tolist(),
+        pk.datagram_bytes[upto].tolist(),
+        pk.packet_types(upto),
+        strict=True,
+    ):
+        g = grams.get(fr)
         if g is None:
-            g = grams[p.frame] = _Datagram(p.frame, p.ts_ns, p.qdir, p.datagram_bytes)
-        g.types.add(p.packet_type or "")
+            g = grams[fr] = _Datagram(fr, ts, "c2s" if c2s else "s2c", size)
+        g.types.add(ptype or "")
     order = sorted(grams.values(), key=lambda g: g.frame)
     # validated once the server has a Handshake packet from the client (RFC 9000 §8.1)
     first_hs = next((g for g in order if g.direction == "c2s" and "handshake" in g.types), None)
@@ -164,7 +183,7 @@ def _flight_cut(qc: QuicConn, last_frame: int, next_frame: int) -> bool | None:
     everything sent before.  None when the server's Handshake packets did not decrypt."""
     seen = [
         p
-        for p in qc.packets
+        for p in qc.key_packets  # handshake packets are all there
         if p.qdir == "s2c" and p.space == "handshake" and p.frame <= next_frame
     ]
     if not seen or not all(p.decrypted for p in seen):
@@ -201,7 +220,7 @@ def _zero_rtt_unused(ctx: DetectContext, qc: QuicConn) -> Finding | None:
     offered = bool(ch.early_data)
     ee = msgs.get("ENCRYPTED_EXTENSIONS")
     accepted = ee is not None and bool(ee.early_data)
-    zero_rtt = [p for p in qc.packets if p.qdir == "c2s" and p.packet_type == "0rtt"]
+    zero_rtt = [p for p in qc.key_packets if p.qdir == "c2s" and p.packet_type == "0rtt"]
     if offered and accepted and zero_rtt:
         return None  # 0-RTT used
     req = ctx.requests
@@ -265,7 +284,7 @@ def detect(ctx: DetectContext) -> list[Finding]:
         if z is not None:
             out.append(z)
     for qc in connections(ctx):
-        pkts = qc.packets
+        pkts = qc.key_packets  # every packet but undecrypted 1-RTT: none is looked for
         first = _first(pkts, lambda p: p.qdir == "c2s" and p.packet_type == "initial")
         if first is None:
             continue

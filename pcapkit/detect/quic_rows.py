@@ -9,6 +9,11 @@ turns the tables into that shape once per trace (``ctx.memo``): one
 named tuples of the columns the detectors read (``PACKET_COLUMNS``, …) whose
 values are plain Python (``None`` for missing).
 
+Undecrypted 1-RTT packets (without keys: nearly every packet of a connection) are
+not turned into rows up front: ``QuicConn.key_packets`` holds every other packet
+(long headers, decrypted packets), ``QuicConn.pk`` the columns the detectors scan of
+all packets as arrays, and ``QuicConn.packets`` builds the rows of all on demand.
+
 Each row also gets ``qdir``, its direction in QUIC roles ("c2s" = sent by the QUIC
 client), which is what the detectors reason in; a finding's ``dir`` is the flow's
 (:meth:`QuicConn.flow_dir`), as in every table.
@@ -55,6 +60,33 @@ Event = namedtuple("Event", ["frame", "ts_ns"])
 
 
 @dataclass(frozen=True)
+class PacketArrays:
+    """Columns of one connection's quic_packets rows (capture order) as numpy arrays."""
+
+    frame: np.ndarray
+    ts_ns: np.ndarray
+    c2s: np.ndarray  # from_client: qdir == "c2s"
+    datagram_bytes: np.ndarray
+    # packet_type of the table (a Series) and this connection's rows of it: converted to
+    # Python only for the rows asked (:meth:`packet_types`)
+    _types: Any = None
+    _rows: Any = None
+
+    @classmethod
+    def empty(cls) -> PacketArrays:
+        z = np.zeros(0, np.int64)
+        return cls(z, z, np.zeros(0, bool), z)
+
+    def packet_types(self, idx: np.ndarray) -> list[str | None]:
+        """packet_type (None when missing) of the connection's packets ``idx``."""
+        if self._types is None or idx.shape[0] == 0:
+            return [None] * idx.shape[0]
+        rows = self._rows.start + idx if isinstance(self._rows, slice) else self._rows[idx]
+        out: list[str | None] = _py(self._types.iloc[rows])
+        return out
+
+
+@dataclass(frozen=True)
 class QuicConn:
     """One QUIC connection: its ``ctx.quic`` facts and its rows of the other tables."""
 
@@ -62,12 +94,29 @@ class QuicConn:
     swapped: bool  # quic.roles_swapped: the QUIC client is the flow's server
     sni: str | None
     version_name: str | None
-    packets: list[Any] = field(default_factory=list)  # quic_packets rows, capture order
+    # quic_packets rows, capture order, but for the 1-RTT packets that did not decrypt
+    key_packets: list[Any] = field(default_factory=list)
+    pk: PacketArrays = field(default_factory=PacketArrays.empty)  # every packet
     frames: list[Any] = field(default_factory=list)  # quic_frames rows, packet order
     tls: list[Any] = field(default_factory=list)  # quic_tls rows, completion order
     handshake: Any = None  # its quic_handshake row
     # STREAM frames the dissector reassembled (quic_frames rows with new_bytes), in order
     stream_rows: list[Any] = field(default_factory=list)
+    # how to build every packet's row: (quic_packets, its rows of this connection)
+    _all: tuple[pd.DataFrame, np.ndarray] | None = field(default=None, repr=False)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def packets(self) -> list[Any]:
+        """Every quic_packets row of the connection, capture order (built on first use)."""
+        if "packets" not in self._memo:
+            if self._all is None:
+                self._memo["packets"] = list(self.key_packets)
+            else:
+                df, rows = self._all
+                self._memo["packets"] = _rows(df.iloc[rows], "QuicPacket", PACKET_COLUMNS)
+        out: list[Any] = self._memo["packets"]
+        return out
 
     def flow_dir(self, quic_direction: str) -> str:
         """The flow direction (``Trace.flows`` roles) of a QUIC direction."""
@@ -117,7 +166,21 @@ def _build(ctx: DetectContext) -> list[QuicConn]:
     q = ctx.quic
     if q.empty:
         return []
-    packets = _by_flow(_rows(ctx.quic_packets, "QuicPacket", PACKET_COLUMNS))
+    qp = ctx.quic_packets
+    pflow = qp["flow"].to_numpy(np.int64)
+    one_rtt = (qp["packet_type"] == "1rtt").to_numpy(dtype=bool, na_value=False)
+    key = ~(one_rtt & ~qp["decrypted"].to_numpy(bool))
+    packets = _by_flow(_rows(qp[key], "QuicPacket", PACKET_COLUMNS))
+    # every packet's row numbers per flow, capture order (stable)
+    by = np.argsort(pflow, kind="stable")
+    flows_sorted = pflow[by]
+    cols = {
+        "frame": qp["frame"].to_numpy(np.int64),
+        "ts_ns": qp["ts_ns"].to_numpy(np.int64),
+        "c2s": qp["from_client"].to_numpy(bool),
+        "datagram_bytes": qp["datagram_bytes"].to_numpy(np.int64),
+    }
+    types = qp["packet_type"]
     frames = _by_flow(_rows(ctx.quic_frames, "QuicFrame", FRAME_COLUMNS))
     tls = _by_flow(_rows(ctx.quic_tls, "QuicTlsMessage", TLS_COLUMNS))
     hs = {r.flow: r for r in _rows(ctx.quic_handshake, "QuicHandshake")}
@@ -130,13 +193,26 @@ def _build(ctx: DetectContext) -> list[QuicConn]:
         strict=True,
     ):
         fr = frames.get(flow, [])
+        lo, hi = np.searchsorted(flows_sorted, [flow, flow + 1]).tolist()
+        rows: Any = by[lo:hi]
+        if hi > lo and rows[-1] - rows[0] == hi - lo - 1 and bool((np.diff(rows) == 1).all()):
+            rows = slice(int(rows[0]), int(rows[-1]) + 1)  # contiguous: views, not copies
         out.append(
             QuicConn(
                 flow=int(flow),
                 swapped=bool(swapped),
                 sni=sni,
                 version_name=version_name,
-                packets=packets.get(flow, []),
+                key_packets=packets.get(flow, []),
+                pk=PacketArrays(
+                    frame=cols["frame"][rows],
+                    ts_ns=cols["ts_ns"][rows],
+                    c2s=cols["c2s"][rows],
+                    datagram_bytes=cols["datagram_bytes"][rows],
+                    _types=types,
+                    _rows=rows,
+                ),
+                _all=(qp, rows),
                 frames=fr,
                 tls=tls.get(flow, []),
                 handshake=hs.get(flow),

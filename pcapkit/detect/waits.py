@@ -25,11 +25,17 @@ class TcpOptions:
 
     def __init__(self, packets: pd.DataFrame) -> None:
         frame = packets["frame"].to_numpy(np.int64)
-        order = np.argsort(frame, kind="stable")
-        self.frame = frame[order]
-        self.tsval = packets["tsval"].to_numpy(np.int64, na_value=-1)[order]
-        self.tsecr = packets["tsecr"].to_numpy(np.int64, na_value=-1)[order]
-        self.sack_n = packets["sack_n"].to_numpy(np.int64, na_value=0)[order]
+        # the packets table is in frame order: no permuted copies then
+        order = None if bool((frame[1:] >= frame[:-1]).all()) else np.argsort(frame, kind="stable")
+
+        def col(name: str, missing: int) -> np.ndarray:
+            v = packets[name].to_numpy(np.int64, na_value=missing)
+            return v if order is None else v[order]
+
+        self.frame = frame if order is None else frame[order]
+        self.tsval = col("tsval", -1)
+        self.tsecr = col("tsecr", -1)
+        self.sack_n = col("sack_n", 0)
 
     def _idx(self, frames: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.frame, np.asarray(frames, np.int64))

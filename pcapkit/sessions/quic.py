@@ -27,6 +27,9 @@ per-packet pandas.
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from dissectors.errors import DissectError
-from dissectors.quic import PacketType, QuicConnection, looks_like_quic
+from dissectors.quic import PacketSpace, PacketType, QuicConnection, looks_like_quic
 from dissectors.quic import version_name as quic_version_name
 from dissectors.quic.frames import (
     Ack,
@@ -61,6 +64,7 @@ from dissectors.tls.versions import version_name
 
 from .. import schema
 from ..anomalies import isolate
+from ..io.reader import drop_pages, rows_at_released
 from ..limits import Limits, limit_anomaly
 from ..net.decode import PROTO_UDP
 from .timing import Split, split_handshake
@@ -104,6 +108,35 @@ class QuicFlow:
     datagram_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     datagram_bytes: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     limits: Limits = field(default_factory=Limits.default)
+    # 1-RTT datagrams that no key could open (no key log, or no ClientHello yet), taken
+    # as columns instead of one PacketRecord each (:func:`run_quic`); not in conn.packets.
+    # Per datagram (one packet, one quic_packets row each): its position among the flow's
+    # datagrams, sent by the QUIC client, the DCID (hex) and the record's reason — those
+    # two as codes into the name lists — capture time and captured UDP payload bytes
+    short_pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    short_from_client: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    short_dcid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    short_dcid_names: list[str] = field(default_factory=list)
+    short_reason: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    short_reason_names: list[str] = field(default_factory=list)
+    # per frame of the capture (shared, not copied): capture time, captured UDP payload
+    frame_ts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    frame_caplen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @property
+    def short_ts(self) -> np.ndarray:
+        """Capture time of each short datagram."""
+        return self.frame_ts[self.datagram_frames[self.short_pos] - 1]
+
+    @property
+    def short_len(self) -> np.ndarray:
+        """Captured UDP payload bytes of each short datagram."""
+        return self.frame_caplen[self.datagram_frames[self.short_pos] - 1]
+
+    @property
+    def packet_count(self) -> int:
+        """QUIC packets of the connection: the dissector's records and the short columns."""
+        return len(self.conn.packets) + int(self.short_pos.shape[0])
 
     def flow_dir(self, quic_direction: str) -> str:
         """The flow direction (``Trace.flows`` roles) of a QUIC direction."""
@@ -130,11 +163,15 @@ def quic_flow_ids(
     """
     udp_flows = np.nonzero(flow_proto == PROTO_UDP)[0]
     out = []
-    for f in udp_flows.tolist():
+    for k, f in enumerate(udp_flows.tolist()):
         i0 = int(flow_first_idx[f])
         o = int(payload_off[i0])
         if looks_like_quic(buf[o : o + int(payload_caplen[i0])]):
             out.append(f)
+        if k % _DROP_EVERY == _DROP_EVERY - 1 and isinstance(buf, np.ndarray):
+            drop_pages(buf)  # scattered reads: each maps a large span of the file
+    if isinstance(buf, np.ndarray):
+        drop_pages(buf)
     return out
 
 
@@ -166,6 +203,8 @@ def run_quic(
     if not flows:
         return []
     lim = Limits.default() if limits is None else limits
+    if not isinstance(buf, np.ndarray):  # header bytes are gathered with numpy
+        buf = np.frombuffer(buf, np.uint8)
     # packets of the QUIC flows grouped by flow, frame order inside each group
     sel = np.nonzero(np.isin(pkt_flow, np.asarray(flows, np.int64)))[0]
     order = sel[np.argsort(pkt_flow[sel], kind="stable")]
@@ -173,46 +212,239 @@ def run_quic(
     bounds = np.searchsorted(keys, np.asarray(flows, np.int64), side="left").tolist() + [
         order.shape[0]
     ]
+    # the first bytes of every datagram, gathered once in file order with the mapping's
+    # pages dropped as the gather passes (most datagrams are never read again)
+    heads = _heads(buf, payload_off[order])
+    fed = [0]  # datagrams fed (read from the file) so far
     out: list[QuicFlow] = []
-    for k, f in enumerate(flows):
-        rows = order[bounds[k] : bounds[k + 1]]
-        if rows.shape[0] == 0:
-            continue
-        swapped = int(pkt_dir[rows[0]]) == 1  # the first datagram is the QUIC client's
-        conn = QuicConnection(
-            keylog,
-            max_streams=lim["quic_streams"],
-            max_handshake_message=lim["handshake_message_bytes"],
-        )
-        try:
-            for i, o, ln, t, d in zip(
-                rows.tolist(),
-                payload_off[rows].tolist(),
-                payload_caplen[rows].tolist(),
-                ts_ns[rows].tolist(),
-                pkt_dir[rows].tolist(),
-                strict=True,
-            ):
-                if ln <= 0:
-                    continue
-                conn.feed(buf[o : o + ln], i + 1, t, (d == 0) != swapped)
-        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
-            if errors is None:
-                raise
-            errors.append(isolate("quic", exc, flow=f))
-            continue
-        out.append(
-            QuicFlow(
-                flow=f,
-                conn=conn,
-                swapped=swapped,
-                datagrams=int(rows.shape[0]),
-                datagram_frames=(rows + 1).astype(np.int64),
-                datagram_bytes=np.asarray(payload_len[rows], np.int64),
-                limits=lim,
+    with _gc_paused():  # many objects per connection, no reference cycles
+        for k, f in enumerate(flows):
+            rows = order[bounds[k] : bounds[k + 1]]
+            if rows.shape[0] == 0:
+                continue
+            head = heads[bounds[k] : bounds[k + 1]]
+            swapped = int(pkt_dir[rows[0]]) == 1  # the first datagram is the QUIC client's
+            conn = QuicConnection(
+                keylog,
+                max_streams=lim["quic_streams"],
+                max_handshake_message=lim["handshake_message_bytes"],
             )
-        )
+            short: list[tuple[Any, ...]] = []
+            try:
+                _feed_flow(
+                    conn,
+                    buf,
+                    head,
+                    rows,
+                    payload_off,
+                    payload_caplen,
+                    ts_ns,
+                    pkt_dir,
+                    swapped,
+                    short,
+                    fed,
+                )
+            except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+                if errors is None:
+                    raise
+                errors.append(isolate("quic", exc, flow=f))
+                continue
+            out.append(
+                QuicFlow(
+                    flow=f,
+                    conn=conn,
+                    swapped=swapped,
+                    datagrams=int(rows.shape[0]),
+                    datagram_frames=(rows + 1).astype(np.int64),
+                    datagram_bytes=np.asarray(payload_len[rows], np.int64),
+                    limits=lim,
+                    frame_ts=ts_ns,
+                    frame_caplen=payload_caplen,
+                    **_short_columns(short),
+                )
+            )
     return out
+
+
+# the bytes of a short header the DCID is resolved from: first byte + MAX_CID_LENGTH
+_HEAD = 1 + 20
+_MAX_CANDIDATES = 64  # more receiver CIDs than this: datagrams are fed one by one
+_DROP_EVERY = 64  # scattered datagram reads between drops of the mapping's pages
+_HEX = np.array([f"{i:02x}" for i in range(256)], "<U2")
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic-GC passes inside (each would walk every object the dissector keeps)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _heads(buf: np.ndarray, offs: np.ndarray) -> np.ndarray:
+    """``_HEAD`` bytes of ``buf`` at each offset (an (n, _HEAD) matrix), bytes past the
+    buffer's end 0; read in offset order, the pages dropped behind the read."""
+    n = buf.shape[0]
+    ok = offs + _HEAD <= n
+    if ok.all():
+        return rows_at_released(buf, offs, _HEAD)
+    out = np.zeros((offs.shape[0], _HEAD), np.uint8)
+    out[ok] = rows_at_released(buf, offs[ok], _HEAD)
+    tail = np.nonzero(~ok)[0]
+    idx = offs[tail, None] + np.arange(_HEAD)
+    out[tail] = np.where(idx < n, buf[np.minimum(idx, n - 1)], 0) if n else 0
+    return out
+
+
+def _feed_flow(
+    conn: QuicConnection,
+    buf: Any,
+    heads: np.ndarray,
+    rows: np.ndarray,
+    payload_off: np.ndarray,
+    payload_caplen: np.ndarray,
+    ts_ns: np.ndarray,
+    pkt_dir: np.ndarray,
+    swapped: bool,
+    short: list[tuple[Any, ...]],
+    fed: list[int],
+) -> None:
+    """Feed one flow's datagrams (``rows``, frame order; ``heads``: their first bytes)
+    to ``conn``.
+
+    Runs of short-header datagrams that no key can open (``conn.unkeyed_1rtt``: no key
+    log, or no ClientHello yet) change nothing in the connection: each would be one
+    undecrypted 1-RTT record.  Those are taken as columns (appended to ``short``:
+    position in ``rows``, from the client, DCID hex, reason) with the DCID length
+    resolved as the dissector does (``conn.short_dcid_candidates``), vectorised; every
+    other datagram, and one whose DCID would not fit, goes through ``conn.feed``.
+    """
+    lens = payload_caplen[rows]
+    offs = payload_off[rows]
+    live = np.nonzero(lens > 0)[0]
+    if live.shape[0] == 0:
+        return
+    first = heads[live, 0]
+    is_short = (first & 0x80) == 0
+    # runs of consecutive live datagrams with the same header form
+    cut = np.nonzero(is_short[1:] != is_short[:-1])[0] + 1
+    starts = np.concatenate(([0], cut)).tolist()
+    ends = np.concatenate((cut, [live.shape[0]])).tolist()
+    dirs = pkt_dir[rows]
+    from_client = (dirs == 0) != swapped
+
+    def feed(ks: np.ndarray) -> None:
+        for k in ks.tolist():
+            o, ln = int(offs[k]), int(lens[k])
+            conn.feed(buf[o : o + ln], int(rows[k]) + 1, int(ts_ns[rows[k]]), bool(from_client[k]))
+            fed[0] += 1
+            if fed[0] % _DROP_EVERY == 0:
+                drop_pages(buf)  # scattered reads: each maps a large span of the file
+
+    for a, b in zip(starts, ends, strict=True):
+        ks = live[a:b]
+        if not is_short[a]:
+            feed(ks)
+            continue
+        why = {d: conn.unkeyed_1rtt(d) for d in DIRS}
+        cand = {d: conn.short_dcid_candidates(d) for d in DIRS}
+        if any(w is None for w in why.values()) or any(
+            c is not None and len(c[0]) > _MAX_CANDIDATES for c in cand.values()
+        ):
+            feed(ks)
+            continue
+        _take_short(heads, lens, ks, from_client[ks], why, cand, short, feed)
+
+
+def _take_short(
+    heads: np.ndarray,
+    lens_all: np.ndarray,
+    ks: np.ndarray,
+    fc: np.ndarray,
+    why: dict[str, Any],
+    cand: dict[str, Any],
+    short: list[tuple[Any, ...]],
+    feed: Any,
+) -> None:
+    """One run of unkeyed short-header datagrams as columns (see :func:`_feed_flow`).
+
+    The DCID and the reason of each row are codes into name lists (most DCIDs are one
+    of the receiver's CIDs: their names are those CIDs in hex)."""
+    n = ks.shape[0]
+    lens = lens_all[ks]
+    # first byte + the DCID bytes any resolution can read (bytes past a datagram's end
+    # are never compared: ``rest`` and ``fits`` below)
+    w = 1 + max((max(len(c[0][0]), c[1]) for c in cand.values() if c is not None), default=0)
+    head = heads[ks, :w]
+    rest = np.minimum(lens - 1, _HEAD - 1)  # bytes the dissector resolves from
+    dlen = np.full(n, -1, np.int64)  # -1: DCID length unknown (no receiver CID)
+    dcode = np.full(n, -1, np.int64)  # DCID name: -1 not one of the receiver's CIDs
+    dnames: list[str] = [""]  # code 0: no DCID bytes
+    reason = np.zeros(n, np.int64)
+    rnames: list[str] = []
+    for d, client in (("c2s", True), ("s2c", False)):
+        sel = fc == client
+        if not sel.any():
+            continue
+        known, unknown = why[d]
+        c = cand[d]
+        reason[sel] = len(rnames)
+        if c is None:
+            rnames.append(unknown)
+            continue
+        rnames.append(known)
+        ordered, common = c
+        got = np.full(n, -1, np.int64)
+        for cid in ordered:  # longest first: the first prefix that matches wins
+            m = len(cid)
+            hit = sel & (got < 0) & (rest >= m)
+            if m:
+                hit &= (head[:, 1 : 1 + m] == np.frombuffer(cid, np.uint8)).all(axis=1)
+            got[hit] = m
+            dcode[hit] = len(dnames)
+            dnames.append(cid.hex())
+        got[sel & (got < 0)] = common
+        dlen[sel] = got[sel]
+    fits = lens - 1 >= dlen  # a DCID past the datagram's end: malformed, fed
+    if not fits.all():
+        feed(ks[~fits])
+        keep = fits
+        ks, fc, head, dlen = ks[keep], fc[keep], head[keep], dlen[keep]
+        dcode, reason = dcode[keep], reason[keep]
+    dcode[dlen <= 0] = 0
+    other = np.nonzero(dcode < 0)[0]  # the most common length, bytes of no known CID
+    for m in np.unique(dlen[other]).tolist():
+        rows = other[dlen[other] == m]
+        raw = np.ascontiguousarray(head[rows, 1 : 1 + m]).view(f"V{m}").reshape(-1)
+        uniq, inv = np.unique(raw, return_inverse=True)
+        dcode[rows] = len(dnames) + inv.reshape(-1)
+        dnames.extend(bytes(u).hex() for u in uniq)
+    short.append((ks, fc, dcode, dnames, reason, rnames))
+
+
+def _short_columns(short: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """The QuicFlow short_* fields from :func:`_take_short`'s runs (codes made global
+    to the flow's name lists)."""
+    if not short:
+        return {}
+    dcodes, rcodes, dnames, rnames = [], [], [], []
+    for _ks, _fc, dc, dn, rc, rn in short:
+        dcodes.append(dc + len(dnames))
+        rcodes.append(rc + len(rnames))
+        dnames.extend(dn)
+        rnames.extend(rn)
+    return {
+        "short_pos": np.concatenate([s[0] for s in short]).astype(np.int32),
+        "short_from_client": np.concatenate([s[1] for s in short]).astype(bool),
+        "short_dcid": np.concatenate(dcodes).astype(np.int32),
+        "short_dcid_names": dnames,
+        "short_reason": np.concatenate(rcodes).astype(np.int32),
+        "short_reason_names": rnames,
+    }
 
 
 # --------------------------------------------------------------------------- tables
@@ -257,6 +489,10 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
         c = qf.conn
         prot = [p for p in c.packets if p.packet_type not in _CLEAR]
         bad = [p for p in prot if not p.decrypted]
+        n_short = int(qf.short_pos.shape[0])  # undecrypted 1-RTT packets too
+        why_not = bad[0].reason if bad else None
+        if n_short and (not bad or int(qf.datagram_frames[qf.short_pos[0]]) < bad[0].frame):
+            why_not = qf.short_reason_names[int(qf.short_reason[0])]
         hs = c.handshake
         cols["flow"].append(qf.flow)
         # the version in use; a connection that never got past a version this package does
@@ -276,10 +512,10 @@ def summary_rows(flows: list[QuicFlow]) -> dict[str, list[Any]]:
         cols["key_exchange_group"].append(None if g is None else group_name(g))
         cols["client_scid"].append(None if c.client_scid is None else c.client_scid.hex())
         cols["server_scid"].append(None if c.server_scid is None else c.server_scid.hex())
-        cols["decrypted"].append(bool(prot) and not bad)
-        cols["packets"].append(len(c.packets))
-        cols["undecrypted_packets"].append(len(bad))
-        cols["why_not"].append(bad[0].reason if bad else None)
+        cols["decrypted"].append(bool(prot) and not bad and not n_short)
+        cols["packets"].append(len(c.packets) + n_short)
+        cols["undecrypted_packets"].append(len(bad) + n_short)
+        cols["why_not"].append(why_not)
         cols["handshake_ms"].append(hs.handshake_ms)
         sp = _split(qf)
         cols["handshake_network_ms"].append(sp.network_ms)
@@ -571,40 +807,215 @@ _PACKET_COLS = tuple(schema.columns("quic_packets"))
 
 
 def packet_table(flows: list[QuicFlow]) -> pd.DataFrame:
-    """``Trace.quic_packets``: one row per QUIC packet (schema "quic_packets")."""
+    """``Trace.quic_packets``: one row per QUIC packet (schema "quic_packets").
+
+    The dissector's records become rows one by one; the short-header datagrams
+    :func:`run_quic` took as columns (``QuicFlow.short_*``) become rows as arrays, merged
+    in by frame (one packet per such datagram, none of them coalesced)."""
     rows: list[tuple[Any, ...]] = []
-    for qf in flows:
-        sizes = qf.datagram_bytes.tolist()
-        dgram = {fr: (k, sizes[k]) for k, fr in enumerate(qf.datagram_frames.tolist())}
-        for p in qf.conn.packets:
-            pt = p.packet_type
-            k, size = dgram[p.frame]
-            space = p.space
-            rows.append(
-                (
-                    qf.flow,
-                    _DIR_CODE[qf.flow_dir(p.direction)],
-                    p.direction == "c2s",
-                    p.frame,
-                    p.ts_ns,
-                    k,
-                    size,
-                    p.index,
-                    p.offset,
-                    p.length,
-                    None if pt is None else pt.value,
-                    None if space is None else space.value,
-                    p.version,
-                    p.dcid.hex(),
-                    p.scid.hex(),
-                    len(p.token) if pt in (PacketType.INITIAL, PacketType.RETRY) else None,
-                    p.packet_number,
-                    p.key_phase,
-                    p.decrypted,
-                    p.reason,
-                )
+    short_n = sum(int(qf.short_pos.shape[0]) for qf in flows)
+    if short_n == 0:
+        for qf in flows:
+            rows.extend(_packet_rows(qf))
+        return _columns("quic_packets", rows, _PACKET_COLS)
+    # the records' rows and the short rows, each in the dissector's order, merged:
+    # connections in flow order, packets by frame (coalesced packets keep their order)
+    rec_conn: list[int] = []
+    for k, qf in enumerate(flows):
+        got = _packet_rows(qf)
+        rows.extend(got)
+        rec_conn.extend([k] * len(got))
+    r = len(rows)
+    n = r + short_n
+    dtypes = {c: dt for c, dt, _ in schema.SCHEMAS["quic_packets"]}
+    rec_cols = list(zip(*rows, strict=True)) if rows else [()] * len(_PACKET_COLS)
+    rec = dict(zip(_PACKET_COLS, rec_cols, strict=True))
+    sc = _short_packet_columns(flows)
+    pos_rec, pos_short = _merge_positions(
+        np.asarray(rec_conn, np.int64), np.asarray(rec["frame"], np.int64).reshape(r),
+        sc.pop("_conn"), sc["frame"],
+    )  # fmt: skip
+    data: dict[str, Any] = {}
+    for name in _PACKET_COLS:
+        vals, short_v, dt = rec[name], sc[name], dtypes[name]
+        if dt == "str":
+            data[name] = _str_column(vals, short_v, n, pos_rec, pos_short, sc["_n"])
+            continue
+        if dt in _MASKED_BASE:
+            base = np.dtype(dt.lower()) if dt[0] == "I" else np.dtype(_MASKED_BASE[dt])
+            values = np.zeros(n, base)
+            miss = np.zeros(n, bool)
+            miss[pos_rec] = np.fromiter((v is None for v in vals), bool, r)
+            values[pos_rec] = np.fromiter((0 if x is None else x for x in vals), np.int64, r)
+            if short_v is None:  # missing in every short row
+                miss[pos_short] = True
+            else:
+                _put(values, pos_short, short_v, sc["_n"])
+            data[name] = (
+                pd.arrays.IntegerArray(values, miss)
+                if dt[0] == "I"
+                else schema.masked(values, miss, dt)
             )
-    return _columns("quic_packets", rows, _PACKET_COLS)
+            continue
+        col = np.empty(n, np.int64 if name == "dir" else np.dtype(dt))
+        col[pos_rec] = np.asarray(vals, col.dtype).reshape(r)
+        _put(col, pos_short, short_v, sc["_n"])
+        data[name] = schema.categorical(col, schema.DIRS) if name == "dir" else col
+    return schema.frame("quic_packets", data, n)
+
+
+def _merge_positions(
+    rec_conn: np.ndarray, rec_frame: np.ndarray, short_conn: np.ndarray, short_frame: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Row numbers of the records' rows and of the short rows once merged by
+    (connection, frame).  Each side is in that order already (connections in order, frames
+    rising inside each; records of one datagram share a frame, no short row does)."""
+    span = int(max(rec_frame.max(initial=0), short_frame.max(initial=0))) + 1
+    conns = int(max(rec_conn.max(initial=0), short_conn.max(initial=0))) + 1
+    if conns * span < 2**62:
+        rk, sk = rec_conn * span + rec_frame, short_conn * span + short_frame
+        pos_rec = np.arange(rk.shape[0]) + np.searchsorted(sk, rk)
+        pos_short = np.arange(sk.shape[0]) + np.searchsorted(rk, sk)
+        return pos_rec, pos_short
+    order = np.lexsort(
+        (np.concatenate((rec_frame, short_frame)), np.concatenate((rec_conn, short_conn)))
+    )
+    pos = np.empty(order.shape[0], np.int64)
+    pos[order] = np.arange(order.shape[0])
+    return pos[: rec_frame.shape[0]], pos[rec_frame.shape[0] :]
+
+
+def _str_column(
+    vals: tuple[Any, ...],
+    short: Any,
+    n: int,
+    pos_rec: np.ndarray,
+    pos_short: np.ndarray,
+    counts: list[int],
+) -> Any:
+    """A "str" column of ``n`` rows: the records' values (str or None) at ``pos_rec``,
+    the short rows' ((codes, names), or one value for all of them) at ``pos_short`` — as
+    dictionary codes, not one Python object per row (the pyarrow-backed string dtype
+    decodes them)."""
+    cats: dict[str, int] = {}
+    codes = np.empty(n, np.int32)
+    codes[pos_rec] = np.fromiter(
+        (-1 if v is None else cats.setdefault(v, len(cats)) for v in vals), np.int32, len(vals)
+    )
+    if isinstance(short, _PerFlow):  # (codes, names) per connection
+        names = list(cats)
+        parts = _PerFlow()
+        for c, nm in short:
+            parts.append(c + len(names))
+            names.extend(nm)
+        _put(codes, pos_short, parts, counts)
+    else:
+        codes[pos_short] = -1 if short is None else cats.setdefault(short, len(cats))
+        names = list(cats)
+    dtype = pd.StringDtype(na_value=np.nan)
+    if dtype.storage == "pyarrow":
+        import pyarrow as pa
+
+        idx = pa.array(codes, mask=codes < 0)
+        arr = pa.DictionaryArray.from_arrays(idx, pa.array(names, type=pa.large_string()))
+        return pd.array(arr.cast(pa.large_string()), dtype="str")
+    out = np.array([*names, None], dtype=object)[codes]  # -1: the None at the end
+    return pd.array(out, dtype="str")
+
+
+def _packet_rows(qf: QuicFlow) -> list[tuple[Any, ...]]:
+    """The quic_packets rows of one connection's PacketRecords, in its order."""
+    pk = qf.conn.packets
+    if not pk:
+        return []
+    # each record's datagram: its position among the flow's datagrams (frame order)
+    at = np.searchsorted(
+        qf.datagram_frames, np.fromiter((p.frame for p in pk), np.int64, len(pk))
+    ).tolist()
+    sizes = qf.datagram_bytes[at].tolist()
+    rows: list[tuple[Any, ...]] = []
+    for p, k, size in zip(pk, at, sizes, strict=True):
+        pt = p.packet_type
+        space = p.space
+        rows.append(
+            (
+                qf.flow,
+                _DIR_CODE[qf.flow_dir(p.direction)],
+                p.direction == "c2s",
+                p.frame,
+                p.ts_ns,
+                k,
+                size,
+                p.index,
+                p.offset,
+                p.length,
+                None if pt is None else pt.value,
+                None if space is None else space.value,
+                p.version,
+                p.dcid.hex(),
+                p.scid.hex(),
+                len(p.token) if pt in (PacketType.INITIAL, PacketType.RETRY) else None,
+                p.packet_number,
+                p.key_phase,
+                p.decrypted,
+                p.reason,
+            )
+        )
+    return rows
+
+
+class _PerFlow(list):  # type: ignore[type-arg]
+    """A short-row column given per connection (one array or value per flow, in
+    order), written into the table at the short rows' positions without concatenating."""
+
+
+def _short_packet_columns(flows: list[QuicFlow]) -> dict[str, Any]:
+    """quic_packets columns of the short rows of every connection (flow order, frame
+    order inside each): a scalar is the same in every row (None: missing), a
+    :class:`_PerFlow` one entry per connection; ``_conn`` (the connection's position in
+    ``flows``) and ``frame`` are whole arrays (the merge needs them)."""
+
+    def per(fn: Any) -> _PerFlow:
+        return _PerFlow(fn(qf) for qf in flows)
+
+    counts = [int(qf.short_pos.shape[0]) for qf in flows]
+    return {
+        "_n": counts,
+        "_conn": np.repeat(np.arange(len(flows)), counts),
+        "flow": per(lambda qf: qf.flow),
+        # QUIC direction → flow direction: the same unless the roles are swapped
+        "dir": per(lambda qf: qf.short_from_client if qf.swapped else ~qf.short_from_client),
+        "from_client": per(lambda qf: qf.short_from_client),
+        "frame": np.concatenate([qf.datagram_frames[qf.short_pos] for qf in flows]),
+        "ts_ns": per(lambda qf: qf.short_ts),
+        "datagram": per(lambda qf: qf.short_pos),
+        "datagram_bytes": per(lambda qf: qf.datagram_bytes[qf.short_pos]),
+        "coalesced_index": 0,
+        "offset": 0,
+        "length": per(lambda qf: qf.short_len),
+        "packet_type": PacketType.ONE_RTT.value,
+        "space": PacketSpace.APPLICATION.value,
+        "version": None,
+        "dcid": per(lambda qf: (qf.short_dcid, qf.short_dcid_names)),
+        "scid": "",
+        "token_bytes": None,
+        "packet_number": None,
+        "key_phase": None,
+        "decrypted": False,
+        "why_not": per(lambda qf: (qf.short_reason, qf.short_reason_names)),
+    }
+
+
+def _put(col: np.ndarray, pos: np.ndarray, value: Any, counts: list[int]) -> None:
+    """``col[pos] = value``; a :class:`_PerFlow` value one connection's rows at a time."""
+    if not isinstance(value, _PerFlow):
+        col[pos] = value
+        return
+    a = 0
+    for v, k in zip(value, counts, strict=True):
+        if k:
+            col[pos[a : a + k]] = v
+        a += k
 
 
 _FRAME_HEAD = (
@@ -628,18 +1039,26 @@ def frame_table(flows: list[QuicFlow]) -> pd.DataFrame:
     included (schema "quic_frames").  STREAM frames that were reassembled carry the
     dissector's reassembly facts (retransmission, new bytes, contiguous end)."""
     rows: list[tuple[Any, ...]] = []
-    i = -1  # row of quic_packets
+    base = 0  # first row of the connection in quic_packets
     for qf in flows:
+        # row of quic_packets of each record: the short rows before it (by frame) count
+        n_rec = len(qf.conn.packets)
+        at = np.arange(n_rec, dtype=np.int64) + base
+        if qf.short_pos.shape[0]:
+            rec_frames = np.fromiter((p.frame for p in qf.conn.packets), np.int64, n_rec)
+            at += np.searchsorted(qf.datagram_frames[qf.short_pos], rec_frames)
+        base += qf.packet_count
+        packet_row = at.tolist()
         # the reassembly row of every STREAM frame the dissector applied, by identity of
         # (direction, frame, packet number, stream, offset, length), in order
         srows: dict[tuple[Any, ...], list[Any]] = {}
         for r in qf.conn.stream_frames:
             key = (r.direction, r.frame, r.packet_number, r.stream_id, r.offset, r.length)
             srows.setdefault(key, []).append(r)
-        for p in qf.conn.packets:
-            i += 1
+        for j, p in enumerate(qf.conn.packets):
             if not p.frames:
                 continue
+            i = packet_row[j]
             d = _DIR_CODE[qf.flow_dir(p.direction)]
             fc = p.direction == "c2s"
             space = p.space.value if p.space is not None else None
