@@ -90,3 +90,25 @@ def test_write_csv_equals_pandas(path: Path, tmp_path: Path) -> None:
         empty += len(df) == 0
         full += len(df) > 0
     assert empty and full  # both paths ran
+
+
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_absent_columns_are_missing_values_of_the_schema_dtype(n: int) -> None:
+    """``schema.frame`` fills an absent column by repeating one built missing value: the
+    same array type, dtype and (for a Categorical) inferred categories as n Nones give."""
+    for table, cols in schema.SCHEMAS.items():
+        df = schema.frame(table, n=n)
+        assert len(df) == n and list(df.columns) == [c for c, _, _ in cols]
+        for c, dtype, _ in cols:
+            s = df[c]
+            if dtype == "category":
+                want = pd.Categorical([None] * n)
+                assert s.cat.categories.dtype == want.categories.dtype, (table, c)
+                assert s.isna().all()
+            elif dtype in ("str", "object", "boolean") or dtype[0].isupper():
+                want = pd.array([None] * n, dtype=dtype)
+                assert type(s.array) is type(want), (table, c)
+                assert s.dtype == pd.Series(want).dtype, (table, c)
+                assert s.isna().all()
+            else:
+                assert str(s.dtype) == dtype and not s.any(), (table, c)
