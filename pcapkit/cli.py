@@ -1395,7 +1395,10 @@ def capture(
 @click.option(
     "--flow",
     type=int,
-    help="Socket-level: the TCP flow to re-enact (its id, as pcapkit analyze --flow takes it).",
+    multiple=True,
+    help="Socket-level: the TCP or QUIC flow to re-enact (its id, as pcapkit analyze --flow "
+    "takes it); repeat it to replay several connections together, each at its start "
+    "(remedies keep-alive, session-tickets, zero-rtt).",
 )
 @click.option(
     "-o",
@@ -1410,7 +1413,9 @@ def capture(
     multiple=True,
     metavar="NAME[=VALUE]",
     help="Socket-level: also replay with this remedy (repeatable): nodelay, uncork, "
-    "coalesce-writes, record-size=N, or auto (the remedies the findings propose).",
+    "coalesce-writes, record-size=N, notsent-lowat=N, h2-window=N, quic-window=N, "
+    "smaller-certificate, http3, keep-alive, session-tickets, zero-rtt, or auto (the "
+    "remedies the findings propose).",
 )
 @click.option("--keylog", type=click.Path(exists=True, dir_okay=False), help="NSS key log.")
 @click.option(
@@ -1446,7 +1451,7 @@ def capture(
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def replay(
     capture: str | None,
-    flow: int | None,
+    flow: tuple[int, ...],
     outdir: str | None,
     remedies: tuple[str, ...],
     keylog: str | None,
@@ -1461,8 +1466,8 @@ def replay(
     """Re-enact a captured exchange over real stacks in the lab (needs root).
 
     Socket level: the flow's path (RTT, drops) and each end's writes (sizes, timing,
-    socket options the findings imply) are replayed between a real client and server
-    through the lab's forwarder, once faithfully and once per --remedy; both ends are
+    socket options the findings imply; for QUIC every stream's bytes, over aioquic) are
+    replayed between a real client and server through the lab's forwarder, once faithfully and once per --remedy; both ends are
     captured with keys and analysed; DIR/summary.json holds each run's findings and
     TTFB/TTFT/gap p95.  Packet level: the frames of --packets are sent onto an interface
     in a network namespace at their original pacing (--speed, --max, --loop).
@@ -1479,7 +1484,7 @@ def replay(
 
     try:
         if packets is not None:
-            if capture is not None or flow is not None or outdir is not None or remedies:
+            if capture is not None or flow or outdir is not None or remedies:
                 raise click.UsageError(
                     "--packets replays frames: no CAPTURE, --flow, -o or --remedy"
                 )
@@ -1494,9 +1499,15 @@ def replay(
             )
             click.echo(json.dumps(res, indent=2) if as_json else _packets_text(res))
             return
-        if capture is None or flow is None or outdir is None:
+        if capture is None or not flow or outdir is None:
             raise click.UsageError("socket-level replay needs CAPTURE, --flow N and -o DIR")
-        summary = run_replay(capture, flow=flow, outdir=outdir, remedies=remedies, keylog=keylog)
+        summary = run_replay(
+            capture,
+            flow=flow[0] if len(flow) == 1 else list(flow),
+            outdir=outdir,
+            remedies=remedies,
+            keylog=keylog,
+        )
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     except (ReplayError, LabError) as e:

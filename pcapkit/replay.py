@@ -45,9 +45,23 @@ tls_records_coalesced: back-to-back writes handed over as one), ``record-size=N`
 ``notsent-lowat=N`` (h2_send_buffer_hol: TCP_NOTSENT_LOWAT, the writer keeps its backlog);
 ``auto`` picks the remedies the original's findings propose.
 
-Refusals (:class:`ReplayError`, one line): not TCP, no handshake in the capture (no RTT,
-no ISN), one direction only, an ALPN other than HTTP/1.1 or h2 (HTTP/3 replay is not
-built yet), a flow with no application data.
+``h2-window=N`` (h2_flow_control_stall: each end's SETTINGS advertises N, the sender's DATA
+waits only for the credit N lacks); ``quic-window=N`` (quic_flow_control_stall) and
+``smaller-certificate`` (quic_handshake_extra_rtt) for QUIC flows.
+
+Several TCP connections (:func:`derive_many`, ``--flow`` repeated): each flow's plan, each
+connection started as in the capture, TLS resumption offered / accepted as captured;
+remedies ``keep-alive`` (one connection for all) and ``session-tickets``.
+
+QUIC (:func:`derive_quic`): a UDP flow that is a QUIC connection replays with aioquic at
+both ends (:mod:`pcapkit.lab.reenact_quic`): the path (RTT from ACK samples, lost
+datagrams), each end's writes of decrypted STREAM bytes over every stream (and its
+STOP_SENDING / RESET_STREAM), its receive limits (transport parameters) and the
+certificate's size.
+
+Refusals (:class:`ReplayError`, one line): not TCP or QUIC, no handshake in the capture
+(no RTT, no ISN), one direction only, an ALPN other than HTTP/1.1 or h2 over TCP, HTTP/2
+or QUIC without keys, a flow with no application data.
 
 Packet level — :func:`replay_packets`: the frames of a capture sent onto an interface in
 a lab namespace at their original pacing (scaled, or as fast as possible), like
@@ -57,6 +71,7 @@ tcpreplay; the sender runs inside the namespace (:mod:`pcapkit.lab.pktsend`).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 import os
@@ -108,6 +123,9 @@ TLS13_OVERHEAD = 22  # header 5 + inner content type 1 + AEAD tag 16 (RFC 8446 �
 # of a direction is when it is the close_notify
 CLOSE_NOTIFY_LEN = 2 + TLS13_OVERHEAD
 METRICS = ("ttfb_ms", "ttft_ms", "gap_p95_ms")
+# shown and compared too, but not part of the fidelity verdict: the request's start to its
+# response's last byte (what a flow-control or bandwidth remedy gains)
+EXTRA_METRICS = ("ttlb_ms",)
 # Held return traffic (see _peer_path): packets a hold released arrive back to back (the
 # forwarder releases them in one pass: µs apart); a silent peer while this end resent the
 # same bytes this many times is a black hole (rto.py's min_retransmissions: 3 expiries).
@@ -123,6 +141,16 @@ CROSS_TOL_MS = 1.0
 CROSS_TOL_FRACTION = 0.1
 ANSWER_RTTS = 1.5  # an answer to a send comes one round trip after it (a held one later)
 
+# HTTP/2 flow control (RFC 9113 §6.9): the windows every stream and the connection start
+# with, the largest a window may be, and --remedy auto's window (16 MiB: what the
+# h2_flow_control_large control and Firefox's streams get; Chrome's stream window is 6 MiB)
+H2_DEFAULT_WINDOW = 65_535
+H2_MAX_WINDOW = (1 << 31) - 1
+H2_AUTO_WINDOW = 16 * 1024 * 1024
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_DATA, H2_SETTINGS, H2_WINDOW_UPDATE = 0x0, 0x4, 0x8
+H2_SETTINGS_INITIAL_WINDOW_SIZE = 0x4
+
 # remedy name → (the finding kinds it addresses, whether it takes a value)
 REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     "nodelay": (("nagle", "nagle_delayed_ack"), False),
@@ -133,6 +161,18 @@ REMEDIES: dict[str, tuple[tuple[str, ...], bool]] = {
     ),
     "record-size": (("tls_tiny_records",), True),
     "notsent-lowat": (("h2_send_buffer_hol",), True),
+    "h2-window": (("h2_flow_control_stall",), True),
+    "quic-window": (("quic_flow_control_stall",), True),
+    "smaller-certificate": (("quic_handshake_extra_rtt",), False),
+    # the same requests and responses over HTTP/3 (HTTP/2, HTTP/1.1): one lost packet stalls
+    # only its stream (not every stream behind it in one TCP byte stream)
+    "http3": (("tcp_hol_blocking",), False),
+    # several connections (--flow N --flow M …): one connection for all (HTTP/1.1 or
+    # plain TCP), or each later one resuming the TLS session of the one before
+    "keep-alive": (("connection_not_reused", "tls_resumption_missing"), False),
+    "session-tickets": (("tls_resumption_missing",), False),
+    # a resumed QUIC connection that sends its first request in 0-RTT (with the ClientHello)
+    "zero-rtt": (("zero_rtt_unused",), False),
 }
 # --remedy auto: the first remedy listed for each kind the original shows
 AUTO: dict[str, str] = {
@@ -142,6 +182,12 @@ AUTO: dict[str, str] = {
     "tls_record_split_write": "coalesce-writes",
     "tls_tiny_records": "coalesce-writes",
     "h2_send_buffer_hol": "notsent-lowat=16384",  # Cloudflare's value (detect/h2_send_buffer)
+    "h2_flow_control_stall": f"h2-window={H2_AUTO_WINDOW}",
+    "quic_flow_control_stall": f"quic-window={H2_AUTO_WINDOW}",
+    "quic_handshake_extra_rtt": "smaller-certificate",
+    "connection_not_reused": "keep-alive",
+    "tls_resumption_missing": "session-tickets",
+    "zero_rtt_unused": "zero-rtt",
 }
 
 
@@ -170,6 +216,7 @@ class Plan:
     stall_after: dict[str, int] = field(default_factory=dict)
     stall_ms: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    quic: bool = False  # a QUIC connection (HTTP/3): pcapkit.lab.reenact_quic plays it
 
     def lab_params(self) -> dict[str, Any]:
         return {
@@ -207,7 +254,10 @@ def parse_remedy(text: str) -> tuple[str, int | None]:
         value = int(raw)
     except ValueError:
         raise ValueError(f"remedy {name}: {raw!r} is not an integer") from None
-    top = 16_384 if name == "record-size" else 1 << 30  # RFC 8446 §5.1: a record ≤ 2^14 B
+    # RFC 8446 §5.1: a record ≤ 2^14 B; RFC 9113 §6.9.1: a window ≤ 2^31 − 1
+    top = {"record-size": 16_384, "h2-window": H2_MAX_WINDOW}.get(name, 1 << 30)
+    if name == "quic-window":
+        top = (1 << 62) - 1  # RFC 9000 §16: a variable-length integer
     if not 1 <= value <= top:
         raise ValueError(f"remedy {name}: {value} is outside 1..{top}")
     return name, value
@@ -498,6 +548,51 @@ def _read_pauses(
     return pauses, rcvbuf
 
 
+def _read_pace(findings: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """A slow reader from ``receiver_limited`` (the window's right edge advanced by about
+    one read every so often): the reader's end reads that many bytes at that cadence
+    (``{"bytes", "every_ms"}``, the finding's ``edge_step_bytes`` / ``edge_cadence_ms``)."""
+    out: dict[str, dict[str, float]] = {}
+    if findings.empty:
+        return out
+    for fr in findings[findings["kind"] == "receiver_limited"].itertuples():
+        d = fr.details if isinstance(fr.details, dict) else {}
+        step, every = d.get("edge_step_bytes"), d.get("edge_cadence_ms")
+        if fr.dir not in ("c2s", "s2c") or not step or not every:
+            continue
+        reader = "client" if fr.dir == "s2c" else "server"
+        out[reader] = {"bytes": int(step), "every_ms": round(float(every), 3)}
+    return out
+
+
+def _client_close(
+    trace: Trace, flow: int, script_units: list[dict[str, Any]], units: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A client that gave up: its request's response incomplete, its FIN (or RST) ahead of
+    the server's, and a RST of its own (the server's data still came).  The replay's client closes its socket as long after its own last
+    write as the capture shows (``{"delay_ms"}``), whatever the server still sends."""
+    q = trace.requests
+    q = q[q["flow"] == flow] if not q.empty else q
+    if q.empty or bool(q["complete"].fillna(True).all()):
+        return None
+    p = trace.packets
+    p = p[(p["flow"] == flow) & (p["proto"] == "tcp")]
+    flags = p["tcp_flags"].astype("int64")
+    end = p[(flags & 0x05) > 0]  # FIN or RST
+    cli = end[end["dir"] == "c2s"]["ts_ns"]
+    srv = end[end["dir"] == "s2c"]["ts_ns"]
+    if cli.empty or (not srv.empty and int(srv.min()) < int(cli.min())):
+        return None
+    # ... and reset by the client: data still came after it closed (a client that read
+    # to the end and closed first, as the lab's do, sends no RST)
+    if not ((flags & 0x04) > 0)[p["dir"] == "c2s"].any():
+        return None
+    mine = [u["ts"] for u in units if u["dir"] == "c2s"]
+    if not mine:
+        return None
+    return {"delay_ms": round((int(cli.min()) - int(mine[-1])) / 1e6, 3)}
+
+
 def _held_start(t: int, holds: list[tuple[int, int]]) -> int | None:
     for start, end in holds:
         if start < t <= end + RELEASE_SLACK_NS:
@@ -685,10 +780,10 @@ def ready_times(
 def derive(trace: Trace, flow: int) -> Plan:
     """The replay plan of ``flow`` (see the module doc); ReplayError when impossible."""
     row = _flow_row(trace, flow)
+    if row["proto"] == "udp":
+        return derive_quic(trace, flow, row)
     if row["proto"] != "tcp":
-        raise ReplayError(
-            f"flow {flow} is {row['proto']}: only TCP flows replay (UDP and QUIC: not yet)"
-        )
+        raise ReplayError(f"flow {flow} is {row['proto']}: only TCP and QUIC flows replay")
     if not bool(row["handshake"]) or pd.isna(row["rtt_ms"]):
         raise ReplayError(
             f"flow {flow}: no TCP handshake in the capture: the RTT and the stream starts "
@@ -822,7 +917,7 @@ def derive(trace: Trace, flow: int) -> Plan:
         totals[side] += int(u["len"])
         written[side].append((int(u.get("ts_last", u["ts"])), totals[side]))
         prev_side, prev_ts = side, u["ts"]
-    sides = {}
+    sides: dict[str, dict[str, Any]] = {}
     for side, d in (("client", "c2s"), ("server", "s2c")):
         k = kinds_by_dir[d]
         sides[side] = {
@@ -861,6 +956,9 @@ def derive(trace: Trace, flow: int) -> Plan:
     pauses, rcvbuf = _read_pauses(trace.packets, f, flow, rtt_ms)
     for side, size in rcvbuf.items():
         sides[side]["rcvbuf"] = size
+    for side, pace in _read_pace(f).items():
+        sides[side]["read_pace"] = pace
+    close = _client_close(trace, flow, script_units, units)
     script = {
         "pauses": pauses,
         "tickets_delay_ms": _tickets_delay_ms(trace, flow, base_ts, legs) if tls else 0.0,
@@ -869,8 +967,21 @@ def derive(trace: Trace, flow: int) -> Plan:
         "alpn": alpn,
         "sides": sides,
         "units": script_units,
-        "source": {"flow": flow, "vantage": vantage, "rtt_ms": rtt_ms},
+        "source": {
+            "flow": flow,
+            "vantage": vantage,
+            "rtt_ms": rtt_ms,
+            # the client's last write (at the capture point): keep-alive times from it
+            "client_last_write_ns": max(
+                (u["ts"] for u in units if u["dir"] == "c2s"), default=None
+            ),
+            "server_last_write_ns": max(
+                (u["ts"] for u in units if u["dir"] == "s2c"), default=None
+            ),
+        },
     }
+    if close is not None:
+        script["client_close"] = close
     return Plan(
         flow=flow,
         vantage=vantage,
@@ -893,10 +1004,379 @@ def derive(trace: Trace, flow: int) -> Plan:
     )
 
 
+# ---------------------------------------------------------------------- QUIC / HTTP/3
+
+# QUIC units (see derive_quic): new STREAM data of one direction is one write unless it
+# followed the direction's previous new data within QUIC_BURST_MS (aioquic paces a burst
+# over a few ms: 0.1–6.5 ms between its packets on the lab fixtures), or within
+# QUIC_CLOCK_MS after a packet of the peer that carried no data (an ACK or a credit
+# frame released it: the congestion or flow-control window) — always a new write after
+# the peer's data (a request).
+QUIC_BURST_MS = 10.0
+# the lab's certificate (certs.make_self_signed): its Certificate message is 368 B with one
+# name, 6 129 B with 250 more (h3_small_certificate, h3_amplification_limit): 23 B a name
+LAB_CERT_BYTES = 368
+LAB_SAN_BYTES = (6129 - 368) / 250
+QUIC_CLOCK_MS = 3.0
+
+
+def _quic_vantage_rtt(trace: Trace, flow: int) -> tuple[str, float]:
+    """(vantage, RTT ms) of a QUIC connection.
+
+    Vantage: the Initial → server Initial interval is the round trip at the client and
+    the server's processing at the server; the server Initial → client Finished interval
+    the other way round.  RTT: the smallest ACK sample of packets sent at the vantage —
+    the ACK's arrival minus the acknowledged packet's sending minus the peer's stated
+    ACK delay (1-RTT: ``ack_delay × 2^ack_delay_exponent`` µs)."""
+    hs = trace.quic_handshake
+    hs = hs[hs["flow"] == flow]
+    if hs.empty or pd.isna(hs["server_initial_ts_ns"].iloc[0]):
+        raise ReplayError(f"flow {flow}: no QUIC handshake in the capture")
+    h = hs.iloc[0]
+    a = int(h["server_initial_ts_ns"]) - int(h["client_initial_ts_ns"])
+    fin = h["client_finished_ts_ns"]
+    if pd.isna(fin):
+        raise ReplayError(f"flow {flow}: the QUIC handshake did not finish in the capture")
+    b = int(fin) - int(h["server_initial_ts_ns"])
+    vantage = "client" if a > b else "server"
+    mine = "c2s" if vantage == "client" else "s2c"
+    pk = trace.quic_packets
+    pk = pk[(pk["flow"] == flow) & (pk["dir"] == mine) & pk["packet_number"].notna()]
+    sent = dict(zip(pk["packet_number"].astype("int64"), pk["ts_ns"].astype("int64"), strict=False))
+    q = trace.quic_frames
+    acks = q[(q["flow"] == flow) & (q["dir"] != mine) & (q["type"] == "ACK")]
+    samples = []
+    for r in acks.itertuples():
+        t = sent.get(int(r.largest_acknowledged)) if pd.notna(r.largest_acknowledged) else None
+        if t is None:
+            continue
+        delay_us = int(r.ack_delay) * 8 if r.space == "application" and pd.notna(r.ack_delay) else 0
+        samples.append((int(r.ts_ns) - t) / 1e6 - delay_us / 1e3)
+    good = [s for s in samples if s > 0]
+    rtt = min(good) if good else max(a, b) / 1e6
+    return vantage, rtt
+
+
+def _quic_drops(trace: Trace, flow: int, vantage: str) -> dict[str, list[int]]:
+    """Lost datagrams as the forwarder's 1-based datagram index of their direction.
+
+    At the sender: a packet whose STREAM data was sent again (a frame marked as a
+    retransmission covering the same stream offset) and that the peer never acknowledged
+    (a probe's copy of data that had arrived is no loss).  At the receiver: a packet number
+    that never arrived (aioquic numbers every space from one counter; a gap is a loss),
+    placed after the datagrams that came before it."""
+    pk = trace.quic_packets
+    pk = pk[(pk["flow"] == flow) & pk["packet_number"].notna() & pk["datagram"].notna()]
+    q = trace.quic_frames
+    q = q[(q["flow"] == flow) & (q["type"] == "STREAM")]
+    out: dict[str, list[int]] = {"c2s": [], "s2c": []}
+    for d, sender in (("c2s", "client"), ("s2c", "server")):
+        p = pk[pk["dir"] == d].sort_values("ts_ns", kind="stable")
+        grams = list(dict.fromkeys(p["datagram"].astype("int64")))  # in order, distinct
+        index = {g: i + 1 for i, g in enumerate(grams)}
+        if vantage == sender:
+            f = q[q["dir"] == d]
+            first: dict[tuple[int, int], int] = {}
+            lost: set[int] = set()
+            for r in f.sort_values("ts_ns", kind="stable").itertuples():
+                key = (int(r.stream_id), int(r.offset))
+                if bool(r.retransmission) and key in first:
+                    lost.add(first[key])
+                first.setdefault(key, int(r.packet_number))
+            acks = trace.quic_frames
+            acks = acks[(acks["flow"] == flow) & (acks["dir"] != d) & (acks["type"] == "ACK")]
+            acked: set[int] = set()
+            for ranges in acks["ack_ranges"]:
+                for lo, hi in ranges or ():
+                    acked.update(range(int(lo), int(hi) + 1))
+            lost -= acked  # acknowledged after all: the copy was spurious (a probe)
+            gram_of = dict(
+                zip(p["packet_number"].astype("int64"), p["datagram"].astype("int64"), strict=False)
+            )
+            out[d] = sorted(index[gram_of[n]] for n in lost if n in gram_of)
+        else:
+            pns = sorted(set(p["packet_number"].astype("int64")))
+            if not pns:
+                continue
+            missing = sorted(set(range(pns[0], pns[-1] + 1)) - set(pns))
+            top = p.groupby("datagram", sort=False)["packet_number"].max()
+            for k, n in enumerate(missing):
+                before = sum(1 for g in grams if int(top[g]) < n)
+                out[d].append(before + 1 + k)
+    return out
+
+
+def _quic_units(trace: Trace, flow: int, vantage: str, rtt_ms: float) -> list[dict[str, Any]]:
+    """Write units of both directions: new STREAM bytes, grouped (see QUIC_BURST_MS).
+
+    Only data on bidirectional streams (requests and responses) starts a new unit of the
+    other direction: the HTTP/3 control and QPACK streams (unidirectional) answer, they
+    do not trigger.
+
+    At the receiver's vantage a piece that fills a hole of its stream (its first copy was
+    lost) was written before the pieces that overtook it: it is placed halfway between
+    the arrivals of the stream's pieces on either side of the hole."""
+    q = trace.quic_frames
+    q = q[q["flow"] == flow].sort_values(["ts_ns", "frame"], kind="stable")
+    streams: dict[tuple[int, str], bytes] = {}
+    peer_ctl: dict[str, list[int]] = {"c2s": [], "s2c": []}  # peer packets without data
+    with_data = {(str(d), int(k)) for d, k in q[q["type"] == "STREAM"][["dir", "packet"]].values}
+    seen_pkts: set[tuple[str, int]] = set()
+    # (t_eff, t, dir, sid, bytes, fin, {"stop"|"reset": code} or None)
+    pieces: list[tuple[int, int, str, int, bytes, bool, dict[str, int] | None]] = []
+    stopped: set[tuple[str, str, int]] = set()
+    arrivals: dict[tuple[int, str], list[tuple[int, int]]] = {}  # stream → [(end, t)]
+    for r in q.itertuples():
+        d = str(r.dir)
+        other = "s2c" if d == "c2s" else "c2s"
+        key = (d, int(r.packet))
+        if key not in seen_pkts:
+            seen_pkts.add(key)
+            if key not in with_data and r.space == "application":
+                peer_ctl[other].append(int(r.ts_ns))
+        if r.type in ("STOP_SENDING", "RESET_STREAM") and pd.notna(r.stream_id):
+            what = "stop" if r.type == "STOP_SENDING" else "reset"
+            if (d, what, int(r.stream_id)) not in stopped:  # once (a resent frame: no)
+                stopped.add((d, what, int(r.stream_id)))
+                t = int(r.ts_ns)
+                code = int(r.error_code) if pd.notna(r.error_code) else 0
+                pieces.append((t, t, d, int(r.stream_id), b"", False, {what: code}))
+            continue
+        if r.type != "STREAM" or pd.isna(r.new_bytes) or int(r.new_bytes) <= 0:
+            continue
+        sid = int(r.stream_id)
+        if (sid, d) not in streams:
+            try:
+                streams[(sid, d)] = bytes(trace.quic_stream(flow, sid, d)[:])
+            except KeyError:
+                streams[(sid, d)] = b""
+        data = streams[(sid, d)]
+        off, n, new = int(r.offset), int(r.length), int(r.new_bytes)
+        if off + n > len(data):
+            raise ReplayError(f"flow {flow}: QUIC stream {sid} has bytes missing from the capture")
+        piece = data[off + n - new : off + n]  # only what was not sent before
+        fin = bool(r.fin) if pd.notna(r.fin) else False
+        t = t_eff = int(r.ts_ns)
+        seen = arrivals.setdefault((sid, d), [])
+        top = max((e for e, _ in seen), default=0)
+        if off < top:  # fills a hole: written between the pieces around it
+            before = [ts for e, ts in seen if e <= off]
+            after = [ts for e, ts in seen if e > off]
+            if before and after:
+                t_eff = (max(before) + min(after)) // 2
+        seen.append((off + n, t))
+        pieces.append((t_eff, t, d, sid, piece, fin, None))
+    pieces.sort(key=lambda x: x[0])
+    units: list[dict[str, Any]] = []
+    last: dict[str, dict[str, Any]] = {}
+    answered: set[tuple[str, int]] = set()
+    peer_data_since: dict[str, bool] = {"c2s": False, "s2c": False}
+    for t_eff, t, d, sid, piece, fin, extra in pieces:
+        other = "s2c" if d == "c2s" else "c2s"
+        prev = last.get(d)
+        merge = False
+        # the first bytes an end writes on a request stream the peer opened answer that
+        # request: a write of their own, never part of an earlier burst
+        answer = not sid & 0x2 and (sid & 0x1) == (d == "c2s") and (d, sid) not in answered
+        answered.add((d, sid))
+        if prev is not None and not peer_data_since[d] and t_eff == t and not answer:
+            if t - prev["t_eff_last"] <= QUIC_BURST_MS * 1e6:
+                merge = True
+            else:
+                # released by an ACK / credit of the peer's (seen a round trip before it
+                # at the receiver's vantage)
+                shift = 0.0 if vantage == ("server" if d == "s2c" else "client") else rtt_ms
+                lo = t - (shift + QUIC_CLOCK_MS) * 1e6
+                hi = t - (shift - QUIC_CLOCK_MS) * 1e6 if shift else t
+                merge = any(lo <= x <= hi for x in peer_ctl[d])
+        if merge and prev is not None:
+            prev["pieces"].append([sid, piece, fin, extra])
+            prev["len"] += len(piece) or (1 if extra else 0)
+            prev["ts_last"] = max(prev["ts_last"], t)
+            prev["t_eff_last"] = t_eff
+        else:
+            u: dict[str, Any] = {
+                "dir": d,
+                "ts": t_eff,
+                "ts_last": t,  # its last byte readable from then on
+                "t_eff_last": t_eff,
+                # a STOP_SENDING / RESET_STREAM counts as one byte: the peer can wait for it
+                "len": len(piece) or (1 if extra else 0),
+                "pieces": [[sid, piece, fin, extra]],
+                "marks": [],  # (arrival, unit bytes so far) after each request/response piece
+            }
+            units.append(u)
+            last[d] = u
+            peer_data_since[d] = False
+        cur = prev if merge and prev is not None else units[-1]
+        if not sid & 0x2:  # a request or response (bidirectional stream): a trigger
+            peer_data_since[other] = True
+            cur["marks"].append((t, cur["len"]))
+    for u in units:  # consecutive pieces of one stream joined
+        joined: list[list[Any]] = []
+        for sid, piece, fin, extra in u["pieces"]:
+            if joined and joined[-1][0] == sid and not joined[-1][2] and not extra:
+                if not joined[-1][3]:
+                    joined[-1][1] += piece
+                    joined[-1][2] = fin
+                    continue
+            joined.append([sid, piece, fin, extra])
+        u["pieces"] = joined
+    return units
+
+
+def _quic_transport(trace: Trace, flow: int) -> dict[str, dict[str, int]]:
+    """Each end's receive limits from its transport parameters (what the replay's aioquic
+    configures: max_data, max_stream_data, max_streams_bidi)."""
+    t = trace.quic_tls
+    t = t[t["flow"] == flow]
+    out: dict[str, dict[str, int]] = {"client": {}, "server": {}}
+    for side, d in (("client", "c2s"), ("server", "s2c")):
+        rows = t[(t["dir"] == d) & t["initial_max_data"].notna()]
+        if rows.empty:
+            continue
+        r = rows.iloc[0]
+        local = (
+            "initial_max_stream_data_bidi_local"
+            if side == "client"
+            else "initial_max_stream_data_bidi_remote"
+        )
+        for name, col in (
+            ("max_data", "initial_max_data"),
+            ("max_stream_data", local),
+            ("max_streams_bidi", "initial_max_streams_bidi"),
+        ):
+            if pd.notna(r[col]):
+                out[side][name] = int(r[col])
+    return out
+
+
+def _cert_extra_sans(trace: Trace, flow: int) -> int:
+    """How many names to add to the lab's certificate for a Certificate message as large
+    as the server's in the capture (it decides whether the server's first flight fits
+    the 3 × anti-amplification budget, RFC 9000 §8.1)."""
+    t = trace.quic_tls
+    t = t[(t["flow"] == flow) & (t["name"] == "CERTIFICATE") & (t["dir"] == "s2c")]
+    if t.empty or pd.isna(t["length"].iloc[0]):
+        return 0
+    return max(0, round((int(t["length"].iloc[0]) - LAB_CERT_BYTES) / LAB_SAN_BYTES))
+
+
+def derive_quic(trace: Trace, flow: int, row: Any) -> Plan:
+    """The replay plan of a QUIC (HTTP/3) connection: the path (RTT, lost datagrams), each
+    end's writes of STREAM data (every stream: requests, responses, the HTTP/3 control and
+    QPACK streams — the decrypted bytes as captured) timed from their trigger like TCP
+    units, and each end's receive limits (transport parameters).  Needs keys."""
+    q = trace.quic_packets
+    q = q[q["flow"] == flow]
+    if q.empty:
+        raise ReplayError(f"flow {flow} is udp but not QUIC: only TCP and QUIC flows replay")
+    if int(row["c2s_packets"]) == 0 or int(row["s2c_packets"]) == 0:
+        raise ReplayError(f"flow {flow}: the capture shows one direction only")
+    app = q[q["space"] == "application"]
+    if app.empty or not app["decrypted"].fillna(False).astype(bool).any():
+        raise ReplayError(
+            f"flow {flow}: QUIC without keys: its streams cannot be read, the replay would "
+            "not be one (give --keylog)"
+        )
+    t = trace.quic_tls
+    t = t[(t["flow"] == flow) & (t["name"] == "CLIENT_HELLO")]
+    if not t.empty and bool(t["pre_shared_key"].fillna(False).iloc[0]):
+        warnings0 = ["a resumed connection: the replay makes a full handshake (no ticket)"]
+    else:
+        warnings0 = []
+    vantage, rtt_ms = _quic_vantage_rtt(trace, flow)
+    units = _quic_units(trace, flow, vantage, rtt_ms)
+    if not units:
+        raise ReplayError(f"flow {flow}: no application data to replay")
+    hs = trace.quic_handshake
+    base_ts = int(hs[hs["flow"] == flow]["client_finished_ts_ns"].iloc[0])
+    legs = {
+        "server": 0.0 if vantage == "server" else rtt_ms,
+        "client": 0.0 if vantage == "client" else rtt_ms,
+    }
+    script_units: list[dict[str, Any]] = []
+    totals = {"client": 0, "server": 0}
+    written: dict[str, list[tuple[int, int]]] = {"client": [], "server": []}
+    own: dict[str, int | None] = {"client": None, "server": None}
+    for u in units:
+        side = "client" if u["dir"] == "c2s" else "server"
+        other = "server" if side == "client" else "client"
+        tol_ms = max(CROSS_TOL_MS, legs[side] * CROSS_TOL_FRACTION)
+        reach = u["ts"] - (legs[side] - tol_ms) * 1e6
+        seen = [(ts, tot) for ts, tot in written[other] if ts <= reach]
+        needs = seen[-1][1] if seen else 0
+        peer_base = seen[-1][0] + legs[side] * 1e6 if seen else None
+        mine = own[side]
+        if mine is not None and (peer_base is None or mine >= peer_base):
+            after, delay = "self", (u["ts"] - mine) / 1e6
+        elif seen:
+            after, delay = "peer", (u["ts"] - seen[-1][0]) / 1e6 - legs[side]
+        else:  # the first: after this end's handshake
+            after = "self"
+            delay = (u["ts"] - base_ts) / 1e6 - (legs["server"] if side == "server" else 0.0)
+        script_units.append(
+            {
+                "side": side,
+                "after": after,
+                "delay_ms": round(max(0.0, delay), 3),
+                "len": int(u["len"]),
+                "needs": int(needs),
+                "pieces": [
+                    [int(sid), base64.b64encode(piece).decode(), bool(fin)]
+                    + ([extra] if extra else [])
+                    for sid, piece, fin, extra in u["pieces"]
+                ],
+            }
+        )
+        # what the peer can wait for: each request/response piece, once it arrived
+        written[side] += [(int(t), totals[side] + n) for t, n in u["marks"]]
+        totals[side] += int(u["len"])
+        own[side] = int(u["ts"])
+    drops = _quic_drops(trace, flow, vantage)
+    script = {
+        "quic": True,
+        "cert_extra_sans": _cert_extra_sans(trace, flow),
+        "alpn": "h3",
+        "transport": _quic_transport(trace, flow),
+        "units": script_units,
+        "source": {"flow": flow, "vantage": vantage, "rtt_ms": round(rtt_ms, 3)},
+    }
+    return Plan(
+        flow=flow,
+        vantage=vantage,
+        tls=True,
+        port=int(row["server_port"]),
+        delay_ms=rtt_ms / 2,
+        drop_c2s=drops["c2s"],
+        drop_s2c=drops["s2c"],
+        script=script,
+        warnings=warnings0,
+        quic=True,
+    )
+
+
 def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
     """The plan's script with one remedy applied (a new dict; the plan is unchanged)."""
     script: dict[str, Any] = json.loads(json.dumps(plan.script))
-    sides = script["sides"]
+    if name == "zero-rtt":
+        if not script.get("quic") or "connections" not in script:
+            raise ReplayError("remedy zero-rtt: needs several QUIC connections (a resumed one)")
+        for c in script["connections"]:
+            c["early_data"] = bool(c.get("resume"))
+        return script
+    if name in ("keep-alive", "session-tickets"):
+        if "connections" not in script:
+            raise ReplayError(f"remedy {name}: needs several connections (--flow N --flow M …)")
+        return _keep_alive(script) if name == "keep-alive" else _session_tickets(script)
+    if "connections" in script:  # the rest: per connection
+        for c in script["connections"]:
+            c["script"] = remedied(dataclasses.replace(plan, script=c["script"]), name, value)
+        return script
+    quic_only = ("quic-window", "smaller-certificate")
+    if script.get("quic") and name not in quic_only:
+        raise ReplayError(f"remedy {name}: a TCP / HTTP/2 remedy, the flow is QUIC")
+    sides = script.get("sides", {})
     for s in sides.values():
         if name == "nodelay":
             s["nodelay"] = True
@@ -910,7 +1390,558 @@ def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
             s["record_size"] = value
         elif name == "notsent-lowat":
             s["notsent_lowat"] = value
+    if name in ("quic-window", "smaller-certificate") and not script.get("quic"):
+        raise ReplayError(f"remedy {name}: the flow is not QUIC")
+    if name == "quic-window":
+        assert value is not None
+        for limits in script["transport"].values():
+            for key in ("max_data", "max_stream_data"):
+                limits[key] = max(int(limits.get(key) or 0), value)
+    if name == "smaller-certificate":
+        script["cert_extra_sans"] = 0
+    if name == "http3":
+        if script.get("alpn") == "h2":
+            return _h2_to_h3(script)
+        return _h1_to_h3(script)
+    if name == "h2-window":
+        if script.get("alpn") != "h2":
+            raise ReplayError("remedy h2-window: the flow is not HTTP/2")
+        assert value is not None
+        _h2_window(script, value)
     return script
+
+
+def _h2_frames(stream: bytes, start: int) -> list[tuple[int, int, int, int, bytes]]:
+    """(offset, type, flags, stream id, payload) of each whole HTTP/2 frame of ``stream``
+    from ``start`` (RFC 9113 §4.1); a truncated last frame is left out."""
+    out = []
+    off = start
+    while off + 9 <= len(stream):
+        n = int.from_bytes(stream[off : off + 3], "big")
+        if off + 9 + n > len(stream):
+            break
+        sid = int.from_bytes(stream[off + 5 : off + 9], "big") & 0x7FFF_FFFF
+        out.append((off, stream[off + 3], stream[off + 4], sid, stream[off + 9 : off + 9 + n]))
+        off += 9 + n
+    return out
+
+
+def _h2_frame(kind: int, flags: int, sid: int, payload: bytes) -> bytes:
+    return len(payload).to_bytes(3, "big") + bytes((kind, flags)) + sid.to_bytes(4, "big") + payload
+
+
+def _all_units(script: dict[str, Any]) -> list[dict[str, Any]]:
+    if "connections" in script:
+        return [u for c in script["connections"] for u in c["script"]["units"]]
+    return list(script["units"])
+
+
+def _session_tickets(script: dict[str, Any]) -> dict[str, Any]:
+    """``--remedy session-tickets``: every later connection resumes the TLS session of the
+    one before (its ticket offered, the server accepting it)."""
+    if not script["connections"][0]["script"].get("tls"):
+        raise ReplayError("remedy session-tickets: the connections are not TLS")
+    for c in script["connections"][1:]:
+        c["resume"] = True
+        c["server_resumes"] = True
+    return script
+
+
+def _keep_alive(script: dict[str, Any]) -> dict[str, Any]:
+    """``--remedy keep-alive``: the connections' exchanges one after another on the first
+    connection (HTTP/1.1 or plain TCP: the requests are sequential on one connection).
+
+    A later connection's first client write follows the client's previous write by the
+    time from that write to the later connection's SYN (when the application wanted the
+    connection: its handshake is what keep-alive saves); the rest keeps its timing; what
+    each end waits for adds the bytes of the connections before.  Connections that
+    overlapped in time (a pool, a hedge) cannot share one HTTP/1.1 connection: refused."""
+    conns = script["connections"]
+    first = conns[0]["script"]
+    if first.get("alpn") not in (None, "http/1.1"):
+        raise ReplayError("remedy keep-alive: HTTP/1.1 or plain TCP only (h2 multiplexes)")
+    if any(c["script"].get("client_close") for c in conns[:-1]):
+        raise ReplayError("remedy keep-alive: a connection the client gave up is not reused")
+    merged: list[dict[str, Any]] = []
+    totals = {"client": 0, "server": 0}
+    last_client_ms: float | None = None
+    busy_until = 0.0
+    for c in conns:
+        units = c["script"]["units"]
+        if c["start_ms"] < busy_until:
+            raise ReplayError(
+                "remedy keep-alive: the connections overlapped in time (several requests "
+                "at once need several HTTP/1.1 connections)"
+            )
+        for i, u in enumerate(units):
+            v = dict(u)
+            other = "server" if u["side"] == "client" else "client"
+            v["needs"] = int(u.get("needs", 0)) + totals[other]
+            if merged and i == next(j for j, x in enumerate(units) if x["side"] == u["side"]):
+                if u["side"] == "client" and last_client_ms is not None:
+                    v["after"] = "self"
+                    v["delay_ms"] = round(max(0.0, c["start_ms"] - last_client_ms), 3)
+                elif u["side"] == "server" and v["after"] == "self":
+                    v["after"] = "peer"  # the server answers the request, not its handshake
+            merged.append(v)
+        for side in ("client", "server"):
+            totals[side] += sum(int(u["len"]) for u in units if u["side"] == side)
+        last_client_ms = c["start_ms"] + float(c.get("last_client_ms") or 0.0)
+        busy_until = c["start_ms"] + float(c.get("last_server_ms") or 0.0)
+    out = dict(first)
+    out["units"] = merged
+    out.pop("client_close", None)
+    last = conns[-1]["script"]
+    if last.get("client_close"):
+        out["client_close"] = last["client_close"]
+    return out
+
+
+def derive_many(trace: Trace, flows: Sequence[int]) -> Plan:
+    """Several TCP connections replayed together: each flow's plan (:func:`derive`), each
+    connection started as long after the first as in the capture (its SYN), a TLS
+    connection whose ClientHello offered a session resuming the one before (accepted or
+    refused by the server as in the capture).  Losses are not replayed across connections
+    (the forwarder numbers the packets of a direction over all of them): refused."""
+    plans = [derive(trace, f) for f in flows]
+    if any(p.quic for p in plans):
+        return _derive_many_quic(trace, flows, plans)
+    if len({p.port for p in plans}) != 1:
+        raise ReplayError("several flows: they must go to one server port")
+    if len({p.vantage for p in plans}) != 1:
+        raise ReplayError("several flows: seen from different vantages")
+    for p in plans:
+        if (
+            p.drop_c2s
+            or p.drop_s2c
+            or p.drop_syn_c2s
+            or p.drop_syn_s2c
+            or p.blackhole_after
+            or p.stall_after
+        ):
+            raise ReplayError(
+                f"flow {p.flow}: losses on one of several connections are not replayed "
+                "(replay it alone)"
+            )
+    fl = trace.flows.set_index("flow")
+    tls = trace.tls
+    t0 = int(fl.loc[flows[0], "first_ts_ns"])
+    conns = []
+    for f, p in zip(flows, plans, strict=True):
+        h = tls[tls["flow"] == f] if tls is not None and not tls.empty else tls
+        offered = bool(h["resumption_offered"].iloc[0]) if h is not None and not h.empty else False
+        accepted = (
+            bool(h["resumption_accepted"].iloc[0]) if h is not None and not h.empty else False
+        )
+        first = int(fl.loc[f, "first_ts_ns"])
+        last_write = p.script["source"].get("client_last_write_ns")
+        last_answer = p.script["source"].get("server_last_write_ns")
+        conns.append(
+            {
+                "flow": int(f),
+                "start_ms": round((first - t0) / 1e6, 3),
+                "resume": offered,
+                "server_resumes": accepted or not offered,
+                # the client's last write, ms after this connection's SYN (keep-alive)
+                "last_client_ms": 0.0
+                if last_write is None
+                else round((int(last_write) - first) / 1e6, 3),
+                "last_server_ms": 0.0
+                if last_answer is None
+                else round((int(last_answer) - first) / 1e6, 3),
+                "script": p.script,
+            }
+        )
+    p0 = plans[0]
+    sysctls: dict[str, dict[str, int]] = {}
+    for p in plans:
+        for role, kv in p.sysctls.items():
+            sysctls.setdefault(role, {}).update(kv)
+    warnings = [w for p in plans for w in p.warnings]
+    return Plan(
+        flow=int(flows[0]),
+        vantage=p0.vantage,
+        tls=p0.tls,
+        port=p0.port,
+        delay_ms=float(np.mean([p.delay_ms for p in plans])),
+        drop_c2s=[],
+        drop_s2c=[],
+        sysctls=sysctls,
+        rate_mbit=p0.rate_mbit if len({p.rate_mbit for p in plans}) == 1 else None,
+        script={"connections": conns, "tls": p0.tls, "alpn": p0.script.get("alpn")},
+        warnings=list(dict.fromkeys(warnings)),
+    )
+
+
+def _derive_many_quic(trace: Trace, flows: Sequence[int], plans: list[Plan]) -> Plan:
+    """Several QUIC connections (one after another): each at its start; one whose
+    ClientHello carried a pre-shared key resumes with the ticket the one before left, in
+    0-RTT where it sent 0-RTT packets."""
+    if not all(p.quic for p in plans):
+        raise ReplayError("several flows: all TCP or all QUIC")
+    for p in plans:
+        if p.drop_c2s or p.drop_s2c:
+            raise ReplayError(
+                f"flow {p.flow}: losses on one of several connections are not replayed "
+                "(replay it alone)"
+            )
+    fl = trace.flows.set_index("flow")
+    t0 = int(fl.loc[flows[0], "first_ts_ns"])
+    hello = trace.quic_tls
+    hello = hello[hello["name"] == "CLIENT_HELLO"]
+    pk = trace.quic_packets
+    conns = []
+    for f, p in zip(flows, plans, strict=True):
+        h = hello[hello["flow"] == f]
+        conns.append(
+            {
+                "flow": int(f),
+                "start_ms": round((int(fl.loc[f, "first_ts_ns"]) - t0) / 1e6, 3),
+                "resume": bool(h["pre_shared_key"].fillna(False).any()),
+                # 0-RTT packets sent, not just offered (aioquic offers whenever it may)
+                "early_data": bool(((pk["flow"] == f) & (pk["packet_type"] == "0rtt")).any()),
+                "server_resumes": True,
+                "script": p.script,
+            }
+        )
+    p0 = plans[0]
+    warnings = [w for p in plans for w in p.warnings if "full handshake" not in w]
+    return Plan(
+        flow=int(flows[0]),
+        vantage=p0.vantage,
+        tls=True,
+        port=p0.port,
+        delay_ms=float(np.mean([p.delay_ms for p in plans])),
+        drop_c2s=[],
+        drop_s2c=[],
+        script={
+            "connections": conns,
+            "quic": True,
+            "tls": True,
+            "alpn": "h3",
+            "cert_extra_sans": p0.script.get("cert_extra_sans", 0),
+        },
+        warnings=list(dict.fromkeys(warnings)),
+        quic=True,
+    )
+
+
+def _h2_to_h3(script: dict[str, Any]) -> dict[str, Any]:
+    """``--remedy http3``: an HTTP/2 script's requests and responses as HTTP/3 actions.
+
+    Each unit keeps its side and timing; its frames become actions for aioquic's HTTP/3
+    layer (:mod:`pcapkit.lab.reenact_quic`): HEADERS (+ CONTINUATION, HPACK-decoded in
+    order per direction) → ``["headers", stream, [[name, value] …], end]``, DATA (padding
+    removed) → ``["data", stream, bytes, end]``, RST_STREAM → ``["reset", stream, code]``;
+    connection frames (SETTINGS, WINDOW_UPDATE, PING, PRIORITY, GOAWAY) have no part (HTTP/3
+    has its own, aioquic's).  A frame belongs to the unit that holds its last byte.  HTTP/2
+    stream n (client-initiated, odd) is QUIC stream 4 × (n − 1) / 2.  What an end waits for
+    (``needs``) is counted as the receiver counts it: a header block or a reset as 1, DATA
+    as its bytes — up to the same peer units as before.  QUIC limits: aioquic's defaults."""
+    from hpack import Decoder
+
+    from .lab.reenact import unit_bytes
+
+    units = script["units"]
+    actions: list[list[list[Any]]] = [[] for _ in units]
+    for side in ("client", "server"):
+        idx = [i for i, u in enumerate(units) if u["side"] == side]
+        data = [unit_bytes(units[i]) for i in idx]
+        ends = list(np.cumsum([len(d) for d in data]))
+        stream = b"".join(data)
+        decoder = Decoder()
+        block: bytearray | None = None
+        block_sid, block_end = 0, False
+        start = len(H2_PREFACE) if stream.startswith(H2_PREFACE) else 0
+        for off, kind, flags, sid, payload in _h2_frames(stream, start):
+            k = int(np.searchsorted(ends, off + 9 + len(payload) - 1, side="right"))
+            act = actions[idx[k]]
+            qsid = 4 * ((sid - 1) // 2)
+            if kind in (0x0, 0x1) and flags & 0x8:  # PADDED: pad length first, padding last
+                pad = payload[0]
+                payload = payload[1 : len(payload) - pad]
+            if kind == 0x0 and sid % 2:
+                act.append(["data", qsid, base64.b64encode(payload).decode(), bool(flags & 0x1)])
+            elif kind == 0x1 and sid % 2:
+                if flags & 0x20:  # PRIORITY: 5 bytes before the block
+                    payload = payload[5:]
+                block, block_sid, block_end = bytearray(payload), sid, bool(flags & 0x1)
+            elif kind == 0x9 and block is not None:
+                block += payload
+            elif kind == 0x3 and sid % 2:
+                act.append(["reset", qsid, int.from_bytes(payload[:4], "big")])
+            if block is not None and kind in (0x1, 0x9) and flags & 0x4:  # END_HEADERS
+                headers = [
+                    [base64.b64encode(n).decode(), base64.b64encode(v).decode()]
+                    for n, v in decoder.decode(bytes(block), raw=True)
+                ]
+                act.append(["headers", 4 * ((block_sid - 1) // 2), headers, block_end])
+                block = None
+    return _as_h3(script, actions, "h2")
+
+
+# HTTP/1.1 header fields with no place in HTTP/3 (RFC 9114 §4.2: connection-specific)
+H1_HOP_BY_HOP = {
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"upgrade",
+    b"te",
+    b"host",
+}
+
+
+def _h1_messages(stream: bytes, request: bool) -> list[dict[str, Any]]:
+    """HTTP/1.1 messages of one direction: head end offset, fields, and body pieces
+    ``(stream offset, bytes)`` (de-chunked; Content-Length, chunked, or to the end)."""
+    out: list[dict[str, Any]] = []
+    off = 0
+    while off < len(stream):
+        end = stream.find(b"\r\n\r\n", off)
+        if end < 0:
+            break
+        lines = stream[off:end].split(b"\r\n")
+        first = lines[0].split(b" ", 2)
+        fields = []
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            fields.append((name.strip().lower(), value.strip()))
+        f = dict(fields)
+        msg: dict[str, Any] = {"head_end": end + 4, "first": first, "fields": fields, "body": []}
+        pos = end + 4
+        if b"chunked" in f.get(b"transfer-encoding", b"").lower():
+            while pos < len(stream):
+                eol = stream.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                size = int(stream[pos:eol].split(b";")[0] or b"0", 16)
+                if size == 0:  # the last chunk, then trailers up to an empty line
+                    tail = stream.find(b"\r\n\r\n", eol)
+                    pos = len(stream) if tail < 0 else tail + 4
+                    break
+                msg["body"].append((eol + 2, stream[eol + 2 : eol + 2 + size]))
+                pos = eol + 2 + size + 2
+        elif b"content-length" in f:
+            n = int(f[b"content-length"])
+            if n:
+                msg["body"].append((pos, stream[pos : pos + n]))
+            pos += n
+        elif not request:  # no length: the body runs to the close
+            msg["body"].append((pos, stream[pos:]))
+            pos = len(stream)
+        msg["end"] = pos
+        out.append(msg)
+        off = pos
+    return out
+
+
+def _h1_to_h3(script: dict[str, Any]) -> dict[str, Any]:
+    """``--remedy http3`` for HTTP/1.1 (TLS or plain): request i (in order on the connection)
+    becomes QUIC stream 4i — its head as an HTTP/3 header block (``:method``, ``:scheme``,
+    ``:authority`` from Host, ``:path``; connection-specific fields dropped), the response
+    head with ``:status``, the bodies de-chunked — each piece in the unit that wrote it
+    (a body's bytes split over the units that carried them), timing kept."""
+    from .lab.reenact import unit_bytes
+
+    units = script["units"]
+    actions: list[list[list[Any]]] = [[] for _ in units]
+    b64 = base64.b64encode
+    for side in ("client", "server"):
+        idx = [i for i, u in enumerate(units) if u["side"] == side]
+        data = [unit_bytes(units[i]) for i in idx]
+        if any(units[i].get("data") is None for i in idx):
+            raise ReplayError("remedy http3: the HTTP/1.1 bytes are not in the capture (no keys)")
+        ends = list(np.cumsum([len(d) for d in data]))
+        stream = b"".join(data)
+        messages = _h1_messages(stream, side == "client")
+        if side == "client" and not (
+            messages and messages[0]["first"][0].isalpha() and len(messages[0]["first"]) == 3
+        ):
+            raise ReplayError("remedy http3: the flow is not HTTP/1.1 or HTTP/2 (no request)")
+        for n, msg in enumerate(messages):
+            sid = 4 * n
+            if side == "client":
+                method, target = msg["first"][0], msg["first"][1] if len(msg["first"]) > 1 else b"/"
+                host = dict(msg["fields"]).get(b"host", b"")
+                pseudo = [(b":method", method), (b":scheme", b"https"), (b":authority", host)]
+                pseudo.append((b":path", target))
+            else:
+                pseudo = [(b":status", msg["first"][1] if len(msg["first"]) > 1 else b"200")]
+            fields = pseudo + [(k, v) for k, v in msg["fields"] if k not in H1_HOP_BY_HOP]
+            headers = [[b64(k).decode(), b64(v).decode()] for k, v in fields]
+            body = [(o, b) for o, b in msg["body"] if b]
+            head_unit = int(np.searchsorted(ends, msg["head_end"] - 1, side="right"))
+            actions[idx[head_unit]].append(["headers", sid, headers, not body])
+            for j, (o, piece) in enumerate(body):
+                while piece:  # split at unit boundaries: each unit writes what it carried
+                    k = int(np.searchsorted(ends, o, side="right"))
+                    take = min(len(piece), int(ends[k]) - o)
+                    last = j == len(body) - 1 and take == len(piece)
+                    actions[idx[k]].append(["data", sid, b64(piece[:take]).decode(), last])
+                    piece, o = piece[take:], o + take
+    return _as_h3(script, actions, "http/1.1")
+
+
+def _as_h3(script: dict[str, Any], actions: list[list[list[Any]]], source: str) -> dict[str, Any]:
+    """The HTTP/3 script from per-unit actions (see :func:`_h2_to_h3`)."""
+    units = script["units"]
+    new_len = [
+        sum(len(base64.b64decode(a[2])) if a[0] == "data" else 1 for a in acts) for acts in actions
+    ]
+    out = []
+    old_totals = {"client": [0], "server": [0]}
+    new_totals = {"client": [0], "server": [0]}
+    for u, n in zip(units, new_len, strict=True):
+        old_totals[u["side"]].append(old_totals[u["side"]][-1] + int(u["len"]))
+        new_totals[u["side"]].append(new_totals[u["side"]][-1] + n)
+    for u, acts, n in zip(units, actions, new_len, strict=True):
+        other = "server" if u["side"] == "client" else "client"
+        k = int(np.searchsorted(old_totals[other], int(u.get("needs", 0)), side="right")) - 1
+        out.append(
+            {
+                "side": u["side"],
+                "after": u["after"],
+                "delay_ms": u["delay_ms"],
+                "len": n,
+                "needs": new_totals[other][max(0, k)],
+                "actions": acts,
+            }
+        )
+    return {
+        "quic": True,
+        "h3": True,
+        "alpn": "h3",
+        "cert_extra_sans": 0,
+        "transport": {"client": {}, "server": {}},
+        "units": out,
+        "source": {**script.get("source", {}), "remedy": "http3", "from_alpn": source},
+    }
+
+
+def _h2_window(script: dict[str, Any], window: int) -> None:
+    """``--remedy h2-window=N`` on a frame-for-frame HTTP/2 script (in place).
+
+    Each end (as a receiver) advertises ``window``: its first SETTINGS carries
+    SETTINGS_INITIAL_WINDOW_SIZE = N (every stream's window) and is followed by a
+    connection WINDOW_UPDATE of N − 65 535 (the connection window has no setting,
+    RFC 9113 §6.9.2); its later WINDOW_UPDATEs stay as captured (it still returns credit
+    as it reads).  Then each DATA-sending unit of the peer waits only for what it needs:
+    the peer's units that carried something other than WINDOW_UPDATEs (a request, a
+    SETTINGS ACK …) up to what it waited for in the capture, and as many more as the
+    credit under the new windows requires (both the stream's and the connection's).  A
+    unit that no longer waits for the WINDOW_UPDATE that triggered it follows its own
+    end's previous write by the think time it showed after that trigger."""
+    units = script["units"]
+    for receiver, sender in (("client", "server"), ("server", "client")):
+        _h2_window_one(units, receiver, sender, window)
+
+
+def _h2_window_one(units: list[dict[str, Any]], receiver: str, sender: str, window: int) -> None:
+    from .lab.reenact import unit_bytes
+
+    rx = [i for i, u in enumerate(units) if u["side"] == receiver]
+    tx = [i for i, u in enumerate(units) if u["side"] == sender]
+    if not rx or not tx:
+        return
+    old_len = [int(units[i]["len"]) for i in rx]
+    old_ends = list(np.cumsum(old_len))  # receiver bytes after each of its units (old)
+    # the receiver's stream: its frames, each in the unit that holds its first byte
+    data = [unit_bytes(units[i]) for i in rx]
+    stream = b"".join(data)
+    starts = [0, *old_ends[:-1]]
+    frames = _h2_frames(stream, len(H2_PREFACE) if stream.startswith(H2_PREFACE) else 0)
+
+    def unit_of(off: int) -> int:
+        return int(np.searchsorted(old_ends, off, side="right"))
+
+    credit: list[list[tuple[int, int]]] = [[] for _ in rx]  # per unit: (stream id, increment)
+    only_wu = [True] * len(rx)
+    settings_done = False
+    for off, kind, flags, sid, payload in frames:
+        k = unit_of(off)
+        if kind != H2_WINDOW_UPDATE:
+            only_wu[k] = False
+        else:
+            credit[k].append((sid, int.from_bytes(payload[:4], "big") & 0x7FFF_FFFF))
+        if kind == H2_SETTINGS and not flags & 0x1 and not settings_done:
+            settings_done = True
+            if off + 9 + len(payload) > old_ends[k]:
+                raise ReplayError("remedy h2-window: the SETTINGS frame spans two writes")
+            params = [
+                (int.from_bytes(payload[j : j + 2], "big"), payload[j + 2 : j + 6])
+                for j in range(0, len(payload) - 5, 6)
+            ]
+            params = [(pid, v) for pid, v in params if pid != H2_SETTINGS_INITIAL_WINDOW_SIZE]
+            params.append((H2_SETTINGS_INITIAL_WINDOW_SIZE, window.to_bytes(4, "big")))
+            new = _h2_frame(
+                H2_SETTINGS, 0, 0, b"".join(p.to_bytes(2, "big") + v for p, v in params)
+            )
+            if window > H2_DEFAULT_WINDOW:
+                inc = window - H2_DEFAULT_WINDOW
+                new += _h2_frame(H2_WINDOW_UPDATE, 0, 0, inc.to_bytes(4, "big"))
+                credit[k].append((0, inc))
+            rel = off - starts[k]
+            d = data[k]
+            data[k] = d[:rel] + new + d[rel + 9 + len(payload) :]
+            credit[k].append((-1, window))  # every stream's window is now this
+    if not settings_done:
+        raise ReplayError(f"remedy h2-window: no SETTINGS frame from the {receiver}")
+    for k, i in enumerate(rx):
+        units[i]["len"] = len(data[k])
+        units[i]["data"] = base64.b64encode(data[k]).decode()
+    new_ends = list(np.cumsum([len(d) for d in data]))
+    # credit after the first k receiver units: (connection, per-stream initial, per-stream)
+    conn = [H2_DEFAULT_WINDOW]
+    initial = [H2_DEFAULT_WINDOW]
+    per_stream: list[dict[int, int]] = [{}]
+    for k in range(len(rx)):
+        c, ini, ps = conn[-1], initial[-1], dict(per_stream[-1])
+        for sid, inc in credit[k]:
+            if sid == -1:
+                ini = inc
+            elif sid == 0:
+                c += inc
+            else:
+                ps[sid] = ps.get(sid, 0) + inc
+        conn.append(c)
+        initial.append(ini)
+        per_stream.append(ps)
+    # the sender's DATA so far, at the start of each of its units (flow-controlled bytes)
+    sdata = [unit_bytes(units[i]) for i in tx]
+    s_ends = list(np.cumsum([len(d) for d in sdata]))
+    sent_conn = 0
+    sent_stream: dict[int, int] = {}
+    need_conn = [0] * len(tx)
+    need_stream: list[dict[int, int]] = [{} for _ in tx]
+    for off, kind, _flags, sid, payload in _h2_frames(b"".join(sdata), 0):
+        if kind != H2_DATA:
+            continue
+        j = int(np.searchsorted(s_ends, off, side="right"))
+        sent_conn += len(payload)
+        sent_stream[sid] = sent_stream.get(sid, 0) + len(payload)
+        need_conn[j] = max(need_conn[j], sent_conn)
+        need_stream[j][sid] = max(need_stream[j].get(sid, 0), sent_stream[sid])
+
+    def enough(k: int, j: int) -> bool:
+        if need_conn[j] > conn[k]:
+            return False
+        return all(n <= initial[k] + per_stream[k].get(s, 0) for s, n in need_stream[j].items())
+
+    for j, i in enumerate(tx):
+        u = units[i]
+        old = int(u.get("needs", 0))
+        k0 = int(np.searchsorted(old_ends, old, side="right")) if old else 0  # units read
+        k1 = max((k + 1 for k in range(k0) if not only_wu[k]), default=0)
+        if need_conn[j] or need_stream[j]:
+            k = k1
+            while k < k0 and not enough(k, j):
+                k += 1
+        else:
+            k = k0
+        u["needs"] = int(new_ends[k - 1]) if k else 0
+        if k < k0 and u["after"] == "peer":
+            u["after"] = "self"  # its trigger was credit it no longer waits for
 
 
 # --------------------------------------------------------------------------- measure
@@ -923,19 +1954,29 @@ def _num(v: Any) -> float | None:
     return None if math.isnan(x) else round(x, 3)
 
 
-def measure(trace: Trace, flow: int) -> dict[str, Any]:
-    """One run's findings (kinds with summed cost) and request metrics for ``flow``."""
+def measure(trace: Trace, flow: int | Sequence[int]) -> dict[str, Any]:
+    """One run's findings (kinds with summed cost) and request metrics for ``flow`` (or
+    several flows: their findings together, the metrics of the first one's request)."""
+    flows = [flow] if isinstance(flow, int) else list(flow)
     f = trace.findings
-    f = f[f["flow"] == flow] if not f.empty else f
+    f = f[f["flow"].isin(flows)] if not f.empty else f
     kinds: dict[str, dict[str, Any]] = {}
     for r in f.itertuples():
         k = kinds.setdefault(str(r.kind), {"count": 0, "cost_ms": 0.0})
         k["count"] += 1
         k["cost_ms"] = round(k["cost_ms"] + (float(r.cost_ms) if pd.notna(r.cost_ms) else 0.0), 3)
     q = trace.requests
-    q = q[q["flow"] == flow] if not q.empty else q
-    reqs = [{m: _num(getattr(r, m)) for m in METRICS} for r in q.itertuples()]
-    first = reqs[0] if reqs else {m: None for m in METRICS}
+    q = q[q["flow"].isin(flows)].sort_values("request_start_ts_ns") if not q.empty else q
+    reqs = [
+        {
+            **{m: _num(getattr(r, m)) for m in METRICS},
+            "ttlb_ms": _num((r.last_byte_ts_ns - r.request_start_ts_ns) / 1e6)
+            if pd.notna(r.last_byte_ts_ns) and pd.notna(r.request_start_ts_ns)
+            else None,
+        }
+        for r in q.itertuples()
+    ]
+    first = reqs[0] if reqs else {m: None for m in (*METRICS, *EXTRA_METRICS)}
     return {"kinds": dict(sorted(kinds.items())), "requests": reqs, **first}
 
 
@@ -961,6 +2002,8 @@ def fidelity(original: dict[str, Any], faithful: dict[str, Any]) -> dict[str, An
         out[f"{m}_error"] = err
         if good is False:
             ok = False
+    for m in EXTRA_METRICS:  # reported, not judged
+        out[f"{m}_error"] = _within(original.get(m), faithful.get(m))[0]
     out["reproduced"] = ok
     return out
 
@@ -976,21 +2019,24 @@ def _run_once(plan: Plan, script: dict[str, Any], outdir: Path) -> dict[str, Any
     """One lab run of ``script``; rerun (up to :data:`ATTEMPTS` in all) while the programs
     woke more than :data:`TOLERANCE_MS` late for a timed write (a busy host, not the
     replay).  Returns how the run went: attempts and the worst wake-up lateness."""
-    from .lab.reenact import scenario
+    from .lab import reenact, reenact_quic
     from .lab.runner import run_scenario
 
     outdir.mkdir(parents=True, exist_ok=True)
     path = outdir / "script.json"
     path.write_text(json.dumps(script, indent=1) + "\n", encoding="utf-8")
+    params = plan.lab_params()
+    if script.get("quic"):
+        params["cert_extra_sans"] = int(script.get("cert_extra_sans") or 0)
     late: float | None = None
     attempts = 0
     while attempts < ATTEMPTS:
         attempts += 1
         doc = run_scenario(
-            scenario(tls=plan.tls),
+            reenact_quic.scenario() if script.get("quic") else reenact.scenario(tls=plan.tls),
             outdir,
             script=str(path.resolve()),
-            **plan.lab_params(),
+            **params,
         )
         gt = doc.get("ground_truth") or {}
         lates = [gt[r]["woke_late_ms_max"] for r in ("client", "server") if r in gt]
@@ -1003,35 +2049,44 @@ def _run_once(plan: Plan, script: dict[str, Any], outdir: Path) -> dict[str, Any
 def replay(
     capture: str | os.PathLike[str],
     *,
-    flow: int,
+    flow: int | Sequence[int],
     outdir: str | os.PathLike[str],
     remedies: Sequence[str] = (),
     keylog: str | None = None,
 ) -> dict[str, Any]:
-    """Socket-level replay of ``flow`` (module doc); writes and returns summary.json."""
+    """Socket-level replay of ``flow`` (module doc) — or of several flows, each its own
+    connection at its own start (:func:`derive_many`); writes and returns summary.json."""
     parsed = [parse_remedy(r) for r in remedies]
     out = Path(outdir)
+    flows = [flow] if isinstance(flow, int) else list(dict.fromkeys(flow))
     with open_trace(capture, keylog=keylog) as trace:
-        plan = derive(trace, flow)
-        original = measure(trace, flow)
+        plan = derive(trace, flows[0]) if len(flows) == 1 else derive_many(trace, flows)
+        original = measure(trace, flows)
+    replayed = list(range(len(flows)))  # the replay's flows: the connections, in order
     if any(n == "auto" for n, _ in parsed):
         parsed = [p for p in parsed if p[0] != "auto"]
         for r in auto_remedies(original["kinds"]):
-            if parse_remedy(r) not in parsed:
-                parsed.append(parse_remedy(r))
+            name, value = parse_remedy(r)
+            try:  # auto proposes; a remedy this capture cannot take is left out, said so
+                remedied(plan, name, value)
+            except ReplayError as e:
+                plan.warnings.append(f"--remedy auto: {r} left out ({e})")
+                continue
+            if (name, value) not in parsed:
+                parsed.append((name, value))
     out.mkdir(parents=True, exist_ok=True)
     runs: dict[str, Any] = {"original": {"capture": str(capture), **original}}
     how = _run_once(plan, plan.script, out / "faithful")
     vfile = _vantage_file(plan.vantage)
     with open_trace(out / "faithful" / vfile) as t:
-        runs["faithful"] = {**measure(t, 0), "run": how}
+        runs["faithful"] = {**measure(t, replayed), "run": how}
     runs["faithful"]["fidelity"] = fidelity(original, runs["faithful"])
     for name, value in parsed:
         label = name if value is None else f"{name}={value}"
         d = out / f"remedy-{label}"
         how = _run_once(plan, remedied(plan, name, value), d)
         with open_trace(d / vfile) as t:
-            m = {**measure(t, 0), "run": how}
+            m = {**measure(t, replayed), "run": how}
         addressed = [k for k in REMEDIES[name][0] if k in runs["faithful"]["kinds"]]
         m["remedy"] = {
             "name": name,
@@ -1046,7 +2101,7 @@ def replay(
     summary = {
         "schema": "pcapkit.replay/1",
         "capture": str(capture),
-        "flow": flow,
+        "flow": flows[0] if len(flows) == 1 else flows,
         "vantage": plan.vantage,
         "path": {
             "delay_ms": round(plan.delay_ms, 3),
@@ -1060,9 +2115,16 @@ def replay(
             "stall_after": plan.stall_after,
             "stall_ms": plan.stall_ms,
         },
-        "sides": plan.script["sides"],
-        "units": len(plan.script["units"]),
-        "payload": _payload_kind(plan.script["units"]),
+        "sides": plan.script.get("sides")
+        or plan.script.get("transport")
+        or plan.script["connections"][0]["script"].get("sides")
+        or plan.script["connections"][0]["script"].get("transport"),
+        "units": len(_all_units(plan.script)),
+        "payload": _payload_kind(_all_units(plan.script)),
+        "connections": [
+            {k: c[k] for k in ("flow", "start_ms", "resume", "server_resumes")}
+            for c in plan.script.get("connections", ())
+        ],
         "warnings": plan.warnings,
         "runs": runs,
     }
@@ -1070,9 +2132,13 @@ def replay(
     return summary
 
 
+def _flows_text(flow: int | list[int]) -> str:
+    return f"flow {flow}" if isinstance(flow, int) else "flows " + ", ".join(map(str, flow))
+
+
 def _payload_kind(units: list[dict[str, Any]]) -> str:
     """ "captured" (every unit's bytes from the capture), "filler", or "mixed"."""
-    have = {u["data"] is not None for u in units}
+    have = {u.get("data") is not None or "pieces" in u for u in units}
     return "captured" if have == {True} else "filler" if have == {False} else "mixed"
 
 
@@ -1087,7 +2153,7 @@ def summary_text(summary: dict[str, Any]) -> str:
     runs = summary["runs"]
     names = list(runs)
     lines = [
-        f"replay of flow {summary['flow']} ({summary['vantage']} vantage), "
+        f"replay of {_flows_text(summary['flow'])} ({summary['vantage']} vantage), "
         f"one-way delay {summary['path']['delay_ms']} ms, drops c2s {summary['path']['drop_c2s']} "
         f"s2c {summary['path']['drop_s2c']}, {summary['units']} units ({summary['payload']})"
     ]
@@ -1098,9 +2164,10 @@ def summary_text(summary: dict[str, Any]) -> str:
         lines.append(f"{d} lost after {n} payload packets (a black hole)")
     lines += [f"warning: {w}" for w in summary["warnings"]]
     width = max(len(n) for n in names)
-    for m in METRICS:
+    for m in (*METRICS, *EXTRA_METRICS):
         vals = " → ".join(
-            f"{n} {'–' if runs[n][m] is None else format(runs[n][m], '.1f') + ' ms'}" for n in names
+            f"{n} {'–' if runs[n].get(m) is None else format(runs[n][m], '.1f') + ' ms'}"
+            for n in names
         )
         lines.append(f"{m[:-3].upper():<6} {vals}")
     for n in names:

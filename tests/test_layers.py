@@ -49,7 +49,11 @@ PUBLIC_UNDERSCORE = {"_exit", "_replace", "_asdict", "_fields", "_make"}
 # a third-party private a lab scenario must set, (file, attribute), each with its reason:
 # aioquic 1.7.2 has no public knob for the bidirectional streams a server grants
 # (DETECTION.md §11.4's recipe sets this Limit before the handshake)
-THIRD_PARTY_PRIVATE = {("pcapkit/lab/scenarios/concurrency.py", "_local_max_streams_bidi")}
+# (the QUIC replay's server grants what the captured server did, the same way)
+THIRD_PARTY_PRIVATE = {
+    ("pcapkit/lab/scenarios/concurrency.py", "_local_max_streams_bidi"),
+    ("pcapkit/lab/reenact_quic.py", "_local_max_streams_bidi"),
+}
 
 
 @dataclass(frozen=True)

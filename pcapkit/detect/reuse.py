@@ -34,7 +34,13 @@ Counter-checks (§7.3 "FPs"):
 * NAT / load-balancer idle timeouts: an E silent for ``nat_idle_s`` or more, or
   reset after such a silence, may have been dead — not counted;
 * connections without application data (probes, pre-connects, aborted
-  handshakes) are neither N nor E.
+  handshakes) are neither N nor E;
+* a cancelled HTTP/1.1 response: the client closed E while a response on it had begun,
+  not completed and was still arriving (its last byte less than ``CLOSE_AFTER_USE_S``
+  before the close, or after it; the requests table says so, with keys or in cleartext).  HTTP/1.1
+  has no other way to abandon a response (RFC 9112 §9.6), so the next call needs a new
+  connection; the cancellation itself is ``client_timeout``'s to judge.  (HTTP/2 can
+  cancel one stream with RST_STREAM and keep the connection: not exempt.)
 """
 
 from __future__ import annotations
@@ -194,6 +200,8 @@ def _reusable(
     if not _same_client_config(e, n):
         return None  # another client (configuration): no pool holds both
     if e.close_ts is not None and e.close_ts <= t:
+        if e.close_by == "client" and _cancelled_http1(ctx, e):
+            return None
         # E's last use: the client's last payload before the close began (the closing
         # alert, a GOAWAY or a keep-alive timeout's close are not use)
         last = _last_payload_before(ctx, e, e.close_ts, client_only=True)
@@ -240,6 +248,24 @@ def _reusable(
         "by": None,
         "how": None,
     }
+
+
+def _cancelled_http1(ctx: DetectContext, e: ConnTimeline) -> bool:
+    """E is not HTTP/2 or HTTP/3, and a response on it had begun, never completed, and was
+    still arriving when the client closed E (its last byte seen after the close or within
+    ``CLOSE_AFTER_USE_S`` before it): the close was how the client abandoned that response.
+    A response whose tail the capture lost long before the close is not a cancellation."""
+    if (e.alpn or "") in ("h2", "h3") or e.close_ts is None:
+        return False
+    r = ctx.requests
+    if not len(r):
+        return False
+    r = r[(r["flow"] == e.flow) & r["response_ts_ns"].notna() & r["last_byte_ts_ns"].notna()]
+    if not len(r):
+        return False
+    open_ = ~r["complete"].fillna(False).astype(bool).to_numpy()
+    last = r["last_byte_ts_ns"].to_numpy(np.int64)
+    return bool(np.any(open_ & (last > e.close_ts - int(CLOSE_AFTER_USE_S * 1e9))))
 
 
 def _answer_went_on(ctx: DetectContext, e: ConnTimeline, t: int) -> bool:

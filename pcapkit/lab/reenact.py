@@ -73,7 +73,7 @@ PARAMS: dict[str, Any] = {
     "client_nodelay": True,  # read back into scenario.json like every scenario's sockets
     "server_nodelay": True,
     "timeout_s": 60.0,
-    "realtime_apps": True,  # both programs at SCHED_FIFO APP_PRIORITY (see _realtime)
+    "realtime_apps": True,  # both programs at SCHED_FIFO APP_PRIORITY (see realtime)
 }
 
 
@@ -98,13 +98,21 @@ def records(ct: bytes) -> list[tuple[int, int]]:
 class _End:
     """One end's connection: plain TCP or TLS through a memory BIO, with its write policy."""
 
-    def __init__(self, sock: socket.socket, ctx: ssl.SSLContext | None, *, server: bool) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        ctx: ssl.SSLContext | None,
+        *,
+        server: bool,
+        session: ssl.SSLSession | None = None,
+    ) -> None:
         self.sock = sock
         self.server = server
         self.received = 0  # application bytes read from the peer
         self.read_done_ns = 0  # when the last read that advanced ``received`` returned
         self.sends: list[dict[str, int]] = []
         self.pauses: list[tuple[int, float]] = []
+        self.pace: tuple[int, float] | None = None  # (bytes per read, ms between reads)
         self.obj: ssl.SSLObject | None = None
         # a server's NewSessionTickets held back until their time (see hold_tickets)
         self._tickets = b""
@@ -116,6 +124,7 @@ class _End:
                 self.out,
                 server_side=server,
                 server_hostname=None if server else DEFAULT_HOSTNAME,
+                session=session,
             )
 
     # -- raw I/O ----------------------------------------------------------------
@@ -155,7 +164,9 @@ class _End:
                     self.sock.sendall(data[off : off + n])
 
     def _feed(self) -> bool:
-        data = self.sock.recv(RECV_CHUNK)
+        if self.pace is not None:  # a slow reader: one small read, then a pause
+            time.sleep(self.pace[1] / 1000)
+        data = self.sock.recv(RECV_CHUNK if self.pace is None else self.pace[0])
         if not data:
             return False
         if self.obj is None:
@@ -213,6 +224,20 @@ class _End:
                 raise ConnectionError(f"peer closed after {self.received} of {total} bytes")
             if self.obj is not None:
                 self._drain_tls()
+
+    def read_for(self, seconds: float) -> None:
+        """Read whatever comes for ``seconds`` (a client's deadline), then stop."""
+        deadline = time.monotonic() + seconds
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(left)
+                if not self._feed():
+                    break
+                if self.obj is not None and not self._drain_tls():
+                    break
+        except (TimeoutError, OSError):
+            pass
+        self.sock.settimeout(IO_TIMEOUT_S)
 
     # -- writes -------------------------------------------------------------------
     def write(self, data: bytes, *, split_records: bool, record_size: int | None) -> None:
@@ -285,6 +310,8 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
         for x in script.get("pauses", ())
         if x["side"] == role
     )
+    if side.get("read_pace"):
+        end.pace = (int(side["read_pace"]["bytes"]), float(side["read_pace"]["every_ms"]))
     peer_total = 0
     last_write_ns = now_ns()  # the handshake's end: the base of a first "self" unit
     log: list[dict[str, Any]] = []
@@ -338,11 +365,15 @@ def play(role: str, script: dict[str, Any], end: _End) -> list[dict[str, Any]]:
         end.write(data, split_records=split, record_size=record_size)
     if pending:
         end.write(pending, split_records=split, record_size=record_size)
+    close = script.get("client_close") if role == "client" else None
+    if close is not None:  # the client gives up: reads until then, whatever is left
+        end.read_for((last_write_ns + round(float(close["delay_ms"]) * 1e6) - now_ns()) / 1e9)
+        return log
     end.read_until(sum(int(u["len"]) for u in units if u["side"] != role))
     return log
 
 
-def _realtime(p: dict[str, Any]) -> bool:
+def realtime(p: dict[str, Any]) -> bool:
     """SCHED_FIFO just below the forwarder's: a replay is about *when* each write happens,
     and on a busy host a normal task can wake 10–30 ms late (measured: one replayed SSE
     event 28 ms late beside other lab runs).  The programs sleep between writes and never
@@ -356,7 +387,7 @@ def _realtime(p: dict[str, Any]) -> bool:
     return True
 
 
-def _load(p: dict[str, Any]) -> dict[str, Any]:
+def load_script(p: dict[str, Any]) -> dict[str, Any]:
     with open(p["script"], encoding="utf-8") as f:
         return json.load(f)  # type: ignore[no-any-return]
 
@@ -393,43 +424,104 @@ def _sockopts(s: socket.socket, side: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
-    script = _load(p)
-    rt = _realtime(p)
+# several connections (a per-capture replay): the client's connection k comes from this
+# source port, so that the server knows which script an accepted connection plays
+MULTI_PORT_BASE = 41_000
+
+
+def _serve_one(raw: socket.socket, ctx: ssl.SSLContext | None, script: dict[str, Any]) -> Any:
     side = script["sides"]["server"]
-    ctx = _contexts(p, script, "server")
-    ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=bool(side["nodelay"]))
-    if side.get("rcvbuf"):  # accepted sockets inherit it (and the window scale from it)
-        ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(side["rcvbuf"]))
-    ready()
-    raw, _ = ls.accept()
     raw.settimeout(IO_TIMEOUT_S)
     end = _End(raw, ctx, server=True)
     end.handshake(hold=True)
     end.hold_tickets(float(script.get("tickets_delay_ms") or 0.0))
     opts = {**tcp_options(raw), **_sockopts(raw, side)}
-    log = play("server", script, end)
+    try:
+        log = play("server", script, end)
+    except OSError:  # ConnectionError included
+        if script.get("client_close") is None:
+            raise
+        log = []  # the client gave up and went: the server's writes after it failed
     end.close(first=False)
+    resumed = bool(end.obj.session_reused) if end.obj is not None else None
+    return {"socket": opts, "units": log, "sends": end.sends, "resumed": resumed}
+
+
+def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
+    script = load_script(p)
+    rt = realtime(p)
+    conns = script.get("connections")
+    first = conns[0]["script"] if conns else script
+    side = first["sides"]["server"]
+    ctx = _contexts(p, first, "server")
+    ls = listen(p["server_ip"], p["port"], cc=p["cc"], nodelay=bool(side["nodelay"]))
+    if side.get("rcvbuf"):  # accepted sockets inherit it (and the window scale from it)
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(side["rcvbuf"]))
+    ready()
+    if not conns:
+        raw, _ = ls.accept()
+        res = _serve_one(raw, ctx, script)
+        ls.close()
+        return {**res, "realtime": rt}
+    # one thread per connection; a connection whose resumption the capture's server
+    # refused gets a context of its own (other ticket keys: the offered ticket fails)
+    results: dict[int, Any] = {}
+    threads = []
+    for _ in conns:
+        raw, peer = ls.accept()
+        k = int(peer[1]) - MULTI_PORT_BASE
+        c = conns[k]
+        own = ctx if c.get("server_resumes", True) else _contexts(p, first, "server")
+
+        def run(k: int = k, raw: socket.socket = raw, own: Any = own) -> None:
+            try:
+                results[k] = _serve_one(raw, own, conns[k]["script"])
+            except Exception as e:  # noqa: BLE001 - one connection's failure is reported
+                results[k] = {"error": f"{type(e).__name__}: {e}"}
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(float(p["timeout_s"]))
     ls.close()
-    return {"socket": opts, "units": log, "sends": end.sends, "realtime": rt}
+    out = [results.get(k, {"error": "no result"}) for k in range(len(conns))]
+    return {
+        "socket": out[0].get("socket"),
+        "units": [u for r in out for u in r.get("units", ())],
+        "sends": [x for r in out for x in r.get("sends", ())],
+        "connections": out,
+        "realtime": rt,
+    }
 
 
-def client(p: dict[str, Any]) -> dict[str, Any]:
-    script = _load(p)
-    rt = _realtime(p)
+def _connect_one(
+    p: dict[str, Any],
+    script: dict[str, Any],
+    ctx: ssl.SSLContext | None,
+    *,
+    port: int | None = None,
+    session: Any = None,
+    started: Callable[[_End], None] | None = None,
+) -> dict[str, Any]:
     side = script["sides"]["client"]
-    ctx = _contexts(p, script, "client")
     raw = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     apply_tcp_options(raw, cc=p["cc"], nodelay=bool(side["nodelay"]))
     if side.get("rcvbuf"):  # before connect: the window scale is chosen from it
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(side["rcvbuf"]))
+    if port is not None:
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        raw.bind((p["client_ip"], port))
     raw.settimeout(CONNECT_TIMEOUT_S)
     raw.connect((p["server_ip"], p["port"]))
     raw.settimeout(IO_TIMEOUT_S)
-    end = _End(raw, ctx, server=False)
+    end = _End(raw, ctx, server=False, session=session)
     end.handshake()
+    if started is not None:
+        started(end)
     opts = {**tcp_options(raw), **_sockopts(raw, side)}
     log = play("client", script, end)
+    gave_up = script.get("client_close") is not None
     info: dict[str, Any] = {}
     if end.obj is not None:
         c = end.obj.cipher()
@@ -437,9 +529,66 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
             "version": end.obj.version(),
             "cipher": c[0] if c else None,
             "alpn": end.obj.selected_alpn_protocol(),
+            "resumed": bool(end.obj.session_reused),
         }
-    end.close(first=True)
-    return {"socket": opts, "units": log, "sends": end.sends, "tls": info, "realtime": rt}
+    if gave_up:  # no close_notify, no reading to the end: the socket just goes
+        end.sock.close()
+    else:
+        end.close(first=True)
+    return {"socket": opts, "units": log, "sends": end.sends, "tls": info}
+
+
+def client(p: dict[str, Any]) -> dict[str, Any]:
+    script = load_script(p)
+    rt = realtime(p)
+    conns = script.get("connections")
+    if not conns:
+        ctx = _contexts(p, script, "client")
+        res = _connect_one(p, script, ctx)
+        return {**res, "realtime": rt}
+    # connection k starts start_ms after the first (as in the capture), from its own port;
+    # "resume": it offers the session of the latest connection that has one (the tickets
+    # it has read so far: a hedge resumes the session of the connection still running)
+    ctx = _contexts(p, conns[0]["script"], "client")
+    t0 = time.monotonic()
+    results: dict[int, Any] = {}
+    live: list[_End] = []
+    threads = []
+    for k, c in enumerate(conns):
+        time.sleep(max(0.0, t0 + float(c["start_ms"]) / 1000 - time.monotonic()))
+
+        def run(k: int = k, c: dict[str, Any] = c) -> None:
+            try:
+                session = None
+                if c.get("resume"):
+                    have = [e.obj.session for e in live if e.obj is not None]
+                    have = [x for x in have if x is not None and x.has_ticket]
+                    session = have[-1] if have else None
+                results[k] = _connect_one(
+                    p,
+                    c["script"],
+                    ctx,
+                    port=MULTI_PORT_BASE + k,
+                    session=session,
+                    started=live.append,
+                )
+            except Exception as e:  # noqa: BLE001 - one connection's failure is reported
+                results[k] = {"error": f"{type(e).__name__}: {e}"}
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join(float(p["timeout_s"]))
+    out = [results.get(k, {"error": "no result"}) for k in range(len(conns))]
+    return {
+        "socket": out[0].get("socket"),
+        "units": [u for r in out for u in r.get("units", ())],
+        "sends": [x for r in out for x in r.get("sends", ())],
+        "tls": out[0].get("tls", {}),
+        "connections": out,
+        "realtime": rt,
+    }
 
 
 def ground_truth(run: RunData) -> dict[str, Any]:

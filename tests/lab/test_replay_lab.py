@@ -130,3 +130,139 @@ def test_packet_replay_onto_a_namespace_veth(tmp_path: Path) -> None:
         assert host.exit_code == 1 and "--host-iface" in host.output
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def test_h2_window_remedy_removes_the_flow_control_stall(tmp_path: Path) -> None:
+    """h2_flow_control (64 KiB windows): the faithful replay stalls on credit as the
+    original did; with the client advertising 16 MiB (``--remedy auto``) the stall is gone
+    and the response's last byte comes sooner (measured: 96.9 vs 166.9 ms)."""
+    s = _replay(tmp_path, "h2_flow_control", "auto")
+    runs = s["runs"]
+    assert set(runs) == {"original", "faithful", "remedy-h2-window=16777216"}
+    assert "h2_flow_control_stall" in runs["faithful"]["kinds"]
+    rem = runs["remedy-h2-window=16777216"]
+    assert "h2_flow_control_stall" not in rem["kinds"]
+    assert rem["remedy"]["addressed_gone"] is True
+    assert rem["ttlb_ms"] < runs["faithful"]["ttlb_ms"]
+    with pcapkit.open(tmp_path / "remedy-h2-window=16777216" / "server.pcapng") as t:
+        req = t.requests
+        assert len(req) == 1 and int(req["response_body_bytes"].iloc[0]) == 160 * 1024
+
+
+def test_http3_replayed_over_aioquic_and_quic_window_removes_the_stall(tmp_path: Path) -> None:
+    """h3_flow_control (the client grants 8 KiB per stream): the QUIC replay — aioquic at
+    both ends, the capture's decrypted stream bytes, the client's transport parameters —
+    stalls on credit as the original did; ``--remedy auto`` (quic-window=16 MiB) does not."""
+    s = _replay(tmp_path, "h3_flow_control", "auto")
+    runs = s["runs"]
+    assert set(runs) == {"original", "faithful", "remedy-quic-window=16777216"}
+    assert s["sides"]["client"]["max_stream_data"] == 8192
+    assert "quic_flow_control_stall" in runs["faithful"]["kinds"]
+    rem = runs["remedy-quic-window=16777216"]
+    assert rem["kinds"] == {} and rem["remedy"]["addressed_gone"] is True
+    for run in ("faithful", "remedy-quic-window=16777216"):
+        with pcapkit.open(tmp_path / run / "client.pcapng") as t:
+            assert t.embedded_keys
+            req = t.requests
+            assert len(req) == 1 and req["protocol"].iloc[0] == "h3"
+            assert int(req["response_body_bytes"].iloc[0]) == 32_768
+
+
+def test_http3_sse_drop_replayed_with_its_loss(tmp_path: Path) -> None:
+    s = _replay(tmp_path, "h3_sse_drop")
+    assert s["path"]["drop_s2c"] == [14]  # the forwarder's datagram index (scenario.json)
+    assert list(s["runs"]["faithful"]["kinds"]) == ["h3_single_stream_hol"]
+    with pcapkit.open(tmp_path / "faithful" / "server.pcapng") as t:
+        assert int(t.requests["events"].iloc[0]) == 20
+
+
+def test_http3_remedy_moves_an_h2_exchange_onto_quic(tmp_path: Path) -> None:
+    """h2_hol_drop with ``--remedy http3``: the same 8 requests and responses over aioquic;
+    the lost packet no longer blocks every stream behind it (tcp_hol_blocking gone)."""
+    s = _replay(tmp_path, "h2_hol_drop", "http3")
+    runs = s["runs"]
+    assert "tcp_hol_blocking" in runs["faithful"]["kinds"]
+    assert "tcp_hol_blocking" not in runs["remedy-http3"]["kinds"]
+    with (
+        pcapkit.open(tmp_path / "faithful" / "client.pcapng") as h2,
+        pcapkit.open(tmp_path / "remedy-http3" / "client.pcapng") as h3,
+    ):
+        assert set(h3.requests["protocol"]) == {"h3"} and len(h3.requests) == 8
+        assert sorted(h3.requests["response_body_bytes"]) == sorted(
+            h2.requests["response_body_bytes"]
+        )
+        assert sorted(h3.requests["path"]) == sorted(h2.requests["path"])
+
+
+def test_slow_reader_and_early_close_replayed(tmp_path: Path) -> None:
+    """receiver_limited: the replay's client reads as slowly as the original's (the
+    finding comes back); stream_timeout: the replay's client closes mid-response (its FIN
+    before the server's, the response incomplete)."""
+    s = _replay(tmp_path / "rl", "receiver_limited")
+    assert "receiver_limited" in s["runs"]["faithful"]["kinds"]
+    _replay(tmp_path / "st", "stream_timeout")
+    with pcapkit.open(tmp_path / "st" / "faithful" / "server.pcapng") as t:
+        assert not bool(t.requests["complete"].iloc[0])
+        p = t.packets
+        fin = p[(p["tcp_flags"].astype("int64") & 0x01) > 0]
+        assert fin["dir"].iloc[0] == "c2s"  # the client closed first
+
+
+def _replay_flows(tmp: Path, fixture: str, flows: list[int], *remedy: str) -> dict:
+    args = ["replay", str(FIX / fixture / "server.pcapng"), "-o", str(tmp)]
+    for f in flows:
+        args += ["--flow", str(f)]
+    for r in remedy:
+        args += ["--remedy", r]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.output
+    return json.loads((tmp / "summary.json").read_text())
+
+
+def test_several_connections_keep_alive_and_session_tickets(tmp_path: Path) -> None:
+    """tls_no_reuse's 3 connections replayed together reproduce connection_not_reused and
+    tls_resumption_missing; keep-alive (one connection) removes both, session-tickets
+    (each later connection resumes) the second.  tls_resumption_rejected: the offered
+    tickets are refused again (a server context with other ticket keys)."""
+    s = _replay_flows(tmp_path / "a", "tls_no_reuse", [0, 1, 2], "auto")
+    runs = s["runs"]
+    assert set(runs["faithful"]["kinds"]) == {"connection_not_reused", "tls_resumption_missing"}
+    assert runs["remedy-keep-alive"]["remedy"]["addressed_gone"] is True
+    assert "tls_resumption_missing" not in runs["remedy-session-tickets"]["kinds"]
+    with pcapkit.open(tmp_path / "a" / "remedy-keep-alive" / "server.pcapng") as t:
+        assert len(t.flows) == 1 and len(t.requests) == 3
+    with pcapkit.open(tmp_path / "a" / "remedy-session-tickets" / "server.pcapng") as t:
+        assert t.tls["resumption_accepted"].tolist() == [False, True, True]
+    r = _replay_flows(tmp_path / "b", "tls_resumption_rejected", [0, 1, 2, 3])
+    assert "tls_resumption_missing" in r["runs"]["faithful"]["kinds"]
+    with pcapkit.open(tmp_path / "b" / "faithful" / "server.pcapng") as t:
+        assert t.tls["resumption_offered"].tolist() == [False, True, True, True]
+        assert not t.tls["resumption_accepted"].any()
+
+
+def test_several_connections_client_timeout_and_a_hedge(tmp_path: Path) -> None:
+    """stream_timeout's 3 connections (each given up after 1 s) bring client_timeout back
+    (it takes 2 cancels: one connection cannot show it); auto's keep-alive is left out,
+    said so (a given-up connection is not reused).  hedged_duplicate: the hedge resumes
+    the session of the connection still streaming (no tls_resumption_missing)."""
+    s = _replay_flows(tmp_path / "a", "stream_timeout", [0, 1, 2], "auto")
+    assert set(s["runs"]["faithful"]["kinds"]) >= {"client_timeout", "connection_not_reused"}
+    assert any("keep-alive left out" in w for w in s["warnings"])
+    h = _replay_flows(tmp_path / "b", "hedged_duplicate", [0, 1])
+    assert list(h["runs"]["faithful"]["kinds"]) == ["retry_amplification"]
+    with pcapkit.open(tmp_path / "b" / "faithful" / "server.pcapng") as t:
+        assert t.tls["resumption_accepted"].tolist() == [False, True]
+
+
+def test_quic_resumption_replayed_and_zero_rtt_removes_the_wait(tmp_path: Path) -> None:
+    """h3_resumed_no_0rtt's two QUIC connections: the second resumes with the first's
+    ticket and waits for the handshake (zero_rtt_unused, as captured); ``auto`` (zero-rtt)
+    sends its request in 0-RTT packets and the finding is gone."""
+    s = _replay_flows(tmp_path, "h3_resumed_no_0rtt", [0, 1], "auto")
+    runs = s["runs"]
+    assert "zero_rtt_unused" in runs["faithful"]["kinds"]
+    assert runs["remedy-zero-rtt"]["remedy"]["addressed_gone"] is True
+    with pcapkit.open(tmp_path / "remedy-zero-rtt" / "client.pcapng") as t:
+        q = t.quic_packets
+        assert ((q["flow"] == 1) & (q["packet_type"] == "0rtt")).any()
+        assert not ((q["flow"] == 0) & (q["packet_type"] == "0rtt")).any()
