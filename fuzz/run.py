@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKDIR = ROOT / "fuzz" / "work"
 # a mutant that takes longer than this is a hang (the fixtures' mutants take ~50 ms)
 HANG_S = 60
+PROGRESS_EVERY = 1000  # file mutants between progress lines on stderr
 
 
 def signature(text: str) -> str:
@@ -78,6 +79,7 @@ def run_files(seconds: float | None, count: int | None, seed: int, workdir: Path
     unique: dict[str, dict[str, Any]] = {}
     by_strategy: dict[str, int] = {}
     t0 = time.monotonic()
+    c0 = time.process_time()
     old = signal.signal(signal.SIGALRM, _alarm)
     try:
         while (count is None or n < count) and (seconds is None or time.monotonic() - t0 < seconds):
@@ -94,6 +96,9 @@ def run_files(seconds: float | None, count: int | None, seed: int, workdir: Path
                 signal.alarm(0)
                 os.unlink(path)
             n += 1
+            if n % PROGRESS_EVERY == 0:  # a run stopped early still shows what it did
+                progress = {"mutants": n, "failing_mutants": fails, "strategies": by_strategy}
+                print(json.dumps(progress), file=sys.stderr, flush=True)
             if found:
                 fails += 1
                 for where, text in found:
@@ -115,6 +120,8 @@ def run_files(seconds: float | None, count: int | None, seed: int, workdir: Path
         "unique_failures": unique,
         "strategies": by_strategy,
         "seconds": round(time.monotonic() - t0, 1),
+        "cpu_seconds": round(time.process_time() - c0, 1),
+        "cpu_per_mutant_s": round((time.process_time() - c0) / n, 4) if n else None,
         "seeds": [s.name for s in seeds],
     }
 

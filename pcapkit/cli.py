@@ -292,7 +292,27 @@ def fail(message: str) -> None:
     sys.exit(Exit.ERROR)
 
 
+class _Cli(click.Group):
+    """The command group; ``lab`` (netns, forwarder, fixtures: ~0.1 s of imports) is
+    imported only when it is named or listed, so `pcapkit analyze` does not pay for it."""
+
+    LAZY = ("lab",)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.LAZY})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.LAZY and cmd_name not in self.commands:
+            try:
+                from .lab.cli import lab
+            except ImportError:
+                return None
+            self.add_command(lab)
+        return super().get_command(ctx, cmd_name)
+
+
 @click.group(
+    cls=_Cli,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     epilog=EXIT_HELP,
 )
@@ -1525,17 +1545,6 @@ def _packets_text(res: dict[str, Any]) -> str:
     if err:
         line += f"; timing error p50 {err['p50']} µs, p99 {err['p99']} µs"
     return line
-
-
-def _register_optional_groups() -> None:
-    try:
-        from .lab.cli import lab
-    except ImportError:
-        return
-    cli.add_command(lab)
-
-
-_register_optional_groups()
 
 
 def _arrow_system_allocator() -> None:

@@ -111,6 +111,10 @@ HEADER_BYTES = 52  # IPv4 20 + TCP 32 (timestamps): what a segment adds to its p
 MSS_GUESS = 1448
 DEFAULT_RCV_WINDOW = 64_000  # Linux's first windows are ≥ 64 KiB unless SO_RCVBUF is set
 SNDBUF_WRITE_AHEAD = 2 * 1024 * 1024  # SO_SNDBUF (bytes) when the capture shows write-ahead
+# A backlog seen queued in the sender's socket (h2_send_buffer_hol) stayed there because the
+# sender paced at the path's rate: BBR does (cubic sends a window at once and the backlog
+# waits in the path's queue instead, where the sender's capture no longer sees it)
+PACING_CC = "bbr"
 QUEUE_SLACK = 1.5  # a unit this close behind the previous one's serialisation was queued
 # Linux's initial window (RFC 6928: 10 segments) and minimum RTO (TCP_RTO_MIN, 200 ms):
 # a sender idle longer than its RTO restarts from the initial window unless told not to.
@@ -149,6 +153,7 @@ H2_MAX_WINDOW = (1 << 31) - 1
 H2_AUTO_WINDOW = 16 * 1024 * 1024
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 H2_DATA, H2_SETTINGS, H2_WINDOW_UPDATE = 0x0, 0x4, 0x8
+H2_HEADERS = 0x1
 H2_SETTINGS_INITIAL_WINDOW_SIZE = 0x4
 
 # remedy name → (the finding kinds it addresses, whether it takes a value)
@@ -217,6 +222,7 @@ class Plan:
     stall_ms: float = 0.0
     warnings: list[str] = field(default_factory=list)
     quic: bool = False  # a QUIC connection (HTTP/3): pcapkit.lab.reenact_quic plays it
+    cc: str | None = None  # TCP_CONGESTION for both ends (None: the lab's default, cubic)
 
     def lab_params(self) -> dict[str, Any]:
         return {
@@ -233,6 +239,7 @@ class Plan:
             "sysctl_srv": self.sysctls.get("srv", {}),
             "port": self.port,
             "tls": self.tls,
+            **({"cc": self.cc} if self.cc else {}),
         }
 
 
@@ -684,10 +691,14 @@ def _tcp_unit(stream: Any, d: str, ts: int, start: int, end: int) -> dict[str, A
 
 
 def _tcp_units(trace: Trace, flow: int, segments: pd.DataFrame) -> list[dict[str, Any]]:
-    """PSH-terminated runs of new data, one unit per run."""
+    """PSH-terminated runs of new data, one unit per run.
+
+    Retransmissions, zero-window probes and keep-alives carry no new bytes (a probe sits at
+    snd_una − 1: counted, it added a byte and started a run at the probe's time)."""
     units: list[dict[str, Any]] = []
+    old = ("retransmission", "zero_window_probe", "keep_alive")
     for d in ("c2s", "s2c"):
-        seg = segments[(segments["dir"] == d) & (segments["kind"] != "retransmission")]
+        seg = segments[(segments["dir"] == d) & ~segments["kind"].isin(old)]
         seg = seg.sort_values("offset", kind="stable")
         stream = trace.stream(flow, d)
         start: int | None = None
@@ -777,6 +788,32 @@ def ready_times(
     return ready
 
 
+def _serial_ns(nbytes: int, rate_mbit: float) -> float:
+    """How long ``nbytes`` of payload (and a header a segment) take at ``rate_mbit``."""
+    return (nbytes + HEADER_BYTES * -(-nbytes // MSS_GUESS)) * 8 / (rate_mbit * 1e6) * 1e9
+
+
+def window_held(
+    units: list[dict[str, Any]], ready: list[int], closed: dict[str, list[tuple[int, int]]]
+) -> list[int]:
+    """Write times with the units a closed receive window held moved back to its closing.
+
+    ``closed``: per direction, the (start, end) of each ``zero_window`` finding.  Linux
+    probes a zero window only with data queued, so what the sender sent between the
+    window's closing and its reopening (+ :data:`RELEASE_SLACK_NS`: the reopening ACK
+    releases it at once) was written by then: the replay's sender must have it queued when
+    the window closes, or the window never closes (its writes would follow the reader,
+    as the capture's wire times do).  Earlier units keep their times (never later ones)."""
+    out = list(ready)
+    for k, u in enumerate(units):
+        for start, end in closed.get(u["dir"], ()):
+            if start < u["ts"] <= end + RELEASE_SLACK_NS:
+                before = [out[i] for i in range(k) if units[i]["dir"] == u["dir"]]
+                at = before[-1] if before and before[-1] < start else start
+                out[k] = min(out[k], at)
+    return out
+
+
 def derive(trace: Trace, flow: int) -> Plan:
     """The replay plan of ``flow`` (see the module doc); ReplayError when impossible."""
     row = _flow_row(trace, flow)
@@ -843,6 +880,7 @@ def derive(trace: Trace, flow: int) -> Plan:
     f = trace.findings
     f = f[f["flow"] == flow] if not f.empty else f
     holds: dict[str, list[tuple[int, int]]] = {"c2s": [], "s2c": []}
+    closed: dict[str, list[tuple[int, int]]] = {"c2s": [], "s2c": []}  # zero windows
     kinds_by_dir: dict[str, set[str]] = {"c2s": set(), "s2c": set()}
     for fr in f.itertuples():
         if fr.dir in holds:
@@ -850,6 +888,8 @@ def derive(trace: Trace, flow: int) -> Plan:
             cause = fr.details.get("cause") if isinstance(fr.details, dict) else None
             if cause in ("nagle", "nagle_delayed_ack"):  # e.g. records coalesced by Nagle
                 kinds_by_dir[str(fr.dir)].add(str(cause))
+            if fr.kind == "zero_window" and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
+                closed[str(fr.dir)].append((int(fr.t_start_ns), int(fr.t_end_ns)))
             if fr.kind in HOLD_KINDS and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
                 holds[str(fr.dir)].append((int(fr.t_start_ns), int(fr.t_end_ns)))
             elif cause == "cwnd" and pd.notna(fr.t_end_ns):
@@ -863,10 +903,12 @@ def derive(trace: Trace, flow: int) -> Plan:
     needs_prev = {"client": 0, "server": 0}
     totals = {"client": 0, "server": 0}  # bytes of each end's units so far (script order)
     written: dict[str, list[tuple[int, int]]] = {"client": [], "server": []}  # (ts, total)
+    through = {"client": 0, "server": 0}  # when the end's previous unit left the bottleneck
     prev_side: str | None = None
     prev_ts = base_ts
     rate_mbit = _bottleneck_mbit(trace.packets, flow, vantage)
-    for u, ready in zip(units, ready_times(units, holds, rate_mbit, legs), strict=True):
+    readies = window_held(units, ready_times(units, holds, rate_mbit, legs), closed)
+    for u, ready in zip(units, readies, strict=True):
         side = "client" if u["dir"] == "c2s" else "server"
         other = "server" if side == "client" else "client"
         # what of the peer's could this end have read when it wrote the unit?  Its units
@@ -915,7 +957,14 @@ def derive(trace: Trace, flow: int) -> Plan:
         ready_prev[side] = ready
         needs_prev[side] = needs
         totals[side] += int(u["len"])
-        written[side].append((int(u.get("ts_last", u["ts"])), totals[side]))
+        last = int(u.get("ts_last", u["ts"]))
+        if rate_mbit:
+            # behind the bottleneck the unit is readable only once it is through it: after
+            # the bytes queued ahead of it (a sender's capture sees it leave, not arrive)
+            serial_ns = _serial_ns(int(u["len"]), rate_mbit)
+            last = max(last, int(max(u["ts"], through[side]) + serial_ns))
+            through[side] = last
+        written[side].append((last, totals[side]))
         prev_side, prev_ts = side, u["ts"]
     sides: dict[str, dict[str, Any]] = {}
     for side, d in (("client", "c2s"), ("server", "s2c")):
@@ -1001,6 +1050,7 @@ def derive(trace: Trace, flow: int) -> Plan:
         stall_ms=peer["stall_ms"],
         script=script,
         warnings=warnings,
+        cc=PACING_CC if "h2_send_buffer_hol" in kinds_by_dir["s2c"] else None,
     )
 
 
@@ -1390,6 +1440,8 @@ def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
             s["record_size"] = value
         elif name == "notsent-lowat":
             s["notsent_lowat"] = value
+    if name == "notsent-lowat" and script.get("alpn") == "h2":
+        _h2_answers_first(script["units"])
     if name in ("quic-window", "smaller-certificate") and not script.get("quic"):
         raise ReplayError(f"remedy {name}: the flow is not QUIC")
     if name == "quic-window":
@@ -1409,6 +1461,66 @@ def remedied(plan: Plan, name: str, value: int | None) -> dict[str, Any]:
         assert value is not None
         _h2_window(script, value)
     return script
+
+
+def _h2_answers_first(units: list[dict[str, Any]]) -> None:
+    """notsent-lowat on HTTP/2: a response whose request arrived while the server wrote a
+    backlog goes ahead of the rest of that backlog (in place, in ``units``).
+
+    In the capture the response's frames left after the backlog queued in the socket; the
+    server wrote them right after the request came.  With TCP_NOTSENT_LOWAT the backlog
+    stays in the server (poll says writable only below the mark), so the response is the
+    next write (Cloudflare's point).  Moved only past whole DATA-only units (HPACK state
+    and framing stay intact): a unit of whole frames that starts a response (HEADERS) of a
+    stream whose request the server's run of writes follows."""
+    heads: list[set[int]] = [set() for _ in units]
+    data_only = [True] * len(units)
+    bounds: dict[str, set[int]] = {}
+    start_of: list[int] = [0] * len(units)
+    for side in ("client", "server"):
+        idx = [i for i, u in enumerate(units) if u["side"] == side]
+        chunks = [base64.b64decode(units[i]["data"] or "") for i in idx]
+        stream = b"".join(chunks)
+        offs = np.cumsum([0] + [len(c) for c in chunks])
+        for i, off in zip(idx, offs[:-1], strict=True):
+            start_of[i] = int(off)
+        frames = _h2_frames(stream, len(H2_PREFACE) if stream.startswith(H2_PREFACE) else 0)
+        bounds[side] = {f[0] for f in frames} | {len(stream)}
+        for off, kind, _flags, sid, _payload in frames:
+            k = idx[int(np.searchsorted(offs, off, side="right")) - 1]
+            if kind in (H2_HEADERS, 5, 9):  # HEADERS, PUSH_PROMISE, CONTINUATION: HPACK
+                data_only[k] = False
+                if kind == H2_HEADERS:
+                    heads[k].add(sid)
+    requested: dict[int, int] = {}
+    i = 0
+    while i < len(units):
+        u = units[i]
+        if u["side"] == "client":
+            requested.update({sid: i for sid in heads[i]})
+        elif (
+            any(requested.get(sid) is not None for sid in heads[i])
+            and start_of[i] in bounds["server"]
+            and start_of[i] + int(u["len"]) in bounds["server"]
+        ):
+            c = max(requested[sid] for sid in heads[i] if sid in requested)
+            run = range(c + 1, i)
+            if (
+                len(run) > 0
+                and all(units[j]["side"] == "server" and data_only[j] for j in run)
+                and start_of[c + 1] in bounds["server"]
+            ):
+                first = units[c + 1]
+                moved = dict(u, after=first["after"], delay_ms=first["delay_ms"])
+                moved["needs"] = first["needs"]
+                units[c + 1] = dict(first, after="self", delay_ms=0.0)
+                units[c + 1 : i + 1] = [moved, *units[c + 1 : i]]
+                heads[c + 1 : i + 1] = [heads[i], *heads[c + 1 : i]]
+                data_only[c + 1 : i + 1] = [data_only[i], *data_only[c + 1 : i]]
+                start_of[c + 1 : i + 1] = [start_of[i], *start_of[c + 1 : i]]
+                for sid in heads[c + 1]:
+                    requested.pop(sid, None)
+        i += 1
 
 
 def _h2_frames(stream: bytes, start: int) -> list[tuple[int, int, int, int, bytes]]:
@@ -1570,6 +1682,7 @@ def derive_many(trace: Trace, flows: Sequence[int]) -> Plan:
         rate_mbit=p0.rate_mbit if len({p.rate_mbit for p in plans}) == 1 else None,
         script={"connections": conns, "tls": p0.tls, "alpn": p0.script.get("alpn")},
         warnings=list(dict.fromkeys(warnings)),
+        cc=next((p.cc for p in plans if p.cc), None),  # one pacing connection: all pace
     )
 
 
@@ -2111,6 +2224,7 @@ def replay(
             "drop_syn_s2c": plan.drop_syn_s2c,
             "sysctls": plan.sysctls,
             "rate_mbit": plan.rate_mbit,
+            "cc": plan.cc or "cubic",  # TCP_CONGESTION at both ends
             "blackhole_after": plan.blackhole_after,
             "stall_after": plan.stall_after,
             "stall_ms": plan.stall_ms,

@@ -43,6 +43,14 @@ def _fmt(v: object) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if (
+        not argv
+        or argv[0] in ("-h", "--help")
+        or argv[0].startswith("-")
+        and argv[0] != "--vantage"
+    ):
+        print(__doc__.strip(), file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
     vantage = "server"
     if argv[:1] == ["--vantage"]:
         vantage, argv = argv[1], argv[2:]

@@ -28,3 +28,16 @@ def test_opening_a_capture_for_its_packets_loads_no_dissector() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_the_cli_loads_the_lab_only_when_a_lab_command_is_named() -> None:
+    """`pcapkit analyze` does not import the lab (netns, forwarder, certificates: ~0.1 s);
+    `pcapkit lab …` and `pcapkit --help` (which lists it) do."""
+    code = (
+        "import sys, click; from pcapkit.cli import cli; "
+        "a = 'pcapkit.lab' in sys.modules; "
+        "cmd = cli.get_command(click.Context(cli), 'lab'); "
+        "print(a, cmd is not None and 'pcapkit.lab.cli' in sys.modules, cmd.name)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True", "lab"]

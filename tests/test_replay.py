@@ -220,6 +220,71 @@ def test_reader_pause_and_receive_buffer_from_zero_window() -> None:
     assert plan.drop_s2c == []
 
 
+def test_send_buffer_hol_sender_paces_and_the_urgent_request_needs_what_had_arrived() -> None:
+    """h2_send_buffer: the backlog stayed in the server's socket because BBR paced it (the
+    scenario's cc); the client sent GET /urgent once ~2 DATA records had *arrived* — the
+    server's capture saw 24 KB leave by then, most of it still in the 1 Mbit/s queue."""
+    with pcapkit.open(FIX / "h2_send_buffer" / "server.pcapng") as t:
+        plan = derive(t, 0)
+    truth = _truth("h2_send_buffer")
+    assert plan.rate_mbit == truth["params"]["rate_mbit"]
+    assert plan.cc == truth["params"]["cc"] == "bbr"
+    assert plan.lab_params()["cc"] == "bbr"
+    urgent = next(
+        u
+        for u in plan.script["units"]
+        if u["side"] == "client"
+        and base64.b64decode(u["data"])[3] == 1  # HEADERS
+        and int.from_bytes(base64.b64decode(u["data"])[5:9], "big") == 3  # stream 3
+    )
+    # the server's application bytes that had reached the client when it wrote the request
+    sent = truth["ground_truth"]["urgent"]["client_write_ns"]
+    with pcapkit.open(FIX / "h2_send_buffer" / "client.pcapng") as t:
+        r = t.records
+        r = r[(r["flow"] == 0) & (r["dir"] == "s2c") & (r["content_type"] == 23)]
+        arrived = int(r[r["last_ts_ns"] < sent]["plaintext_len"].sum())
+    assert 0 < urgent["needs"] <= arrived < 24_724
+    # notsent-lowat: the backlog stays in the server, the urgent response is its next write
+    units = remedied(plan, "notsent-lowat", 16_384)["units"]
+    i = next(k for k, u in enumerate(units) if u["data"] == urgent["data"])
+    answer = units[i + 1]
+    assert answer["side"] == "server" and answer["after"] == "peer"
+    head = base64.b64decode(answer["data"])
+    assert head[3] == 1 and int.from_bytes(head[5:9], "big") == 3  # stream 3's HEADERS
+    before = plan.script["units"]
+    assert sorted(u["data"] for u in units) == sorted(u["data"] for u in before)  # same bytes
+    j = next(k for k, u in enumerate(before) if u["data"] == answer["data"])
+    assert j > i + 1 + 10  # in the capture it left behind ~11 DATA records of stream 1
+    with pcapkit.open(FIX / "h2_send_buffer_lowat" / "server.pcapng") as t:
+        assert derive(t, 0).cc is None  # no backlog seen in the socket: the lab's cubic
+    with pcapkit.open(FIX / "tls_sse_nagle" / "server.pcapng") as t:
+        assert "cc" not in derive(t, 0).lab_params()
+
+
+def test_data_the_closed_window_held_was_queued_when_it_closed() -> None:
+    """The original server wrote its 65 536 B with one sendall: what it sent after the
+    window reopened was queued when it closed (its zero-window probes say so).  The plan
+    writes it then, right after the last write the window let out — not at its wire time
+    (338 ms and 1.5 s later), or the replay's window never closes (NOTE-19d)."""
+    with pcapkit.open(FIX / "zero_window" / "server.pcapng") as t:
+        plan = derive(t, 0)
+        zw = t.findings[t.findings["kind"] == "zero_window"].iloc[0]
+        p = t.packets[(t.packets["flow"] == 0) & (t.packets["dir"] == "c2s")]
+        acked = int(p[p["ts_ns"] <= zw["t_start_ns"]]["rel_ack"].max())
+    truth = _truth("zero_window")["params"]
+    server = [u for u in plan.script["units"] if u["side"] == "server"]
+    assert sum(u["len"] for u in server) == truth["response_len"]
+    reopen = next(i for i, u in enumerate(server) if u["delay_ms"] > 1000)
+    queued = sum(u["len"] for u in server[:reopen])
+    # more than the receiver had taken when its window closed: data waits for the window
+    assert queued > acked - 1 > truth["read_before_pause"]
+    # and none of it waits for the reader: round-trip clocked at most, no 338 ms write
+    assert max(u["delay_ms"] for u in server[:reopen]) < 2 * plan.delay_ms + 5
+    # the reopening write comes after the reader's pause (the window update released it)
+    (pause,) = plan.script["pauses"]
+    assert server[reopen]["delay_ms"] > pause["pause_ms"]
+
+
 @pytest.mark.parametrize("fixture", ["ack_stall", "black_hole", "rto_tail_loss", "tls_sse_drop"])
 def test_held_and_lost_return_path_match_the_forwarder(fixture: str) -> None:
     """The client's packets held 1.5 s (ack_stall) or lost from the request on

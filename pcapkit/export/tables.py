@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,6 +26,7 @@ import pandas as pd
 
 from .. import schema
 from ..report.json import to_jsonable
+from ..report.rows import itertuples
 from ..trace import Trace
 
 FORMATS = ("parquet", "csv", "jsonl")
@@ -34,16 +36,40 @@ FORMATS = ("parquet", "csv", "jsonl")
 EPOCH_COLUMNS = ("t_start_ns", "t_end_ns")
 
 
+_NAT = np.iinfo(np.int64).min  # NaT as int64 nanoseconds
+
+
+def _is_epoch(c: Any) -> bool:
+    return str(c).endswith("_ts_ns") or c in EPOCH_COLUMNS
+
+
+def _datetimes(s: pd.Series) -> Any:
+    """``pd.to_datetime(s, unit="ns", utc=True)``'s values: an int64 or Int64 column's
+    nanoseconds viewed as datetime64[ns] (NA → NaT), localised to UTC."""
+    if s.dtype == np.int64 or isinstance(s.dtype, pd.Int64Dtype):
+        v = s.to_numpy(dtype=np.int64, na_value=_NAT)
+        return pd.DatetimeIndex(v.view("M8[ns]")).tz_localize("UTC").array
+    return pd.to_datetime(s.astype("Int64"), unit="ns", utc=True).array
+
+
+def _with_datetimes(df: pd.DataFrame, nested_as_json: bool) -> pd.DataFrame:
+    """:func:`with_datetimes`, and with ``nested_as_json`` :func:`to_csv_frame` of it,
+    built in one DataFrame construction (the column Series as they are, no copy)."""
+    data: dict[Any, Any] = {}
+    for (c, s), dtype in zip(df.items(), df.dtypes.tolist(), strict=True):
+        if nested_as_json and dtype == object:  # noqa: E721 (a numpy dtype, as df[c].dtype)
+            data[c] = [_json(v) for v in s.tolist()]
+        else:
+            data[c] = s
+        if _is_epoch(c):
+            data[str(c)[: -len("_ns")]] = _datetimes(s)
+    return pd.DataFrame(data, index=df.index, copy=False)
+
+
 def with_datetimes(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with a UTC timestamp column after every epoch-ns column (``x_ts_ns`` →
     ``x_ts``, ``t_start_ns`` → ``t_start``)."""
-    out: dict[str, Any] = {}
-    for c in df.columns:
-        out[c] = df[c]
-        if str(c).endswith("_ts_ns") or c in EPOCH_COLUMNS:
-            ns = df[c].astype("Int64") if df[c].dtype != np.int64 else df[c]
-            out[str(c)[: -len("_ns")]] = pd.to_datetime(ns, unit="ns", utc=True)
-    return pd.DataFrame(out, index=df.index)
+    return _with_datetimes(df, nested_as_json=False)
 
 
 def _json(v: Any) -> str | None:
@@ -53,7 +79,7 @@ def _json(v: Any) -> str | None:
 
 
 def _object_columns(df: pd.DataFrame) -> list[str]:
-    return [str(c) for c in df.columns if df[c].dtype == object]
+    return [str(c) for c, t in zip(df.columns, df.dtypes.tolist(), strict=True) if t == object]  # noqa: E721
 
 
 def to_csv_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -102,10 +128,25 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
     pq.write_table(table, path)
 
 
+def write_csv(df: pd.DataFrame, path: Path) -> None:
+    """``to_csv_frame(with_datetimes(df)).to_csv(path, index=False)``; an empty table's
+    header line written directly (pandas' writer is the csv module's, minimal quoting)."""
+    if len(df) == 0 and len(df.columns):
+        names: list[str] = []
+        for c in df.columns:
+            names.append(str(c))
+            if _is_epoch(c):
+                names.append(str(c)[: -len("_ns")])
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            csv.writer(f, lineterminator="\n").writerow(names)
+        return
+    _with_datetimes(df, nested_as_json=True).to_csv(path, index=False)
+
+
 def write_jsonl(df: pd.DataFrame, path: Path) -> None:
     cols = [str(c) for c in df.columns]
     with open(path, "w", encoding="utf-8") as f:
-        for row in df.itertuples(index=False, name=None):
+        for row in itertuples(df):
             rec = {}
             for c, v in zip(cols, row, strict=True):
                 if isinstance(v, pd.Timestamp):
@@ -132,13 +173,12 @@ def export_tables(
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in tables or schema.SCHEMAS:
-        df = with_datetimes(getattr(trace, name))
         path = out / f"{name}.{fmt}"
-        if fmt == "parquet":
-            write_parquet(df, path)
-        elif fmt == "csv":
-            to_csv_frame(df).to_csv(path, index=False)
+        if fmt == "csv":
+            write_csv(getattr(trace, name), path)
+        elif fmt == "parquet":
+            write_parquet(with_datetimes(getattr(trace, name)), path)
         else:
-            write_jsonl(df, path)
+            write_jsonl(with_datetimes(getattr(trace, name)), path)
         written.append(path)
     return written

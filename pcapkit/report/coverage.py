@@ -16,6 +16,7 @@ import numpy as np
 
 from ..schema import is_missing
 from ..trace import Trace
+from .rows import column_values
 
 
 def coverage(trace: Trace) -> dict[str, Any]:
@@ -25,26 +26,26 @@ def coverage(trace: Trace) -> dict[str, Any]:
     tls = trace.tls
     quic = trace.quic
     packets = trace.packets
-    tcp = flows[flows.proto == "tcp"]
-    udp = flows[flows.proto == "udp"]
+    n_tcp = int((flows.proto == "tcp").sum())
+    n_udp = int((flows.proto == "udp").sum())
     tls_flows = set(tls.flow.tolist())
     tls_read = set(tls.flow[tls.decrypted].tolist())
     # a TLS session counts as read when its application data decrypted (partly or whole)
     recs = trace.records
     if len(recs):
-        app = recs[(recs.content_type == 23) & (recs.status == "decrypted")]
-        tls_read |= set(app.flow.tolist())
+        app = (recs.content_type == 23) & (recs.status == "decrypted")
+        tls_read |= set(recs.flow[app].tolist())
     quic_flows = set(quic.flow.tolist())
     quic_read = set(quic.flow[quic.decrypted].tolist())
     http_flows = set(trace.requests.flow.tolist())
     cleartext_http = http_flows - tls_flows - quic_flows
     why: Counter[str] = Counter()
-    for r in tls.itertuples(index=False):
-        if int(r.flow) not in tls_read:
-            why[_reason(r.why_not)] += 1
-    for r in quic.itertuples(index=False):
-        if int(r.flow) not in quic_read:
-            why[_reason(r.why_not)] += 1
+    for table, read in ((tls, tls_read), (quic, quic_read)):
+        for flow, why_not in zip(
+            column_values(table.flow), column_values(table.why_not), strict=True
+        ):
+            if int(flow) not in read:
+                why[_reason(why_not)] += 1
     readable = tls_read | quic_read | cleartext_http
     pflow = packets.flow.to_numpy(dtype=float, na_value=np.nan)
     in_flow = ~np.isnan(pflow)
@@ -53,8 +54,8 @@ def coverage(trace: Trace) -> dict[str, Any]:
         "frames": int(len(packets)),
         "frames_in_flows": int(in_flow.sum()),
         "frames_in_readable_connections": frames_read,
-        "tcp_connections": int(len(tcp)),
-        "udp_flows": int(len(udp)),
+        "tcp_connections": n_tcp,
+        "udp_flows": n_udp,
         "tls_sessions": len(tls_flows),
         "tls_decrypted": len(tls_read & tls_flows),
         "quic_connections": len(quic_flows),

@@ -31,6 +31,7 @@ request matched both ways (the same workload); otherwise they are shown, not jud
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ import pandas as pd
 from ..trace import Trace
 from .gates import as_float
 from .names import METRICS as METRICS  # re-exported
+from .rows import column_values, itertuples
 
 REQUEST_METRICS = (
     "ttfb_ms",
@@ -67,15 +69,15 @@ def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
     span = (q.last_byte_ts_ns.astype("Float64") - q.response_ts_ns.astype("Float64")) / 1e9
     body = q.response_body_bytes.astype("Float64")
     bps = (body / span).where(span > 0)
-    out = q[["request", "flow", "stream", "method", "authority", "path"]].copy()
+    out = {c: q[c] for c in ("request", "flow", "stream", "method", "authority", "path")}
     for c in REQUEST_METRICS:
         if c in q.columns:
             out[c] = q[c].astype("Float64")
     took = q.last_byte_ts_ns.astype("Float64") - q.request_start_ts_ns.astype("Float64")
     out["response_ms"] = (took / 1e6).astype("Float64")
     out["bytes_per_s"] = bps.astype("Float64")
-    out = out[["request", "flow", "stream", "method", "authority", "path", *REQUEST_METRICS]]
-    return out
+    cols = ["request", "flow", "stream", "method", "authority", "path", *REQUEST_METRICS]
+    return pd.DataFrame({c: out[c] for c in cols}, index=q.index)  # one construction
 
 
 def tcp_turns(trace: Trace) -> pd.DataFrame:
@@ -164,31 +166,50 @@ class Side:
         )
 
 
+def _missing(v: Any) -> bool:
+    """What ``Series.notna()`` calls missing, of one value of a column."""
+    return v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and v != v)
+
+
+def _unique_keys(q: pd.DataFrame, col: str, keep: set[int]) -> dict[Any, int]:
+    """key → request of the requests in ``keep`` whose ``col`` is present, not empty and
+    held by no other of them."""
+    rows = [
+        (v, r)
+        for r, v in zip(q.request.tolist(), column_values(q[col]), strict=True)
+        if r in keep and not _missing(v) and str(v) != ""
+    ]
+    seen = Counter(v for v, _ in rows)
+    return {v: int(r) for v, r in rows if seen[v] == 1}
+
+
+def _keyed(q: pd.DataFrame, keep: set[int]) -> dict[tuple[str, str, str], list[int]]:
+    """(method, authority, path) → the requests in ``keep`` of that key, in order of their
+    start (missing starts last), then of their number."""
+    cols = ("request", "request_start_ts_ns", "method", "authority", "path")
+    rows = [r for r in zip(*(column_values(q[c]) for c in cols), strict=True) if r[0] in keep]
+    rows.sort(key=lambda r: (_missing(r[1]), 0 if _missing(r[1]) else r[1], r[0]))
+    out: dict[tuple[str, str, str], list[int]] = {}
+    for req, _, method, authority, path in rows:
+        k = (str(method or ""), str(authority or ""), str(path or ""))
+        out.setdefault(k, []).append(int(req))
+    return out
+
+
 def match_requests(a: pd.DataFrame, b: pd.DataFrame) -> list[tuple[int, int, str]]:
     """Pairs (request before, request after, matched by) of two requests tables."""
     pairs: list[tuple[int, int, str]] = []
     left = set(a.request.tolist())
     right = set(b.request.tolist())
     for col, how in (("request_id", "x-request-id"), ("traceparent", "traceparent")):
-        ka = a[a.request.isin(left) & a[col].notna() & (a[col].astype(str) != "")]
-        kb = b[b.request.isin(right) & b[col].notna() & (b[col].astype(str) != "")]
-        ua = ka.drop_duplicates(col, keep=False).set_index(col).request
-        ub = kb.drop_duplicates(col, keep=False).set_index(col).request
-        for key in ua.index.intersection(ub.index):
-            ra, rb = int(ua[key]), int(ub[key])
-            pairs.append((ra, rb, how))
-            left.discard(ra)
-            right.discard(rb)
-
-    def keyed(q: pd.DataFrame, keep: set[int]) -> dict[tuple[str, str, str], list[int]]:
-        rows = q[q.request.isin(keep)].sort_values(["request_start_ts_ns", "request"])
-        out: dict[tuple[str, str, str], list[int]] = {}
-        for r in rows.itertuples(index=False):
-            k = (str(r.method or ""), str(r.authority or ""), str(r.path or ""))
-            out.setdefault(k, []).append(int(r.request))
-        return out
-
-    ka2, kb2 = keyed(a, left), keyed(b, right)
+        ua, ub = _unique_keys(a, col, left), _unique_keys(b, col, right)
+        for key, ra in ua.items():
+            if key in ub:
+                rb = ub[key]
+                pairs.append((ra, rb, how))
+                left.discard(ra)
+                right.discard(rb)
+    ka2, kb2 = _keyed(a, left), _keyed(b, right)
     for k, xs in ka2.items():
         for ra, rb in zip(xs, kb2.get(k, []), strict=False):
             pairs.append((ra, rb, "order"))
@@ -255,7 +276,7 @@ class Diff:
         than ``pct`` percent of their before value."""
         m = self.metrics
         rows = []
-        for r in m.itertuples(index=False):
+        for r in itertuples(m):
             if metrics is not None and r.metric not in metrics:
                 continue
             if metrics is None and not r.judged:
@@ -284,10 +305,9 @@ def diff(
         a, b = Side.of(ta), Side.of(tb)
     pairs = match_requests(a.full_requests, b.full_requests)
     rows = []
-    ma = a.requests.set_index("request")
-    mb = b.requests.set_index("request")
+    ma, mb = _by_request(a.requests), _by_request(b.requests)
     for ra, rb, how in pairs:
-        x, y = ma.loc[ra], mb.loc[rb]
+        x, y = ma[ra], mb[rb]
         row: dict[str, Any] = {
             "method": x.method,
             "authority": x.authority,
@@ -299,8 +319,8 @@ def diff(
             "flow_after": int(y.flow),
         }
         for c in REQUEST_METRICS:
-            row[f"{c}_before"] = as_float(x[c])
-            row[f"{c}_after"] = as_float(y[c])
+            row[f"{c}_before"] = as_float(getattr(x, c))
+            row[f"{c}_after"] = as_float(getattr(y, c))
         rows.append(row)
     req_cols = [
         "method",
@@ -387,6 +407,11 @@ def diff(
     )
 
 
+def _by_request(q: pd.DataFrame) -> dict[Any, Any]:
+    """request → its row (``q.set_index("request").loc[request]``'s values)."""
+    return {r.request: r for r in itertuples(q)}
+
+
 @contextmanager
 def _opened(x: Trace | str | os.PathLike[str], keylog: str | None) -> Iterator[Trace]:
     if isinstance(x, Trace):
@@ -429,8 +454,8 @@ def diff_json(d: Diff) -> dict[str, Any]:
             "after": [int(x) for x in d.unmatched_after.request],
         },
         "findings": {
-            "appeared": [_finding_obj(r) for r in d.appeared.itertuples(index=False)],
-            "gone": [_finding_obj(r) for r in d.gone.itertuples(index=False)],
+            "appeared": [_finding_obj(r) for r in itertuples(d.appeared)],
+            "gone": [_finding_obj(r) for r in itertuples(d.gone)],
         },
         "notes": d.notes,
     }
@@ -453,7 +478,7 @@ def diff_text(d: Diff) -> str:
         f"{'metric':<24} {'before':>14} {'after':>14} {'change':>9}  "
         f"(noise band ±{d.noise_pct:g}%, ≥ {d.noise_ms:g} ms)"
     )
-    for r in d.metrics.itertuples(index=False):
+    for r in itertuples(d.metrics):
         if as_float(r.before) is None and as_float(r.after) is None:
             continue
         pct = "" if as_float(r.change_pct) is None else f"{r.change_pct:+.1f}%"
@@ -464,7 +489,7 @@ def diff_text(d: Diff) -> str:
         )
     if len(d.requests):
         out += ["", f"requests matched: {len(d.requests)}"]
-        for r in d.requests.itertuples(index=False):
+        for r in itertuples(d.requests):
             ttft_b, ttft_a = as_float(r.ttft_ms_before), as_float(r.ttft_ms_after)
             gap_b, gap_a = as_float(r.gap_p95_ms_before), as_float(r.gap_p95_ms_after)
             out.append(
@@ -480,7 +505,7 @@ def diff_text(d: Diff) -> str:
     for title, rows in (("findings gone", d.gone), ("findings appeared", d.appeared)):
         if len(rows):
             out += ["", f"{title}: {len(rows)}"]
-            for r in rows.itertuples(index=False):
+            for r in itertuples(rows):
                 cost = as_float(r.cost_ms)
                 out.append(
                     f"  {r.kind} ({r.severity}) on flow {r.flow}"

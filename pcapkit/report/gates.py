@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from .escape import printable
+from .rows import itertuples
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ def subjects(
     """The exchanges and handshakes of the capture (on ``flows`` only, if given)."""
     only = None if flows is None else set(flows)
     out: list[Subject] = []
-    rows: list[Any] = list(requests.itertuples(index=False))
+    rows: list[Any] = list(itertuples(requests))
     for r in rows:
         if only is not None and int(r.flow) not in only:
             continue
@@ -110,7 +111,7 @@ def subjects(
         took = None if a is None or b is None else (b - a) / 1e9
         out.append(Subject("requests", int(r.request), int(r.flow), request_name(r), values, took))
     for proto, table in (("TLS", tls), ("QUIC", quic)):
-        sessions: list[Any] = list(table.itertuples(index=False))
+        sessions: list[Any] = list(itertuples(table))
         for h in sessions:
             if only is not None and int(h.flow) not in only:
                 continue
@@ -203,7 +204,7 @@ def junit_xml(
             out=shown,
         )
     fail_rows = [False] * len(findings) if failing is None else [bool(x) for x in failing]
-    found: list[Any] = list(findings.itertuples(index=False))
+    found: list[Any] = list(itertuples(findings))
     for f, failed in zip(found, fail_rows, strict=True):
         cost = as_float(f.cost_ms)
         name = f"{f.kind} on flow {_int(f.flow)}" if _int(f.flow) is not None else str(f.kind)

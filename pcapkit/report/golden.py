@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..trace import open as open_trace
+from .rows import itertuples
 
 VANTAGES = ("client", "server", "middle")
 # Costs are re-measured from the same bytes, so they only move when a detector's
@@ -27,7 +28,7 @@ def findings_of(path: Path) -> list[dict[str, Any]]:
     with open_trace(path) as t:
         f = t.findings
         rows = []
-        for r in f.itertuples(index=False):
+        for r in itertuples(f):
             rows.append(
                 {
                     "kind": r.kind,

@@ -77,7 +77,7 @@ def iter_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
         for _ in range(len(df)):
             yield {}
         return
-    values = [_column_values(df.iloc[:, k]) for k in range(len(cols))]
+    values = [_column_values(s) for _, s in df.items()]
     for row in zip(*values, strict=True):
         yield dict(zip(cols, row, strict=True))
 

@@ -12,6 +12,7 @@ from ..detect.counterfactual import summary_line as hol_summary_line
 from ..schema import is_missing as _na
 from ..trace import Trace
 from .coverage import coverage, coverage_line, unread
+from .rows import itertuples
 
 # Flows beyond this many are summarised in one line unless --all is given.
 DEFAULT_MAX_FLOWS = 50
@@ -182,7 +183,7 @@ def time_lost_ms(findings: Any) -> float:
     hole that a tcp_hol_blocking finding also prices, a Nagle hold and the records it
     coalesced) are counted once, waits of different connections add up."""
     spans: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
-    for f in findings.itertuples(index=False):
+    for f in itertuples(findings):
         if _na(f.cost_ms) or float(f.cost_ms) <= 0:
             continue
         end = int(f.t_end_ns)
@@ -370,9 +371,9 @@ def requests_text(trace: Trace, flow: int | None = None) -> str:
         return "no HTTP requests (HTTP/1.1 and HTTP/2 need cleartext or TLS keys)\n"
     out = []
     gaps: dict[int, list[Any]] = {}
-    for g in trace.gaps.itertuples(index=False):
+    for g in itertuples(trace.gaps):
         gaps.setdefault(int(g.request), []).append(g)
-    for i, q in zip(r.index.tolist(), r.itertuples(index=False), strict=True):
+    for i, q in zip(r.index.tolist(), itertuples(r), strict=True):
         out.append(f"flow {q.flow} {q.protocol}")
         out.append(request_line(q))
         for g in gaps.get(i, []):
@@ -416,21 +417,21 @@ def analysis_text(
         out.extend(summary)
     listed = flows if only_flows is None else flows[flows.flow.isin(sorted(only_flows))]
     shown = listed if max_flows is None else listed.head(max_flows)
-    tls = {int(x.flow): x for x in trace.tls.itertuples(index=False)}
-    quic = {int(x.flow): x for x in trace.quic.itertuples(index=False)}
+    tls = {int(x.flow): x for x in itertuples(trace.tls)}
+    quic = {int(x.flow): x for x in itertuples(trace.quic)}
     reqs: dict[int, list[Any]] = {}
-    for i, q in enumerate(trace.requests.itertuples(index=False)):
+    for i, q in enumerate(itertuples(trace.requests)):
         reqs.setdefault(int(q.flow), []).append((i, q))
     gaps: dict[int, list[Any]] = {}
-    for g in trace.gaps.itertuples(index=False):
+    for g in itertuples(trace.gaps):
         gaps.setdefault(int(g.request), []).append(g)
     hol: dict[int, list[Any]] = {}  # per connection: what QUIC saved / would have saved
-    for h in trace.hol_counterfactual.itertuples(index=False):
+    for h in itertuples(trace.hol_counterfactual):
         hol.setdefault(int(h.flow), []).append(h)
     per_flow: dict[int, list[Any]] = {}
-    for fnd in findings.itertuples(index=False):
+    for fnd in itertuples(findings):
         per_flow.setdefault(-1 if _na(fnd.flow) else int(fnd.flow), []).append(fnd)
-    for r in shown.itertuples(index=False):
+    for r in itertuples(shown):
         out.append("")
         out.extend(flow_lines(r, t0, tls.get(int(r.flow))))
         if int(r.flow) in quic:
@@ -460,7 +461,7 @@ def analysis_text(
     if len(anomalies):
         out.append("")
         out.append(f"anomalies ({len(anomalies)}):")
-        for a in anomalies.head(MAX_ANOMALIES_SHOWN).itertuples(index=False):
+        for a in itertuples(anomalies.head(MAX_ANOMALIES_SHOWN)):
             where = f"frame {a.frame}" if not _na(a.frame) else "file"
             out.append(f"  {a.name:<26} {where:<12} {a.detail}")
         if len(anomalies) > MAX_ANOMALIES_SHOWN:
@@ -477,7 +478,7 @@ def records_text(trace: Trace, flow: int | None = None) -> str:
     if r.empty:
         return "no TLS records\n"
     rows = []
-    for x in r.itertuples(index=False):
+    for x in itertuples(r):
         ct = CONTENT_TYPES.get(int(x.content_type), str(x.content_type))
         rows.append((x, str(x.handshake) if x.handshake else ct))
     w = max(17, *(len(ct) for _, ct in rows))

@@ -48,6 +48,7 @@ def test_seeds_reach_the_parsers(tmp_path) -> None:
 def test_file_mutants(tmp_path) -> None:
     out = run_files(None, 40, seed=15, workdir=tmp_path)
     assert out["mutants"] == 40
+    assert out["cpu_per_mutant_s"] > 0  # the summary carries the CPU a mutant cost
     assert out["unique_failures"] == {}, out["unique_failures"]
 
 

@@ -76,6 +76,34 @@ def test_held_client_packets_are_no_loss_in_the_replay(tmp_path: Path) -> None:
         assert (seg["kind"] == "retransmission").any()  # the server did resend meanwhile
 
 
+def test_zero_window_replayed_with_the_data_queued(tmp_path: Path) -> None:
+    """zero_window: the reader pauses and the server has the rest of its response queued
+    (written when the window closed, not at its wire times): the replay's client
+    advertises a zero window and the server probes it, as in the original."""
+    s = _replay(tmp_path, "zero_window")
+    assert s["sides"]["client"]["rcvbuf"] == 8_688
+    assert "zero_window" in s["runs"]["original"]["kinds"]
+    assert "zero_window" in s["runs"]["faithful"]["kinds"]
+    with pcapkit.open(tmp_path / "faithful" / "server.pcapng") as t:
+        p = t.packets
+        assert ((p["dir"] == "c2s") & (p["window"] == 0)).any()
+        assert (t.segments["kind"] == "zero_window_probe").any()
+        assert int(t.segments[t.segments["dir"] == "s2c"]["new_bytes"].sum()) == 65_536
+
+
+def test_send_buffer_hol_replayed_and_notsent_lowat_removes_it(tmp_path: Path) -> None:
+    """h2_send_buffer: a pacing (BBR) server behind 1 Mbit/s, the urgent request sent once
+    the first DATA arrived: its response leaves behind the stream-1 backlog in the socket;
+    with TCP_NOTSENT_LOWAT the backlog stays in the server and the response goes first."""
+    s = _replay(tmp_path, "h2_send_buffer", "auto")
+    runs = s["runs"]
+    assert s["path"]["cc"] == "bbr" and s["path"]["rate_mbit"] == 1.0
+    assert "h2_send_buffer_hol" in runs["original"]["kinds"]
+    assert "h2_send_buffer_hol" in runs["faithful"]["kinds"]
+    assert "h2_send_buffer_hol" not in runs["remedy-notsent-lowat=16384"]["kinds"]
+    assert runs["remedy-notsent-lowat=16384"]["remedy"]["addressed_gone"] is True
+
+
 @pytest.mark.skipif(shutil.which("ip") is None, reason="needs ip")
 def _ip_frames(path: Path) -> list[bytes]:
     with pcapkit.open(path) as t:

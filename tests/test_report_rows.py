@@ -1,0 +1,114 @@
+"""The report and export layers' fast paths give what the pandas calls they replace give.
+
+``pcapkit.report.rows.itertuples`` stands for ``DataFrame.itertuples(index=False)`` and
+``pcapkit.export.tables.write_csv`` for ``to_csv_frame(with_datetimes(df)).to_csv()``
+(issue 15: they were most of a fuzz mutant's CPU); these tests compare them with the
+pandas originals on every table of real captures, empty tables included.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import pcapkit
+from pcapkit import schema
+from pcapkit.export.tables import to_csv_frame, with_datetimes, write_csv
+from pcapkit.report.rows import itertuples
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures"
+# TCP + TLS + HTTP/2 (findings, requests, gaps), QUIC + HTTP/3, and one without keys
+CAPTURES = [
+    FIX / "h2_sse_drop" / "client.pcapng",
+    FIX / "h3_streams_drop" / "client.pcapng",
+    FIX / "grpc_stream" / "server.pcapng",
+]
+
+
+def _same(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if a is None or a is pd.NA or a is pd.NaT:
+        return a is b
+    if isinstance(a, float) and math.isnan(a):
+        return math.isnan(b)
+    if isinstance(a, np.ndarray):
+        return bool(np.array_equal(a, b))
+    return bool(a == b)
+
+
+def _tables(path: Path, keys: bool) -> list[tuple[str, pd.DataFrame]]:
+    t = pcapkit.open(str(path), embedded_keys=keys)
+    out = []
+    for name in schema.SCHEMAS:
+        df = getattr(t, name)
+        out += [(name, df), (name + "+datetimes", with_datetimes(df))]
+    t.close()
+    return out
+
+
+@pytest.mark.parametrize("keys", [True, False], ids=["keys", "nokeys"])
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.parent.name)
+def test_itertuples_equals_pandas(path: Path, keys: bool) -> None:
+    rows = 0
+    for name, df in _tables(path, keys):
+        want = list(df.itertuples(index=False))
+        got = list(itertuples(df))
+        assert len(got) == len(want), name
+        for w, g in zip(want, got, strict=True):
+            assert type(g).__name__ == type(w).__name__ == "Pandas", name
+            assert g._fields == w._fields, name
+            bad = [(f, x, y) for f, x, y in zip(w._fields, w, g, strict=True) if not _same(x, y)]
+            assert not bad, (name, bad[:3])
+        rows += len(got)
+    assert rows > 100  # the comparison saw real rows
+
+
+def test_itertuples_of_a_frame_without_columns_or_rows() -> None:
+    assert list(itertuples(pd.DataFrame(index=range(3)))) == list(
+        pd.DataFrame(index=range(3)).itertuples(index=False)
+    )
+    empty = pd.DataFrame({"a": pd.Series(dtype="Int64"), "b": pd.Series(dtype=object)})
+    assert list(itertuples(empty)) == []
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: p.parent.name)
+def test_write_csv_equals_pandas(path: Path, tmp_path: Path) -> None:
+    empty = full = 0
+    for name, df in _tables(path, True):
+        if name.endswith("+datetimes"):
+            continue
+        p = tmp_path / f"{name}.csv"
+        write_csv(df, p)
+        want = to_csv_frame(with_datetimes(df)).to_csv(index=False)
+        assert p.read_text(encoding="utf-8") == want, name
+        empty += len(df) == 0
+        full += len(df) > 0
+    assert empty and full  # both paths ran
+
+
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_absent_columns_are_missing_values_of_the_schema_dtype(n: int) -> None:
+    """``schema.frame`` fills an absent column by repeating one built missing value: the
+    same array type, dtype and (for a Categorical) inferred categories as n Nones give."""
+    for table, cols in schema.SCHEMAS.items():
+        df = schema.frame(table, n=n)
+        assert len(df) == n and list(df.columns) == [c for c, _, _ in cols]
+        for c, dtype, _ in cols:
+            s = df[c]
+            if dtype == "category":
+                want = pd.Categorical([None] * n)
+                assert s.cat.categories.dtype == want.categories.dtype, (table, c)
+                assert s.isna().all()
+            elif dtype in ("str", "object", "boolean") or dtype[0].isupper():
+                want = pd.array([None] * n, dtype=dtype)
+                assert type(s.array) is type(want), (table, c)
+                assert s.dtype == pd.Series(want).dtype, (table, c)
+                assert s.isna().all()
+            else:
+                assert str(s.dtype) == dtype and not s.any(), (table, c)
