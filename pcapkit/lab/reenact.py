@@ -447,6 +447,29 @@ def _serve_one(raw: socket.socket, ctx: ssl.SSLContext | None, script: dict[str,
     return {"socket": opts, "units": log, "sends": end.sends, "resumed": resumed}
 
 
+def _start(results: dict[int, Any], k: int, fn: Callable[[], Any]) -> threading.Thread:
+    """Run connection ``k``'s end in a thread; its result (or its error: one connection's
+    failure is reported, the others go on) lands in ``results[k]``."""
+
+    def run() -> None:
+        try:
+            results[k] = fn()
+        except Exception as e:  # noqa: BLE001 - one connection's failure is reported
+            results[k] = {"error": f"{type(e).__name__}: {e}"}
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _gather(
+    threads: list[threading.Thread], results: dict[int, Any], n: int, timeout_s: float
+) -> list[dict[str, Any]]:
+    for t in threads:
+        t.join(timeout_s)
+    return [results.get(k, {"error": "no result"}) for k in range(n)]
+
+
 def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
     script = load_script(p)
     rt = realtime(p)
@@ -473,19 +496,12 @@ def server(p: dict[str, Any], ready: Callable[[], None]) -> dict[str, Any]:
         c = conns[k]
         own = ctx if c.get("server_resumes", True) else _contexts(p, first, "server")
 
-        def run(k: int = k, raw: socket.socket = raw, own: Any = own) -> None:
-            try:
-                results[k] = _serve_one(raw, own, conns[k]["script"])
-            except Exception as e:  # noqa: BLE001 - one connection's failure is reported
-                results[k] = {"error": f"{type(e).__name__}: {e}"}
+        def run(k: int = k, raw: socket.socket = raw, own: Any = own) -> Any:
+            return _serve_one(raw, own, conns[k]["script"])
 
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-        threads.append(t)
-    for t in threads:
-        t.join(float(p["timeout_s"]))
+        threads.append(_start(results, k, run))
+    out = _gather(threads, results, len(conns), float(p["timeout_s"]))
     ls.close()
-    out = [results.get(k, {"error": "no result"}) for k in range(len(conns))]
     return {
         "socket": out[0].get("socket"),
         "units": [u for r in out for u in r.get("units", ())],
@@ -557,30 +573,23 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     for k, c in enumerate(conns):
         time.sleep(max(0.0, t0 + float(c["start_ms"]) / 1000 - time.monotonic()))
 
-        def run(k: int = k, c: dict[str, Any] = c) -> None:
-            try:
-                session = None
-                if c.get("resume"):
-                    have = [e.obj.session for e in live if e.obj is not None]
-                    have = [x for x in have if x is not None and x.has_ticket]
-                    session = have[-1] if have else None
-                results[k] = _connect_one(
-                    p,
-                    c["script"],
-                    ctx,
-                    port=MULTI_PORT_BASE + k,
-                    session=session,
-                    started=live.append,
-                )
-            except Exception as e:  # noqa: BLE001 - one connection's failure is reported
-                results[k] = {"error": f"{type(e).__name__}: {e}"}
+        def run(k: int = k, c: dict[str, Any] = c) -> dict[str, Any]:
+            session = None
+            if c.get("resume"):
+                have = [e.obj.session for e in live if e.obj is not None]
+                have = [x for x in have if x is not None and x.has_ticket]
+                session = have[-1] if have else None
+            return _connect_one(
+                p,
+                c["script"],
+                ctx,
+                port=MULTI_PORT_BASE + k,
+                session=session,
+                started=live.append,
+            )
 
-        t = threading.Thread(target=run, daemon=True)
-        t.start()
-        threads.append(t)
-    for t in threads:
-        t.join(float(p["timeout_s"]))
-    out = [results.get(k, {"error": "no result"}) for k in range(len(conns))]
+        threads.append(_start(results, k, run))
+    out = _gather(threads, results, len(conns), float(p["timeout_s"]))
     return {
         "socket": out[0].get("socket"),
         "units": [u for r in out for u in r.get("units", ())],

@@ -27,8 +27,8 @@ from typing import Any
 
 from .apps import now_ns
 from .certs import DEFAULT_HOSTNAME
-from .reenact import load_script, realtime
-from .scenarios import RunData, Scenario
+from .reenact import ground_truth, load_script, realtime
+from .scenarios import Scenario
 
 H3_REQUEST_CANCELLED = 0x10C  # RFC 9114 §8.1
 
@@ -343,22 +343,6 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
         "received_all": complete,
         "realtime": rt,
     }
-
-
-def ground_truth(run: RunData) -> dict[str, Any]:
-    """Each end's units: when due, when written (the replay's own scheduling error)."""
-    out: dict[str, Any] = {}
-    for role, res in (("client", run.client), ("server", run.server)):
-        units = list(res.get("units", ()))
-        late = sorted(u["woke_late_ms"] for u in units if u.get("woke_late_ms") is not None)
-        out[role] = {
-            "realtime": res.get("realtime"),
-            "units": units,
-            "woke_late_ms_p50": late[len(late) // 2] if late else None,
-            "woke_late_ms_max": late[-1] if late else None,
-        }
-    out["received_all"] = run.client.get("received_all")
-    return out
 
 
 def scenario() -> Scenario:
