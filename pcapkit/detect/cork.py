@@ -170,6 +170,8 @@ def detect(
     """Corked partial segments released by the probe timer (``tcp_cork``) and
     autocork/TSQ coalescing (``write_coalescing``, informational)."""
     out: list[Finding] = []
+    starts = _request_starts(ctx)
+    none = np.zeros(0, np.int64)
     for f in ctx.tcp_flows():
         for d in (0, 1):
             v = DirView.timed(ctx, f, d)
@@ -181,7 +183,9 @@ def detect(
             rto_est = v.rtt + max(int(rto_min_ms * MS), 2 * v.rtt)
             lo = int(rto_low_factor * (v.rtt + rto_min_ms * MS))
             hi = int(rto_high_factor * rto_est + rto_high_slack_ms * MS)
-            out.extend(_cork(ctx, v, units, lo, hi, quiet, rto_est))
+            # the client's own requests (never anchors); none for the server's direction
+            req = starts.get(f, none) if d == 0 else none
+            out.extend(_cork(ctx, v, units, lo, hi, quiet, rto_est, req))
             out.extend(_coalescing(ctx, v, units, int(autocork_max_gap_ms * MS), quiet))
     return out
 
@@ -189,14 +193,20 @@ def detect(
 # -- C1 ------------------------------------------------------------------------------
 
 
-def _client_request_starts(ctx: DetectContext, v: DirView) -> np.ndarray:
-    """When each HTTP request of the flow became readable (its first byte; capture clock,
-    sorted) — for the client's direction only; empty when the requests are not known."""
+def _request_starts(ctx: DetectContext) -> dict[int, np.ndarray]:
+    """Per flow, when each HTTP request became readable (its first byte; capture clock,
+    sorted); flows without decoded requests are absent.  Built once per run."""
     r = ctx.requests
-    if v.d != 0 or not len(r):
-        return np.zeros(0, np.int64)
-    ts = r.loc[(r["flow"] == v.f).to_numpy(bool), "request_start_ts_ns"].dropna()
-    return np.sort(ts.to_numpy(np.int64))
+    if not len(r):
+        return {}
+    ok = r["request_start_ts_ns"].notna().to_numpy(bool)
+    flow = r["flow"].to_numpy(np.int64)[ok]
+    ts = r["request_start_ts_ns"].to_numpy()[ok].astype(np.int64)
+    order = np.lexsort((ts, flow))
+    flow, ts = flow[order], ts[order]
+    cuts = np.flatnonzero(np.diff(flow)) + 1
+    groups = zip(np.split(flow, cuts), np.split(ts, cuts), strict=True)
+    return {int(g[0]): t for g, t in groups if g.size}
 
 
 def _starts_request(starts: np.ndarray, t: int, n_ts: np.ndarray, pos: int) -> bool:
@@ -217,7 +227,9 @@ def _cork(
     hi: int,
     quiet: int,
     rto_est: int,
+    starts: np.ndarray,
 ) -> list[Finding]:
+    """``starts``: when X's HTTP requests became readable (X the client; else empty)."""
     p = v.p
     new = np.nonzero(v.s_kind == "new")[0]
     if not new.size:
@@ -231,7 +243,6 @@ def _cork(
     chain = False  # socket shown corked and not shown uncorked since
     slow_answers = 0
     todo, resets = _cork_prefilter(v, new, partial, lo, hi, quiet)
-    starts = _client_request_starts(ctx, v)
     seen = 0
     for pos in todo.tolist():
         if resets is not None:
