@@ -114,6 +114,7 @@ def detect(
 ) -> list[Finding]:
     """One finding per avoidable new connection (flow = the new connection)."""
     tl = [t for t in timelines(ctx) if t.app_ts is not None]
+    cancelled = _cancelled_http1(ctx, tl)
     out: list[Finding] = []
     for group in _groups(tl).values():
         if len(group) < 2:
@@ -126,7 +127,9 @@ def detect(
             for e in group:
                 if e is n or e.flow in claimed:
                     continue
-                why = _reusable(ctx, e, n, reuse_window_s, parallel_window_ms, nat_idle_s)
+                why = _reusable(
+                    ctx, e, n, reuse_window_s, parallel_window_ms, nat_idle_s, cancelled
+                )
                 if why is not None and (best is None or e.first_ts > best[0].first_ts):
                     best = (e, why)
             if best is None:
@@ -184,8 +187,10 @@ def _reusable(
     window_s: float,
     parallel_ms: float,
     nat_s: float,
+    cancelled: set[int],
 ) -> dict[str, Any] | None:
-    """Why E could have carried N's requests (None when it could not)."""
+    """Why E could have carried N's requests (None when it could not); ``cancelled``: the
+    connections closed to abandon an HTTP/1.1 response (:func:`_cancelled_http1`)."""
     t = n.start_ts
     assert t is not None
     e_start = e.start_ts if e.start_ts is not None else e.first_ts
@@ -200,8 +205,8 @@ def _reusable(
     if not _same_client_config(e, n):
         return None  # another client (configuration): no pool holds both
     if e.close_ts is not None and e.close_ts <= t:
-        if e.close_by == "client" and _cancelled_http1(ctx, e):
-            return None
+        if e.flow in cancelled:
+            return None  # HTTP/1.1's only way to cancel a response: not a missed reuse
         # E's last use: the client's last payload before the close began (the closing
         # alert, a GOAWAY or a keep-alive timeout's close are not use)
         last = _last_payload_before(ctx, e, e.close_ts, client_only=True)
@@ -250,22 +255,34 @@ def _reusable(
     }
 
 
-def _cancelled_http1(ctx: DetectContext, e: ConnTimeline) -> bool:
-    """E is not HTTP/2 or HTTP/3, and a response on it had begun, never completed, and was
-    still arriving when the client closed E (its last byte seen after the close or within
-    ``CLOSE_AFTER_USE_S`` before it): the close was how the client abandoned that response.
-    A response whose tail the capture lost long before the close is not a cancellation."""
-    if (e.alpn or "") in ("h2", "h3") or e.close_ts is None:
-        return False
+def _cancelled_http1(ctx: DetectContext, tl: list[ConnTimeline]) -> set[int]:
+    """The connections (flows) the client closed to abandon an HTTP/1.1 response: one had
+    begun on it, never completed, and was still arriving at the close (its last byte seen
+    after the close or within ``CLOSE_AFTER_USE_S`` before it).  A response whose tail the
+    capture lost long before the close is not a cancellation; HTTP/2 and HTTP/3 cancel a
+    stream, not the connection.  Built once per run."""
     r = ctx.requests
     if not len(r):
-        return False
-    r = r[(r["flow"] == e.flow) & r["response_ts_ns"].notna() & r["last_byte_ts_ns"].notna()]
-    if not len(r):
-        return False
-    open_ = ~r["complete"].fillna(False).astype(bool).to_numpy()
-    last = r["last_byte_ts_ns"].to_numpy(np.int64)
-    return bool(np.any(open_ & (last > e.close_ts - int(CLOSE_AFTER_USE_S * 1e9))))
+        return set()
+    open_ = (
+        r["response_ts_ns"].notna()
+        & r["last_byte_ts_ns"].notna()
+        & ~r["complete"].fillna(False).astype(bool)
+    ).to_numpy(bool)
+    last: dict[int, int] = {}
+    flows, ends = r["flow"].to_numpy()[open_].tolist(), r["last_byte_ts_ns"][open_].tolist()
+    for f, b in zip(flows, ends, strict=True):
+        last[int(f)] = max(last.get(int(f), int(b)), int(b))
+    slack = int(CLOSE_AFTER_USE_S * 1e9)
+    return {
+        e.flow
+        for e in tl
+        if e.close_by == "client"
+        and e.close_ts is not None
+        and (e.alpn or "") not in ("h2", "h3")
+        and e.flow in last
+        and last[e.flow] > e.close_ts - slack
+    }
 
 
 def _answer_went_on(ctx: DetectContext, e: ConnTimeline, t: int) -> bool:
