@@ -82,8 +82,11 @@ class PcapngWriter:
         return self._ifaces - 1
 
     def write(self, iface: int, ticks: int, data: bytes, origlen: int | None = None) -> None:
-        """An Enhanced Packet Block; ``ticks`` are in the interface's resolution."""
+        """An Enhanced Packet Block; ``ticks`` are in the interface's resolution.  A negative
+        ``ticks`` is written as the unsigned 64-bit value it wrapped from (a capture whose
+        timestamp exceeds 2^63 ns reads back as the same negative ``ts_ns``)."""
         ol = len(data) if origlen is None else origlen
+        ticks &= 0xFFFF_FFFF_FFFF_FFFF
         body = struct.pack(self.o + "IIIII", iface, ticks >> 32, ticks & 0xFFFFFFFF, len(data), ol)
         self._block(6, body + data)
 
