@@ -112,3 +112,41 @@ def test_absent_columns_are_missing_values_of_the_schema_dtype(n: int) -> None:
                 assert s.isna().all()
             else:
                 assert str(s.dtype) == dtype and not s.any(), (table, c)
+
+
+@pytest.mark.parametrize("path", CAPTURES[:1], ids=lambda p: p.parent.name)
+def test_column_arrays_are_the_series_arrays(path: Path) -> None:
+    """``column_arrays`` (the block manager's arrays) are the arrays ``df.items()``
+    Series hold: an extension column's ``s.array``, a numpy column's ``to_numpy()``."""
+    from pcapkit.report.rows import column_arrays
+
+    seen = set()
+    for name, df in _tables(path, True):
+        arrays = column_arrays(df)
+        assert len(arrays) == df.shape[1], name
+        for (c, s), a in zip(df.items(), arrays, strict=True):
+            if isinstance(s.dtype, np.dtype) and s.dtype.kind in "biufcO":
+                assert isinstance(a, np.ndarray) and a.dtype == s.dtype, (name, c)
+                assert a.tolist() == s.to_numpy().tolist(), (name, c)
+            else:
+                assert type(a) is type(s.array) and a.dtype == s.dtype, (name, c)
+                assert all(_same(x, y) for x, y in zip(a, s.array, strict=True)), (name, c)
+            seen.add(type(a).__name__)
+    # numpy, nullable, string, categorical and datetime columns were all compared
+    assert {"ndarray", "IntegerArray", "ArrowStringArray", "Categorical"} <= seen
+    assert "DatetimeArray" in seen
+
+
+def test_empty_frames_are_independent_copies() -> None:
+    """``schema.frame(table)`` without rows is a copy of one built once: the same
+    dtypes as a fresh build, and changing one never reaches the next."""
+    for table in schema.SCHEMAS:
+        a, b = schema.frame(table), schema._build(table, {}, 0)
+        assert list(a.columns) == list(b.columns) and a.dtypes.equals(b.dtypes), table
+    a = schema.frame("findings")
+    a["extra"] = []
+    a.index.name = "changed"
+    a.attrs["x"] = 1
+    b = schema.frame("findings")
+    assert "extra" not in b.columns and b.index.name is None and not b.attrs
+    assert schema.frame("findings", n=3).shape == (3, b.shape[1])  # rows: built, not cached
