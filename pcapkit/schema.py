@@ -958,7 +958,8 @@ def frame(table: str, data: dict[str, Any] | None = None, n: int | None = None) 
     raise, so the schema stays the single source of truth.
     """
     if not data and not n:  # an empty table: a copy of the one built once
-        return _empty(table).copy(deep=True)
+        empty: pd.DataFrame = _empty(table).copy(deep=True)
+        return empty
     return _build(table, data or {}, n)
 
 

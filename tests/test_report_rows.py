@@ -1,6 +1,6 @@
 """The report and export layers' fast paths give what the pandas calls they replace give.
 
-``pcapkit.report.rows.itertuples`` stands for ``DataFrame.itertuples(index=False)`` and
+``pcapkit.rows.itertuples`` stands for ``DataFrame.itertuples(index=False)`` and
 ``pcapkit.export.tables.write_csv`` for ``to_csv_frame(with_datetimes(df)).to_csv()``
 (issue 15: they were most of a fuzz mutant's CPU); these tests compare them with the
 pandas originals on every table of real captures, empty tables included.
@@ -19,7 +19,7 @@ import pytest
 import pcapkit
 from pcapkit import schema
 from pcapkit.export.tables import to_csv_frame, with_datetimes, write_csv
-from pcapkit.report.rows import itertuples
+from pcapkit.rows import itertuples
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures"
 # TCP + TLS + HTTP/2 (findings, requests, gaps), QUIC + HTTP/3, and one without keys
@@ -118,7 +118,7 @@ def test_absent_columns_are_missing_values_of_the_schema_dtype(n: int) -> None:
 def test_column_arrays_are_the_series_arrays(path: Path) -> None:
     """``column_arrays`` (the block manager's arrays) are the arrays ``df.items()``
     Series hold: an extension column's ``s.array``, a numpy column's ``to_numpy()``."""
-    from pcapkit.report.rows import column_arrays
+    from pcapkit.rows import column_arrays
 
     seen = set()
     for name, df in _tables(path, True):

@@ -26,7 +26,7 @@ import pandas as pd
 
 from .. import schema
 from ..report.json import to_jsonable
-from ..report.rows import itertuples
+from ..rows import itertuples
 from ..trace import Trace
 
 FORMATS = ("parquet", "csv", "jsonl")

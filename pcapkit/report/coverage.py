@@ -16,7 +16,7 @@ import numpy as np
 
 from ..schema import is_missing
 from ..trace import Trace
-from .rows import column_values
+from ..rows import column_values
 
 
 def coverage(trace: Trace) -> dict[str, Any]:

@@ -43,7 +43,7 @@ import pandas as pd
 from ..trace import Trace
 from .gates import as_float
 from .names import METRICS as METRICS  # re-exported
-from .rows import column_values, itertuples
+from ..rows import column_values, itertuples
 
 REQUEST_METRICS = (
     "ttfb_ms",

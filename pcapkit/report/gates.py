@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from .escape import printable
-from .rows import itertuples
+from ..rows import itertuples
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..trace import open as open_trace
-from .rows import itertuples
+from ..rows import itertuples
 
 VANTAGES = ("client", "server", "middle")
 # Costs are re-measured from the same bytes, so they only move when a detector's

@@ -12,7 +12,7 @@ from ..detect.counterfactual import summary_line as hol_summary_line
 from ..schema import is_missing as _na
 from ..trace import Trace
 from .coverage import coverage, coverage_line, unread
-from .rows import itertuples
+from ..rows import itertuples
 
 # Flows beyond this many are summarised in one line unless --all is given.
 DEFAULT_MAX_FLOWS = 50

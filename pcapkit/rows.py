@@ -1,4 +1,5 @@
-"""A table's rows as ``DataFrame.itertuples(index=False)`` yields them, made column by column.
+"""A table's rows as ``DataFrame.itertuples(index=False)`` yields them, made column by column
+(a base module: the detectors, reports and exports all read rows this way).
 
 pandas' ``itertuples`` takes ``df.iloc[:, k]`` for every column and defines a new
 namedtuple class on every call: on the small tables of a typical capture that costs more
@@ -41,10 +42,12 @@ def column_arrays(df: pd.DataFrame) -> list[Any]:
     ``df.items()`` builds a Series for each column and looks its label up in the column
     Index (Arrow-backed strings in pandas 3: ~20 µs a column, which on a capture's many
     small tables was more than the rows).  The block manager's ``iget_values`` gives the
-    same arrays without either; any pandas without it gets the Series' arrays."""
-    iget = getattr(getattr(df, "_mgr", None), "iget_values", None)
-    if iget is None:  # pragma: no cover - pandas 2.1-3.1 all have it
-        return [s.array if not _numpy(s.dtype) else s.to_numpy(copy=False) for _, s in df.items()]
+    same arrays without either (a pandas private, listed in tests/test_layers.py; a
+    pandas without it gets the Series' arrays)."""
+    try:
+        iget = df._mgr.iget_values
+    except AttributeError:  # pragma: no cover - pandas 2.1-3.1 all have it
+        return [s.to_numpy(copy=False) if _numpy(s.dtype) else s.array for _, s in df.items()]
     return [iget(k) for k in range(df.shape[1])]
 
 
