@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
@@ -105,7 +106,7 @@ def detect(
             for i, s in enumerate(g["stream"].tolist()):  # frames are in frame order
                 first_of.setdefault((f, s), i)
     out: list[Finding] = []
-    for r in req.itertuples(index=False):
+    for r in itertuples(req):
         flow = int(r.flow)
         if _na(r.stream) or _na(r.request_frame) or not ctx.has_flow(flow):
             continue

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from ..sessions.http import ascii_decimal
 from .base import Evidence, Finding, frame_filter
@@ -182,7 +183,7 @@ def _rate_limited(ctx: DetectContext) -> list[Finding]:
     r = ctx.requests
     if r.empty:
         return out
-    for i, q in enumerate(r.itertuples(index=False)):
+    for i, q in enumerate(itertuples(r)):
         if _na(q.status):
             continue
         status = int(q.status)
