@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ..rows import column_values
 from ..schema import is_missing
 from ..trace import Trace
-from ..rows import column_values
 
 
 def coverage(trace: Trace) -> dict[str, Any]:

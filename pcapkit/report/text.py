@@ -9,10 +9,10 @@ from typing import Any
 import pandas as pd
 
 from ..detect.counterfactual import summary_line as hol_summary_line
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from ..trace import Trace
 from .coverage import coverage, coverage_line, unread
-from ..rows import itertuples
 
 # Flows beyond this many are summarised in one line unless --all is given.
 DEFAULT_MAX_FLOWS = 50
