@@ -150,3 +150,54 @@ def test_empty_frames_are_independent_copies() -> None:
     b = schema.frame("findings")
     assert "extra" not in b.columns and b.index.name is None and not b.attrs
     assert schema.frame("findings", n=3).shape == (3, b.shape[1])  # rows: built, not cached
+
+
+def _request_metrics_pandas(q: pd.DataFrame) -> pd.DataFrame:
+    """``report.diff.request_metrics`` as it was written with pandas' Float64 operations."""
+    from pcapkit.report.diff import REQUEST_METRICS
+
+    span = (q.last_byte_ts_ns.astype("Float64") - q.response_ts_ns.astype("Float64")) / 1e9
+    bps = (q.response_body_bytes.astype("Float64") / span).where(span > 0)
+    out = {c: q[c] for c in ("request", "flow", "stream", "method", "authority", "path")}
+    for c in REQUEST_METRICS:
+        if c in q.columns:
+            out[c] = q[c].astype("Float64")
+    took = q.last_byte_ts_ns.astype("Float64") - q.request_start_ts_ns.astype("Float64")
+    out["response_ms"] = (took / 1e6).astype("Float64")
+    out["bytes_per_s"] = bps.astype("Float64")
+    cols = ["request", "flow", "stream", "method", "authority", "path", *REQUEST_METRICS]
+    return pd.DataFrame({c: out[c] for c in cols}, index=q.index)
+
+
+def _cells(s: pd.Series) -> list[Any]:
+    return [("NA",) if v is pd.NA else ("nan",) if v != v else (type(v), v) for v in s]
+
+
+def test_request_metrics_equals_pandas_float64() -> None:
+    """Spans positive, zero, negative and missing; bodies missing; epoch-size ns (the
+    float64 rounding of the int64 → Float64 conversion is the same)."""
+    from pcapkit.report.diff import request_metrics
+
+    t0 = 1_796_005_387_708_218_164
+    na = None
+    q = schema.frame(
+        "requests",
+        {
+            "request": [0, 1, 2, 3, 4, 5],
+            "flow": [0, 0, 1, 1, 2, 2],
+            "request_start_ts_ns": [t0, t0, na, t0 + 7, t0, t0],
+            "response_ts_ns": [t0 + 10, t0 + 5, t0 + 5, na, t0 + 9, t0 + 1_000_000_001],
+            "last_byte_ts_ns": [t0 + 5_000_000_123, t0 + 5, t0 + 3, t0 + 9, na, t0 + 10**12],
+            "response_body_bytes": [1234, 10, 7, 8, 9, na],
+            "ttfb_ms": [1.5, na, float("nan"), 0.0, 2.25, na],
+        },
+    )
+    want, got = _request_metrics_pandas(q), request_metrics(q)
+    assert list(got.columns) == list(want.columns) and got.dtypes.equals(want.dtypes)
+    for c in want.columns:
+        assert _cells(got[c]) == _cells(want[c]), c
+    assert got["bytes_per_s"].isna().tolist() == [False, True, True, True, True, True]
+    for path in CAPTURES:  # real requests tables
+        q = pcapkit.open(str(path)).requests
+        want, got = _request_metrics_pandas(q), request_metrics(q)
+        assert len(q) and all(_cells(got[c]) == _cells(want[c]) for c in want.columns)

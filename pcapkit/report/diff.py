@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..rows import column_arrays, column_values, itertuples
 from ..trace import Trace
 from .gates import as_float
 from .names import METRICS as METRICS  # re-exported
-from ..rows import column_values, itertuples
 
 REQUEST_METRICS = (
     "ttfb_ms",
@@ -63,19 +63,38 @@ def _median(values: Any) -> float | None:
     return float(np.median(xs)) if xs else None
 
 
+def _float64(a: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(values, missing) of a column array as ``astype("Float64")`` holds them (missing
+    values are NaN in ``values``)."""
+    f = pd.array(a, dtype="Float64") if a.dtype != "Float64" else a
+    return f.to_numpy(dtype=np.float64, na_value=np.nan), np.asarray(f.isna(), bool)
+
+
 def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
-    """The per-request metrics of a requests table (adds ``bytes_per_s``)."""
+    """The per-request metrics of a requests table (adds ``bytes_per_s``).
+
+    The Float64 arithmetic is done on the columns' values and masks with numpy (pandas'
+    masked operations are the same numpy float operations, with the masks or-ed): the
+    same values and missing values, without a Series per step."""
     q = requests
-    span = (q.last_byte_ts_ns.astype("Float64") - q.response_ts_ns.astype("Float64")) / 1e9
-    body = q.response_body_bytes.astype("Float64")
-    bps = (body / span).where(span > 0)
-    out = {c: q[c] for c in ("request", "flow", "stream", "method", "authority", "path")}
+    arrays = dict(zip(q.columns.tolist(), column_arrays(q), strict=True))
+    last, last_na = _float64(arrays["last_byte_ts_ns"])
+    resp, resp_na = _float64(arrays["response_ts_ns"])
+    start, start_na = _float64(arrays["request_start_ts_ns"])
+    body, body_na = _float64(arrays["response_body_bytes"])
+    with np.errstate(all="ignore"):
+        span = (last - resp) / 1e9
+        bps = body / span
+        took = (last - start) / 1e6
+    bps_na = body_na | last_na | resp_na | ~(span > 0)  # .where(span > 0): NA elsewhere
+    out: dict[str, Any] = {
+        c: q[c] for c in ("request", "flow", "stream", "method", "authority", "path")
+    }
     for c in REQUEST_METRICS:
-        if c in q.columns:
-            out[c] = q[c].astype("Float64")
-    took = q.last_byte_ts_ns.astype("Float64") - q.request_start_ts_ns.astype("Float64")
-    out["response_ms"] = (took / 1e6).astype("Float64")
-    out["bytes_per_s"] = bps.astype("Float64")
+        if c in arrays:
+            out[c] = pd.array(arrays[c], dtype="Float64", copy=True)
+    out["response_ms"] = pd.arrays.FloatingArray(took, last_na | start_na)
+    out["bytes_per_s"] = pd.arrays.FloatingArray(bps, bps_na)
     cols = ["request", "flow", "stream", "method", "authority", "path", *REQUEST_METRICS]
     return pd.DataFrame({c: out[c] for c in cols}, index=q.index)  # one construction
 
