@@ -201,3 +201,58 @@ def test_request_metrics_equals_pandas_float64() -> None:
         q = pcapkit.open(str(path)).requests
         want, got = _request_metrics_pandas(q), request_metrics(q)
         assert len(q) and all(_cells(got[c]) == _cells(want[c]) for c in want.columns)
+
+
+def _tcp_turns_pandas(trace: Any) -> pd.DataFrame:
+    """``report.diff.tcp_turns`` as it was written with pandas (filter, sort, cumcount)."""
+    cols = ["flow", "turn", "request_ts_ns", "response_ts_ns", "exchange_ms"]
+    seg = trace.segments
+    if len(seg) == 0:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    http = set(trace.requests.flow.tolist())
+    seg = seg[(seg.new_bytes.to_numpy() > 0) & ~seg.flow.isin(list(http)).to_numpy(bool)]
+    seg = seg.sort_values(["flow", "ts_ns", "frame"], kind="stable")
+    flow = seg.flow.to_numpy(np.int64)
+    c2s = (seg.dir.astype(str) == "c2s").to_numpy(bool)
+    ts = seg.ts_ns.to_numpy(np.int64)
+    if len(flow) == 0:
+        return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
+    start = np.ones(len(flow), bool)
+    start[1:] = (flow[1:] != flow[:-1]) | (c2s[1:] != c2s[:-1])
+    idx = np.flatnonzero(start)
+    r_flow, r_c2s, r_ts = flow[idx], c2s[idx], ts[idx]
+    i = np.flatnonzero(r_c2s[:-1] & ~r_c2s[1:] & (r_flow[:-1] == r_flow[1:]))
+    out = pd.DataFrame(
+        {
+            "flow": r_flow[i],
+            "request_ts_ns": r_ts[i],
+            "response_ts_ns": r_ts[i + 1],
+            "exchange_ms": (r_ts[i + 1] - r_ts[i]) / 1e6,
+        }
+    )
+    out.insert(1, "turn", out.groupby("flow").cumcount())
+    return out[cols]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        FIX / "connection_pool_queueing_control" / "client.pcapng",  # 24 turns on 8 flows
+        FIX / "tls_resumption_rejected" / "client.pcapng",
+        CAPTURES[2],
+    ],
+    ids=lambda p: p.parent.name,
+)
+def test_tcp_turns_equals_pandas(path: Path) -> None:
+    """Turns of the non-HTTP TCP connections, keys with and without (the HTTP flows are
+    excluded only when their requests are read)."""
+    from pcapkit.report.diff import tcp_turns
+
+    seen = 0
+    for keys in (True, False):
+        t = pcapkit.open(str(path), embedded_keys=keys)
+        want, got = _tcp_turns_pandas(t), tcp_turns(t)
+        assert list(got.columns) == list(want.columns) and got.dtypes.equals(want.dtypes)
+        assert got.equals(want) and type(got.index) is type(want.index)
+        seen += len(got)
+    assert seen  # the comparison saw turns (without keys: TLS connections are not HTTP)

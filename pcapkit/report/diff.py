@@ -108,11 +108,17 @@ def tcp_turns(trace: Trace) -> pd.DataFrame:
     if len(seg) == 0:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     http = set(trace.requests.flow.tolist())
-    seg = seg[(seg.new_bytes.to_numpy() > 0) & ~seg.flow.isin(list(http)).to_numpy(bool)]
-    seg = seg.sort_values(["flow", "ts_ns", "frame"], kind="stable")
-    flow = seg.flow.to_numpy(np.int64)
-    c2s = (seg.dir.astype(str) == "c2s").to_numpy(bool)
-    ts = seg.ts_ns.to_numpy(np.int64)
+    # numpy on the columns' arrays: the rows with new payload off the HTTP connections,
+    # in (flow, ts_ns, frame) order (a stable lexsort, as sort_values(kind="stable"))
+    a = dict(zip(seg.columns.tolist(), column_arrays(seg), strict=True))
+    flow = np.asarray(a["flow"], np.int64)
+    keep = (np.asarray(a["new_bytes"]) > 0) & ~np.isin(flow, list(http))
+    ts = np.asarray(a["ts_ns"], np.int64)[keep]
+    frame = np.asarray(a["frame"])[keep]
+    c2s = np.asarray(a["dir"][keep] == "c2s", bool)
+    flow = flow[keep]
+    order = np.lexsort((frame, ts, flow))
+    flow, c2s, ts = flow[order], c2s[order], ts[order]
     if len(flow) == 0:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     start = np.ones(len(flow), bool)
@@ -122,16 +128,20 @@ def tcp_turns(trace: Trace) -> pd.DataFrame:
     # a client run followed, on the same connection, by a server run
     pair = r_c2s[:-1] & ~r_c2s[1:] & (r_flow[:-1] == r_flow[1:])
     i = np.flatnonzero(pair)
-    out = pd.DataFrame(
+    t_flow = r_flow[i]  # sorted: a turn's number is its place in its flow's run
+    first = np.ones(len(t_flow), bool)
+    first[1:] = t_flow[1:] != t_flow[:-1]
+    pos = np.arange(len(t_flow), dtype=np.int64)
+    turn = pos - np.maximum.accumulate(np.where(first, pos, 0)) if len(t_flow) else pos
+    return pd.DataFrame(
         {
-            "flow": r_flow[i],
+            "flow": t_flow,
+            "turn": turn,
             "request_ts_ns": r_ts[i],
             "response_ts_ns": r_ts[i + 1],
             "exchange_ms": (r_ts[i + 1] - r_ts[i]) / 1e6,
         }
     )
-    out.insert(1, "turn", out.groupby("flow").cumcount())
-    return out[cols]
 
 
 @dataclass
