@@ -82,6 +82,8 @@ def detect(
     if not len(req) or not len(msgs):
         return []
     req = req[req["protocol"] == "h2"]
+    if not len(req):
+        return []  # no HTTP/2 request: nothing to look for (and no message-table scan)
     h2 = msgs[(msgs["protocol"] == "h2") & (msgs["dir"] == "s2c") & msgs["frame"].notna()]
     # per flow, the server's frames as numpy columns, and each stream's first frame: one
     # pass, not a table scan per request (200,000 streams made that quadratic)

@@ -320,6 +320,8 @@ def _h2(
     if m.empty:
         return []
     m = m[(m["protocol"] == "h2") & m["ts_ns"].notna()]
+    if m.empty:
+        return []
     out = []
     for f in sorted(set(m["flow"].astype(int))):
         d_c = _leg_c(ctx, f)

@@ -150,7 +150,7 @@ def _cancels(ctx: DetectContext) -> list[Cancel]:
     out: list[Cancel] = []
     if r is None or r.empty:
         return out
-    resets = _client_resets(ctx)
+    resets: dict[tuple[int, int], tuple[int, int, str]] | None = None  # when first needed
     gaps = {
         int(q.request): 0.0 if _na(q.gap_p50_ms) else float(q.gap_p50_ms) for q in itertuples(r)
     }
@@ -168,7 +168,9 @@ def _cancels(ctx: DetectContext) -> list[Cancel]:
         start = int(q.request_start_ts_ns)
         stream = None if _na(q.stream) else int(q.stream)
         hit = None
-        if stream is not None and (f, stream) in resets:
+        if stream is not None and resets is None:
+            resets = _client_resets(ctx)  # (scans the message and QUIC frame tables)
+        if stream is not None and resets is not None and (f, stream) in resets:
             fr, ts, what = resets[(f, stream)]
             if ts >= start:
                 hit = (fr, ts, what)
