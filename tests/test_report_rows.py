@@ -256,3 +256,20 @@ def test_tcp_turns_equals_pandas(path: Path) -> None:
         assert got.equals(want) and type(got.index) is type(want.index)
         seen += len(got)
     assert seen  # the comparison saw turns (without keys: TLS connections are not HTTP)
+
+
+def test_empty_gaps_frame_is_the_schema_empty_table() -> None:
+    """``detect.gaps`` returns the schema's cached empty table when no gap was found:
+    the frame its row lists would build has the same columns and dtypes."""
+    from pcapkit.detect import gaps
+
+    rows: dict[str, list[Any]] = {
+        c: [] for c in schema.columns("gaps") if c not in gaps.TWO_VANTAGE_COLUMNS
+    }
+    data: dict[str, Any] = dict(rows)
+    for c in ("stream", "frame"):
+        data[c] = pd.array([], dtype="Int64")
+    built = schema.frame("gaps", data, 0)
+    got = gaps._frame(rows)
+    assert list(got.columns) == list(built.columns) and got.dtypes.equals(built.dtypes)
+    assert len(got) == 0 and type(got.index) is type(built.index)

@@ -229,6 +229,8 @@ def attribute(
 
 def _frame(rows: dict[str, list[Any]]) -> pd.DataFrame:
     n = len(rows["request"])
+    if n == 0:  # the schema's empty table (a copy of one built once): the same dtypes
+        return schema.frame("gaps", n=0)
     data: dict[str, Any] = dict(rows)
     for c in ("stream", "frame"):
         data[c] = pd.array(rows[c], dtype="Int64")
