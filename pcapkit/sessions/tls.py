@@ -471,21 +471,26 @@ def _past(r: RecordResult, bulk_from: dict[int, RecordResult]) -> bool:
 # the file per scattered header read on ext4 — so a walk over headers spread through a
 # big capture would otherwise make most of the file resident (bulk-1M: 1.5 GiB).
 PAGER_REGIONS = 48
+# ... or a quarter of the capture's regions when that is more: every drop makes the next
+# reads fault their regions in again (h2-1M: 372 drops at 48 regions cost 0.5 s of 0.85)
+PAGER_SHARE = 4
 _REGION_SHIFT = 21
 
 
 class _Pager:
     """The distinct 2 MiB regions of the capture read since the last :func:`drop_pages`;
-    the mapping's pages are dropped when there are :data:`PAGER_REGIONS` of them: the
-    resident file pages of a scattered pass stay bounded (~100 MiB) whatever the
-    capture's size, and a capture smaller than that is never dropped."""
+    the mapping's pages are dropped when there are ``limit`` of them
+    (:data:`PAGER_REGIONS`, or 1 / :data:`PAGER_SHARE` of the capture's): the resident
+    file pages of a scattered pass stay bounded (~100 MiB, or a quarter of the file),
+    and a capture smaller than that is never dropped."""
 
-    __slots__ = ("buf", "seen", "last")
+    __slots__ = ("buf", "seen", "last", "limit")
 
     def __init__(self, buf: np.ndarray) -> None:
         self.buf = buf
         self.seen: set[int] = set()
         self.last = -1
+        self.limit = max(PAGER_REGIONS, (buf.shape[0] >> _REGION_SHIFT) // PAGER_SHARE)
 
     def touch(self, pos: int) -> None:
         reg = pos >> _REGION_SHIFT
@@ -496,7 +501,7 @@ class _Pager:
     def new_region(self, reg: int) -> None:
         seen = self.seen
         if reg not in seen:
-            if len(seen) >= PAGER_REGIONS:
+            if len(seen) >= self.limit:
                 drop_pages(self.buf)
                 seen.clear()
             seen.add(reg)

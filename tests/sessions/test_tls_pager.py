@@ -30,6 +30,9 @@ def test_pager_drops_after_so_many_distinct_regions(monkeypatch: pytest.MonkeyPa
     for pos in (0, REGION, 2 * REGION):
         pg.touch(pos)
     assert calls == [1, 1] and pg.seen == {2}
+    # a big capture keeps up to a quarter of its regions between drops (fewer re-faults)
+    huge = np.lib.stride_tricks.as_strided(np.zeros(1, np.uint8), (1000 * REGION,), (0,))
+    assert tls._Pager(huge).limit == 1000 // tls.PAGER_SHARE
 
 
 def _bulk_capture(tmp_path: Path) -> Path:
