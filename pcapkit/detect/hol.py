@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from ..net.decode import ACK, FIN, RST, SYN
+from ..rows import itertuples
 from .base import Evidence, Finding, frame_filter
 from .constants import FLIGHT_GAP_MIN_NS
 from .context import DIRS, DetectContext
@@ -234,7 +235,7 @@ def _requests_by_flow(ctx: DetectContext) -> dict[int, list[Any]]:
         out: dict[int, list[Any]] = {}
         r = ctx.requests
         if r is not None and not r.empty:
-            for q in r.itertuples(index=False):
+            for q in itertuples(r):
                 out.setdefault(int(q.flow), []).append(q)
         return out
 
