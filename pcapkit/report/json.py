@@ -32,6 +32,7 @@ from typing import IO, Any
 import numpy as np
 import pandas as pd
 
+from ..rows import column_arrays
 from ..trace import Trace
 from .coverage import coverage
 from .names import JSON_KEYS as JSON_KEYS  # re-exported: the report's top-level keys
@@ -57,16 +58,21 @@ def to_jsonable(v: Any) -> Any:
     return v
 
 
-def _column_values(col: pd.Series) -> list[Any]:
-    """:func:`to_jsonable` of every value of ``col`` as ``itertuples`` yields them, a
-    numpy column at once: iterating one yields ``.item()`` of each value, which is
-    ``tolist()``'s (Python int, float, bool; NaN → None as to_jsonable does)."""
-    if isinstance(col.dtype, np.dtype) and col.dtype.kind in "iubf":
-        v = col.to_numpy()  # the column's own array (a numpy dtype: no conversion)
+def _numeric(v: Any) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype.kind in "iubf"
+
+
+def _column_values(v: Any) -> list[Any]:
+    """:func:`to_jsonable` of every value of a column (its array, from
+    :func:`pcapkit.rows.column_arrays`) as ``itertuples`` yields them, a numpy column at
+    once: iterating one yields ``.item()`` of each value, which is ``tolist()``'s (Python
+    int, float, bool; NaN → None as to_jsonable does).  Any other array is iterated, as
+    iterating its Series does (a Series iterates its array when that is not numpy)."""
+    if _numeric(v):
         if v.dtype.kind != "f":
             return v.tolist()  # type: ignore[no-any-return]
         return [None if x != x else x for x in v.tolist()]
-    return [to_jsonable(x) for x in col]
+    return [to_jsonable(x) for x in v]
 
 
 def iter_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
@@ -77,7 +83,7 @@ def iter_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
         for _ in range(len(df)):
             yield {}
         return
-    values = [_column_values(s) for _, s in df.items()]
+    values = [_column_values(v) for v in column_arrays(df)]
     for row in zip(*values, strict=True):
         yield dict(zip(cols, row, strict=True))
 
@@ -91,10 +97,7 @@ def _raw_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
         for _ in range(len(df)):
             yield {}
         return
-    values = [
-        _column_values(s) if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iubf" else list(s)
-        for _, s in df.items()
-    ]
+    values = [_column_values(v) if _numeric(v) else list(v) for v in column_arrays(df)]
     for row in zip(*values, strict=True):
         yield dict(zip(cols, row, strict=True))
 
