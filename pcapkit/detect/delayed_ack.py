@@ -59,9 +59,9 @@ from .tcp_model import (
     DirView,
     accepted_holds,
     cost_stats,
-    find_holds,
     os_guess,
     role_name,
+    scan_holds,
 )
 
 SPEC = DetectorSpec(
@@ -185,7 +185,7 @@ def _events(
     jl_all, jr_all = jl_all.tolist(), jr_all.tolist()
     if not cand.size:
         return []
-    scan = find_holds(
+    scan = scan_holds(
         ctx,
         v,
         delack_timer_min_ms=delack_timer_min_ms,

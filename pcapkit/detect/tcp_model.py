@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -662,11 +662,14 @@ def find_holds(
     *,
     delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
     ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+    holds_if_nagle_off: bool = True,
 ) -> Scan:
     """Every S1/A/S2 triple of this direction that passes §2.3 and the §2.5 checks.
 
-    The structural and timing rules are applied to all pairs at once (numpy); only the
-    survivors — coupled holds, a handful per connection — are looped over.
+    Every rule is applied to all pairs at once (numpy); only the holds themselves are
+    looped over, to describe them.  ``holds_if_nagle_off=False``: no holds when the
+    direction shows Nagle off (``nodelay_frames``), where :func:`accepted_holds` keeps
+    none of them (what :func:`scan_holds` asks for).
     """
     v, p = view, view.p
     m = v.s_frame.size
@@ -705,38 +708,42 @@ def find_holds(
     pure = ~v.y_data[kc] & ((p.flags[ia] & (SYN | FIN | RST)) == 0)
     ok &= pure | v.y_sent_data_between(i1, kc)
     opportunities = int(ok.sum())  # S2 could have been held behind S1 and released by A
+    nodelay = nagle_off_evidence(v, tol)
+    if nodelay is not None and not holds_if_nagle_off:
+        return Scan([], opportunities, nodelay)
     lag, gap = t2 - ta, t2 - t1
     ok &= v.coupled(lag, tol, late)  # released by the ACK
     ok &= (gap >= v.d_x + v.d_y - tol) & (gap >= 2 * tol)  # waited a round trip
+    c = np.nonzero(ok)[0]
+    a_c, b_c, k_c = a_all[c], b_all[c], kc[c]
+    e1, ia_c, t1_c, ta_c, t2_c = end1[c], ia[c], t1[c], ta[c], t2[c]
+    # cwnd (§2.5): A acknowledges < 2·MSS and at most one segment besides S1 (cwnd ≥ 2
+    # outside loss recovery: tcp_reno_ssthresh/cubic floor ssthresh at 2), and no
+    # retransmission within 2 RTT (cwnd = 1 after an RTO mimics Nagle)
+    una_before = np.maximum(np.where(k_c > 0, v.y_ackmax[np.maximum(k_c - 1, 0)], 0), 0)
     new_end = v.s_end[new]  # new data: increasing offsets
     new_rank = np.cumsum(new) - 1  # position of a new segment among the new ones
+    acked = new_rank[a_c] - np.searchsorted(new_end, una_before, side="right") + 1
+    bad = v.x_bad_ts
+    had_loss = (t2_c > bad[0]) if bad.size else np.zeros(c.shape[0], bool)
+    keep = ~((e1 - una_before >= 2 * v.mss) | (acked > 2) | ((acked == 2) & had_loss))
+    if bad.size:  # a retransmission/probe/keep-alive of X in [t1 − 2·RTT, t2]
+        ib = np.searchsorted(bad, t1_c - 2 * v.rtt, side="left")
+        keep &= ~((ib < bad.size) & (bad[np.minimum(ib, bad.size - 1)] <= t2_c))
+    # rwnd: S1 must not have filled Y's window; A must leave room for S2
+    kb = v.last_y_reaching_all(t1_c, tol)
+    kb0 = np.maximum(kb, 0)
+    w0, una0 = p.win[v.y_idx[kb0]], v.y_ack[kb0]
+    keep &= ~((kb >= 0) & (w0 >= 0) & (una0 >= 0) & (e1 >= una0 + w0))
+    wa = p.win[ia_c]
+    keep &= ~((wa >= 0) & (wa < v.s_len[b_c]))
     out: list[Hold] = []
-    for c in np.nonzero(ok)[0].tolist():
-        a, b, k = int(a_all[c]), int(b_all[c]), int(kc[c])
-        e1, ia_c = int(end1[c]), int(ia[c])
-        t1_c, ta_c, t2_c = int(t1[c]), int(ta[c]), int(t2[c])
-        lag_c, gap_c, pure_c = int(lag[c]), int(gap[c]), bool(pure[c])
-        # cwnd (§2.5): A acknowledges < 2·MSS and at most one segment besides S1 (cwnd ≥ 2
-        # outside loss recovery: tcp_reno_ssthresh/cubic floor ssthresh at 2), and no
-        # retransmission within 2 RTT (cwnd = 1 after an RTO mimics Nagle)
-        una_before = max(int(v.y_ackmax[k - 1]) if k > 0 else 0, 0)
-        acked = int(new_rank[a]) - int(np.searchsorted(new_end, una_before, side="right")) + 1
-        had_loss = v.x_bad_ts.size > 0 and int(v.x_bad_ts[0]) < t2_c
-        if e1 - una_before >= 2 * v.mss or acked > 2 or (acked == 2 and had_loss):
-            continue
-        if v.x_trouble_between(t1_c - 2 * v.rtt, t2_c):
-            continue
-        # rwnd: S1 must not have filled Y's window; A must leave room for S2
-        kb = v.last_y_reaching(t1_c, tol)
-        if kb is not None:
-            w0 = int(p.win[v.y_idx[kb]])
-            una0 = int(v.y_ack[kb])
-            if w0 >= 0 and una0 >= 0 and e1 >= una0 + w0:
-                continue
-        wa = int(p.win[ia_c])
-        if wa >= 0 and wa < int(v.s_len[b]):
-            continue
-        delay = ta_c - t1_c - v.d_y
+    for q in np.nonzero(keep)[0].tolist():
+        a, b, k = int(a_c[q]), int(b_c[q]), int(k_c[q])
+        e1_q, t1_q, ta_q, cq = int(e1[q]), int(t1_c[q]), int(ta_c[q]), int(c[q])
+        lag_c, gap_c, pure_c = int(lag[cq]), int(gap[cq]), bool(pure[cq])
+        una_q, acked_q = int(una_before[q]), int(acked[q])
+        delay = ta_q - t1_q - v.d_y
         d_ms = delay / MS
         if pure_c and delack_timer_min_ms <= d_ms <= ack_delay_max_ms:
             kind, note = "nagle_delayed_ack", "delayed_ack"
@@ -755,7 +762,7 @@ def find_holds(
             "not pacing, not an application timer)",
             f"S2 waited {gap_c / MS:.1f} ms ≥ d_X + d_Y − tol = {(v.rtt - tol) / MS:.1f} ms",
             "no data from Y between the ACK and S2 (not a reply to Y's data)",
-            f"not cwnd-limited: the ACK covered {e1 - una_before} B in {acked} segment(s) "
+            f"not cwnd-limited: the ACK covered {e1_q - una_q} B in {acked_q} segment(s) "
             "(< 2·MSS), no retransmission within 2 RTT",
             "not rwnd-limited: S1 did not fill Y's window and the ACK leaves room for S2",
         ]
@@ -777,7 +784,30 @@ def find_holds(
                 checks=checks,
             )
         )
-    return Scan(out, opportunities, nagle_off_evidence(v, tol))
+    return Scan(out, opportunities, nodelay)
+
+
+def scan_holds(
+    ctx: DetectContext,
+    view: DirView,
+    *,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+) -> Scan:
+    """:func:`find_holds` for :func:`accepted_holds`, made once per direction, thresholds
+    and trace (``ctx.memo``; nagle and delayed_ack both ask): no holds listed when Nagle
+    is off on the socket.  Read-only: :func:`accepted_holds` returns copies."""
+    key = ("tcp_model.scan_holds", view.f, view.d, delack_timer_min_ms, ack_delay_max_ms)
+    return ctx.memo(  # type: ignore[no-any-return]
+        key,
+        lambda: find_holds(
+            ctx,
+            view,
+            delack_timer_min_ms=delack_timer_min_ms,
+            ack_delay_max_ms=ack_delay_max_ms,
+            holds_if_nagle_off=False,
+        ),
+    )
 
 
 def _tls_evidence(ctx: DetectContext, v: DirView, holds: list[Hold]) -> None:
@@ -817,7 +847,7 @@ def accepted_holds(
     :mod:`.delayed_ack` to leave Nagle × delayed-ACK events to this module; it passes
     the ``scan`` it already made)."""
     if scan is None:
-        scan = find_holds(
+        scan = scan_holds(
             ctx,
             view,
             delack_timer_min_ms=delack_timer_min_ms,
@@ -828,16 +858,17 @@ def accepted_holds(
     n = len(scan.holds)
     repeated = n >= min_repeats and n >= min_coupled_share * scan.opportunities
     kept: list[Hold] = []
-    _tls_evidence(ctx, view, scan.holds)
+    _tls_evidence(ctx, view, scan.holds)  # the same values each time it runs
     for h in scan.holds:
         if h.kind == "nagle":
             if not (repeated or h.tls_records >= 2 or h.tls_split):
                 continue  # a lone coupling to a quick ACK can be chance (§2.3, §8.1a)
-        h.checks.append(
+        check = (
             f"Nagle not disabled: no partial segment left while an earlier small one was "
             f"unacknowledged; {n} of {scan.opportunities} testable pairs coupled to an ACK"
         )
-        kept.append(h)
+        # a copy: the scan may be shared (:func:`scan_holds`)
+        kept.append(replace(h, checks=[*h.checks, check]))
     return kept
 
 
