@@ -283,6 +283,19 @@ class DetectContext:
             self._rec_np[c] = v
         return v[rows]
 
+    def rec_text_is(self, c: str, value: str) -> np.ndarray:
+        """Every record (in :meth:`rec_arrays` order): whether text column ``c`` is
+        ``value`` — ``rec_column(c, all rows) == value``, through the categories for a
+        categorical (no object array of every record)."""
+        everything = slice(0, self._rec_key.shape[0])
+        if not self._rec_key.shape[0]:
+            return np.zeros(0, bool)
+        self.rec_column(c, slice(0, 0))  # a categorical of text: its codes and categories
+        cat = self._rec_cat.get(c)
+        if cat is not None:
+            return np.asarray(cat[1] == value, bool)[cat[0]]
+        return np.asarray(self.rec_column(c, everything) == value, bool)
+
     def set_coupling(self, coupling: Coupling) -> None:
         """Use this "released by an ACK" window from now on (the views built with another
         one are dropped)."""

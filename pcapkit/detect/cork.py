@@ -134,19 +134,45 @@ Units = tuple[np.ndarray, np.ndarray]  # (sorted frames, records carried by each
 
 def _app_units(ctx: DetectContext, f: int, d: int) -> Units:
     """The frames carrying complete application records (sorted) and how many each."""
-    r = ctx.rec_arrays(f, d)
-    if not r["flow"].shape[0]:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ct = np.nan_to_num(r["content_type"].astype(float), nan=-1)
-    first = r["first_frame"].astype(np.int64)
-    last = r["last_byte_frame"].astype(np.int64)
-    epoch = r["epoch"]
+    key, fr, n = ctx.memo(("cork.app_units",), lambda: _all_app_units(ctx))
+    rows = slice(
+        int(np.searchsorted(key, 2 * f + d, "left")), int(np.searchsorted(key, 2 * f + d, "right"))
+    )
+    return fr[rows], n[rows]
+
+
+def _all_app_units(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_app_units` of every direction at once: (direction key ``2·flow + dir``,
+    frame, records) sorted by key and frame, one row per frame carrying complete
+    application records."""
+    z = np.zeros(0, np.int64)
+    key = ctx._rec_key
+    if not key.shape[0]:
+        return z, z, z
+    everything = slice(0, key.shape[0])
+    ct = ctx.rec_column("content_type", everything)
+    first = ctx.rec_column("first_frame", everything).astype(np.int64, copy=False)
+    last = ctx.rec_column("last_byte_frame", everything).astype(np.int64, copy=False)
     # application_data outside the handshake epoch ("plaintext" when the capture starts
     # mid-stream; a TLS 1.3 handshake record without keys shows outer type 23 too, but
     # its epoch is "handshake")
-    ok = (ct == ContentType.APPLICATION_DATA.value) & (epoch != "handshake") & (first == last)
-    fr, n = np.unique(first[ok], return_counts=True)
-    return fr, n
+    ok = (ct == ContentType.APPLICATION_DATA.value) & ~ctx.rec_text_is("epoch", "handshake")
+    ok &= first == last
+    k, fr = key[ok], first[ok]
+    if not k.shape[0]:
+        return z, z, z
+    if int(fr.min()) >= 0 and int(fr.max()) < 1 << 40 and int(k[-1]) < 1 << 22:
+        # one int64 per (direction, frame): one sort instead of a two-key lexsort (a
+        # stable one: timsort, fast on runs — the frames are in order but for a few
+        # records behind holes)
+        kf = np.sort((k << 40) | fr, kind="stable")
+        k, fr = kf >> 40, kf & ((1 << 40) - 1)
+    else:
+        o = np.lexsort((fr, k))
+        k, fr = k[o], fr[o]
+    head = np.flatnonzero(np.concatenate(([True], (k[1:] != k[:-1]) | (fr[1:] != fr[:-1]))))
+    n = np.diff(np.append(head, k.shape[0]))
+    return k[head], fr[head], n.astype(np.int64)
 
 
 def _units_at(units: Units, frames: Any) -> Any:
@@ -640,20 +666,29 @@ def _coalescing(
         return []
     p = v.p
     new = np.nonzero(v.s_kind == "new")[0]
-    hits: list[tuple[int, int, int]] = []  # (segment pos, previous pos, gap)
     total_records = int(units[1].sum())
-    multi = units[0][units[1] >= 2].astype(np.int64)
-    where = np.nonzero(np.isin(v.s_frame[new], multi))[0]
-    for pos in where[where > 0].tolist():
-        a, b = int(new[pos - 1]), int(new[pos])
-        gap = int(v.s_ts[b] - v.s_ts[a])
-        if gap > max_gap:
-            continue
-        i = int(v.s_pi[b])
-        kb = v.last_y_reaching(int(p.ts[i]), quiet)
-        if kb is not None and int(p.ts[i]) - int(p.ts[v.y_idx[kb]]) - v.d_x < quiet:
-            continue  # released by an inbound packet: Nagle/cwnd territory, not autocork
-        hits.append((b, a, gap))
+    multi = units[0][units[1] >= 2].astype(np.int64)  # sorted
+    nf = v.s_frame[new]
+    at = np.minimum(np.searchsorted(multi, nf), max(multi.size - 1, 0))
+    where = np.nonzero((multi[at] == nf) if multi.size else np.zeros(nf.size, bool))[0]
+    where = where[where > 0]
+    a_all, b_all = new[where - 1], new[where]
+    gap_all = v.s_ts[b_all] - v.s_ts[a_all]
+    near = gap_all <= max_gap
+    a_all, b_all, gap_all = a_all[near], b_all[near], gap_all[near]
+    t = p.ts[v.s_pi[b_all]]
+    kb = v.last_y_reaching_all(t, quiet)
+    # released by an inbound packet: Nagle/cwnd territory, not autocork
+    released = (kb >= 0) & (
+        t - p.ts[v.y_idx[np.maximum(kb, 0)]] - v.d_x < quiet if v.y_idx.size else False
+    )
+    hits = [  # (segment pos, previous pos, gap)
+        (b, a, g)
+        for b, a, g, r in zip(
+            b_all.tolist(), a_all.tolist(), gap_all.tolist(), released.tolist(), strict=True
+        )
+        if not r
+    ]
     if not hits:
         return []
     f, d = v.f, v.d
