@@ -118,18 +118,37 @@ def _sampled_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
     p = ctx.packets_of(f)
     for d in (0, 1):
         leg = 1 if d == 0 else 0  # c2s data is acknowledged across the server leg
-        seg = ctx.seg_arrays(f, d)
-        new = seg["kind"] == "new"
-        y = np.nonzero(p.dir == 1 - d)[0]
-        if not new.any() or not y.size:
-            continue
-        ackmax = np.maximum.accumulate(p.ack[y])
-        pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
-        k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
-        ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
-        if ok.any():
-            legs[leg] = max(0, int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min()))
+        pairs = _data_acks(ctx, f, d)
+        if pairs is not None and pairs[1].size:
+            pi, ya = pairs[1], pairs[2]
+            legs[leg] = max(0, int((p.ts[ya] - p.ts[pi]).min()))
     return legs[0], legs[1]
+
+
+def _data_acks(ctx: DetectContext, f: int, d: int) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """Direction ``d``'s new data segments and the first packet of the other side after
+    each whose cumulative ACK covers it: (new segments, their packet indices, the ACKs'
+    packet indices) for the segments so acknowledged; None without new data or without a
+    packet from the other side.  Once per direction and trace: the leg samples (§1.2)
+    and the reaction jitter of the other side (:func:`reaction_jitter_ns`) both read it."""
+    return ctx.memo(("tcp_model.data_acks", f, d), lambda: _make_data_acks(ctx, f, d))  # type: ignore[no-any-return]
+
+
+def _make_data_acks(
+    ctx: DetectContext, f: int, d: int
+) -> tuple[int, np.ndarray, np.ndarray] | None:
+    p = ctx.packets_of(f)
+    seg = ctx.seg_arrays(f, d)
+    new = seg["kind"] == "new"
+    n_new = int(new.sum())
+    y = np.nonzero(p.dir == 1 - d)[0]
+    if not n_new or not y.size:
+        return None
+    ackmax = np.maximum.accumulate(p.ack[y])
+    pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
+    k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
+    ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
+    return n_new, pi[ok], y[k[ok]]
 
 
 def relay_server(ctx: DetectContext, f: int) -> bool:
@@ -177,11 +196,12 @@ def cost_stats(costs: list[float]) -> dict[str, Any]:
     a = np.asarray(costs, dtype=float)
     if a.size == 0:
         return {"count": 0}
+    p50, p95 = np.percentile(a, (50, 95)).tolist()  # one call: the same values as two
     return {
         "count": int(a.size),
         "total_ms": round(float(a.sum()), 3),
-        "p50_ms": round(float(np.percentile(a, 50)), 3),
-        "p95_ms": round(float(np.percentile(a, 95)), 3),
+        "p50_ms": round(p50, 3),
+        "p95_ms": round(p95, 3),
         "max_ms": round(float(a.max()), 3),
     }
 
@@ -210,20 +230,12 @@ def reaction_jitter_ns(ctx: DetectContext, f: int, d: int, d_x: int) -> int | No
     capture point (X sends in direction ``d``) — the same "X reacts in the kernel to a
     packet from Y" event as a release by an ACK; None with fewer than JITTER_MIN_SAMPLES."""
     p = ctx.packets_of(f)
-    seg = ctx.seg_arrays(f, 1 - d)
-    new = seg["kind"] == "new"
-    x = np.nonzero(p.dir == d)[0]
-    if int(new.sum()) < JITTER_MIN_SAMPLES or not x.size:
+    pairs = _data_acks(ctx, f, 1 - d)  # Y's new data and X's first ACK covering each
+    if pairs is None or pairs[0] < JITTER_MIN_SAMPLES or not pairs[1].size:
         return None
-    ackmax = np.maximum.accumulate(p.ack[x])
-    pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
-    k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
-    ok = (k < x.size) & (k >= np.searchsorted(x, pi, side="right"))
-    if not ok.any():
-        return None
-    xa = x[k[ok]]
+    pi, xa = pairs[1], pairs[2]
     pure = (p.length[xa] == 0) & ((p.flags[xa] & (SYN | FIN | RST)) == 0)
-    lag = (p.ts[xa] - p.ts[pi[ok]])[pure]
+    lag = (p.ts[xa] - p.ts[pi])[pure]
     # immediate ones only: a delayed ACK (≥ 30 ms later) is not a reaction time
     lag = lag[lag < d_x + DELACK_TIMER_MIN_NS / 2]
     if lag.size < JITTER_MIN_SAMPLES:
