@@ -93,6 +93,15 @@ class Flight:
     end_ns: int
 
 
+def _one_of(kind: np.ndarray, values: tuple[str, ...]) -> np.ndarray:
+    """``np.isin(kind, values)`` for a text array and a few values: one comparison each
+    (``np.isin`` sorts an object array)."""
+    out = np.zeros(kind.shape[0], bool)
+    for x in values:
+        out |= kind == x
+    return out
+
+
 def flights_needed(burst: int, window: int) -> int:
     """Round trips to send ``burst`` segments from ``window``, doubling per RTT (slow start)."""
     n, sent, w = 0, 0, max(window, 1)
@@ -203,7 +212,7 @@ def detect(
             if not seg["frame"].shape[0]:
                 continue
             kind = seg["kind"]
-            keep = np.isin(kind, DATA_KINDS)
+            keep = _one_of(kind, DATA_KINDS)
             if int(seg["wire_segments"][keep].sum()) < 2 * iw_segments:
                 continue  # too little data to restart from anything
             ts = seg["ts_ns"][keep]
@@ -212,7 +221,7 @@ def detect(
             end = seg["end"][keep]
             frames = seg["frame"][keep]
             wire = seg["wire_segments"][keep]
-            rtx = np.isin(kind[keep], ("retransmission", "out_of_order"))
+            rtx = _one_of(kind[keep], ("retransmission", "out_of_order"))
             ys = (p.dir == 1 - d) & (p.ack >= 0)
             ack_ts, ack_val = p.ts[ys], p.ack[ys]
             ack_frames = p.frame[ys]
