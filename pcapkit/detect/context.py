@@ -225,17 +225,28 @@ class DetectContext:
         return self._tls_rows.get(f)
 
     def packets_of(self, f: int) -> FlowPackets:
-        a = np.searchsorted(self._pflow, f, side="left")
-        b = np.searchsorted(self._pflow, f, side="right")
-        return FlowPackets(**{k: v[a:b] for k, v in self._p.items()})
+        """The flow's packets (views, shared: read-only), sliced once per flow and
+        :meth:`memo` lifetime."""
+        key = ("ctx.packets_of", f)
+        got: FlowPackets | None = self._memo.get(key)
+        if got is None:
+            a = np.searchsorted(self._pflow, f, side="left")
+            b = np.searchsorted(self._pflow, f, side="right")
+            got = self._memo[key] = FlowPackets(**{k: v[a:b] for k, v in self._p.items()})
+        return got
 
     def segments_of(self, f: int, d: int) -> pd.DataFrame:
         return self._seg.iloc[_span(self._seg_key, f, d)]
 
     def seg_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
-        """:meth:`segments_of` as numpy columns (views), ``kind`` as text."""
-        rows = _span(self._seg_key, f, d)
-        return {c: v[rows] for c, v in self._seg_np.items()}
+        """:meth:`segments_of` as numpy columns (views, shared: read-only), ``kind`` as
+        text; sliced once per direction and :meth:`memo` lifetime."""
+        key = ("ctx.seg_arrays", f, d)
+        got: dict[str, np.ndarray] | None = self._memo.get(key)
+        if got is None:
+            rows = _span(self._seg_key, f, d)
+            got = self._memo[key] = {c: v[rows] for c, v in self._seg_np.items()}
+        return got
 
     def rec_arrays(self, f: int, d: int) -> Mapping[str, np.ndarray]:
         """:meth:`records_of` as numpy columns (views): categorical and text columns as
