@@ -659,14 +659,12 @@ def _cork_findings(
 # -- C2 ------------------------------------------------------------------------------
 
 
-def _coalescing(
-    ctx: DetectContext, v: DirView, units: Units, max_gap: int, quiet: int
-) -> list[Finding]:
-    if not units[0].size:
-        return []
+def _coalesced(v: DirView, units: Units, max_gap: int, quiet: int) -> list[tuple[int, int, int]]:
+    """(segment, previous segment, gap) of X's new segments carrying ≥ 2 complete
+    records that left ≤ ``max_gap`` after the previous new segment, not released by an
+    inbound packet (all candidates at once)."""
     p = v.p
     new = np.nonzero(v.s_kind == "new")[0]
-    total_records = int(units[1].sum())
     multi = units[0][units[1] >= 2].astype(np.int64)  # sorted
     nf = v.s_frame[new]
     at = np.minimum(np.searchsorted(multi, nf), max(multi.size - 1, 0))
@@ -689,6 +687,16 @@ def _coalescing(
         )
         if not r
     ]
+    return hits
+
+
+def _coalescing(
+    ctx: DetectContext, v: DirView, units: Units, max_gap: int, quiet: int
+) -> list[Finding]:
+    if not units[0].size:
+        return []
+    hits = _coalesced(v, units, max_gap, quiet)
+    total_records = int(units[1].sum())
     if not hits:
         return []
     f, d = v.f, v.d
