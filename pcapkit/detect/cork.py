@@ -257,7 +257,7 @@ def _cork(
 ) -> list[Finding]:
     """``starts``: when X's HTTP requests became readable (X the client; else empty)."""
     p = v.p
-    new = np.nonzero(v.s_kind == "new")[0]
+    new = v.new_pos
     if not new.size:
         return []
     # full segments leave at write time even when corked: neutral, only remembered as
@@ -664,7 +664,7 @@ def _coalesced(v: DirView, units: Units, max_gap: int, quiet: int) -> list[tuple
     records that left ≤ ``max_gap`` after the previous new segment, not released by an
     inbound packet (all candidates at once)."""
     p = v.p
-    new = np.nonzero(v.s_kind == "new")[0]
+    new = v.new_pos
     multi = units[0][units[1] >= 2].astype(np.int64)  # sorted
     nf = v.s_frame[new]
     at = np.minimum(np.searchsorted(multi, nf), max(multi.size - 1, 0))

@@ -140,7 +140,7 @@ def _events(
     p = v.p
     tol = v.tolerance()
     late = v.coupling.late_ns
-    new = np.nonzero(v.s_kind == "new")[0]
+    new = v.new_pos
     if not new.size:
         return []
     n_end = v.s_end[new]

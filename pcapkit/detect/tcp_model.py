@@ -290,6 +290,16 @@ class DirView:
     def rtt(self) -> int:
         return self.d_x + self.d_y
 
+    @cached_property
+    def s_new(self) -> np.ndarray:
+        """Per segment: new data (``kind == "new"``), compared once per view."""
+        return np.asarray(self.s_kind == "new", bool)
+
+    @cached_property
+    def new_pos(self) -> np.ndarray:
+        """Positions of X's new-data segments."""
+        return np.nonzero(self.s_new)[0]
+
     @classmethod
     def build(cls, ctx: DetectContext, f: int, d: int) -> DirView:
         """The view of direction ``d`` of TCP flow ``f``, built once per direction and
@@ -646,7 +656,7 @@ def nagle_off_evidence(view: DirView, tol: int) -> tuple[int, int] | None:
         return None
     j2 = np.arange(1, m)
     j1 = j2 - 1
-    new = v.s_kind == "new"
+    new = v.s_new
     full = v.mss - OPTION_MARGIN
     small1 = np.where(v.s_super[j1], v.x_mss_known & (v.s_len[j1] % v.mss != 0), v.s_len[j1] < full)
     part2 = ~v.s_super[j2] & (v.s_len[j2] < full)
@@ -691,7 +701,7 @@ def find_holds(
         return Scan([], 0, None)
     j2 = np.arange(1, m)
     j1 = j2 - 1
-    new = v.s_kind == "new"
+    new = v.s_new
     cand = (
         new[j1]
         & new[j2]
