@@ -307,6 +307,22 @@ class DetectContext:
             return np.asarray(cat[1] == value, bool)[cat[0]]
         return np.asarray(self.rec_column(c, everything) == value, bool)
 
+    def rec_text_contains(self, c: str, sub: str, f: int, d: int) -> np.ndarray:
+        """Direction (f, d)'s records (:meth:`rec_arrays` order): whether text column
+        ``c`` contains ``sub`` — ``np.char.find(rec_arrays(f, d)[c].astype(str), sub) >= 0``
+        (a missing value: False), searched in the whole column once (Arrow) and kept."""
+        key = ("ctx.rec_text_contains", c, sub)
+        got: np.ndarray | None = self._memo.get(key)
+        if got is None:
+            col = self._rec[c]
+            if isinstance(col.dtype, pd.StringDtype) and len(col):
+                got = col.str.contains(sub, regex=False, na=False).to_numpy(bool)
+            else:
+                everything = slice(0, self._rec_key.shape[0])
+                got = np.char.find(self.rec_column(c, everything).astype(str), sub) >= 0
+            self._memo[key] = got
+        return got[_span(self._rec_key, f, d)]
+
     def set_coupling(self, coupling: Coupling) -> None:
         """Use this "released by an ACK" window from now on (the views built with another
         one are dropped)."""

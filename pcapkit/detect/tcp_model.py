@@ -965,9 +965,8 @@ def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
     version = _str(tls.version) if tls is not None else None
     is_tls = tls is not None and c["flow"].shape[0] > 0
     if is_tls:
-        hs = c["handshake"]
         off = c["offset"]
-        ch = np.nonzero(np.char.find(hs.astype(str), "ClientHello") >= 0)[0]
+        ch = np.nonzero(ctx.rec_text_contains("handshake", "ClientHello", f, 0))[0]
         if ch.shape[0] and off[ch[0]] == 0:
             ch_frame = int(c["first_frame"][ch[0]])
             ch_ts = int(c["first_ts_ns"][ch[0]])

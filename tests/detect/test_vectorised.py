@@ -333,3 +333,18 @@ def test_rec_text_is(traces):
         for c, value in (("epoch", "handshake"), ("epoch", "application"), ("epoch", "nope")):
             want = np.asarray(ctx.rec_column(c, everything) == value, bool)
             assert ctx.rec_text_is(c, value).tolist() == want.tolist()
+
+
+def test_rec_text_contains(traces):
+    n = 0
+    for label, t in traces:
+        ctx = t.detect_context
+        for f in ctx.tcp_flows():
+            for d in (0, 1):
+                hs = ctx.rec_arrays(f, d)["handshake"]
+                for sub in ("ClientHello", "Finished", "nope"):
+                    want = np.char.find(hs.astype(str), sub) >= 0
+                    got = ctx.rec_text_contains("handshake", sub, f, d)
+                    assert got.tolist() == want.tolist(), label
+                    n += int(want.sum())
+    assert n > 0
