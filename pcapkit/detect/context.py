@@ -294,6 +294,12 @@ class DetectContext:
             self._rec_np[c] = v
         return v[rows]
 
+    @property
+    def rec_dir_keys(self) -> np.ndarray:
+        """Every record's direction key ``2·flow + dir``, sorted (the :meth:`rec_arrays`
+        order; read-only)."""
+        return self._rec_key
+
     def rec_text_is(self, c: str, value: str) -> np.ndarray:
         """Every record (in :meth:`rec_arrays` order): whether text column ``c`` is
         ``value`` — ``rec_column(c, all rows) == value``, through the categories for a

@@ -146,7 +146,7 @@ def _all_app_units(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray, np.ndarr
     frame, records) sorted by key and frame, one row per frame carrying complete
     application records."""
     z = np.zeros(0, np.int64)
-    key = ctx._rec_key
+    key = ctx.rec_dir_keys
     if not key.shape[0]:
         return z, z, z
     everything = slice(0, key.shape[0])
