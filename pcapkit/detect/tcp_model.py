@@ -240,7 +240,18 @@ def reaction_jitter_ns(ctx: DetectContext, f: int, d: int, d_x: int) -> int | No
     lag = lag[lag < d_x + DELACK_TIMER_MIN_NS / 2]
     if lag.size < JITTER_MIN_SAMPLES:
         return None
-    return int(1.4826 * np.median(np.abs(lag - np.median(lag))))
+    return int(1.4826 * _median(np.abs(lag - _median(lag))))
+
+
+def _median(a: np.ndarray) -> float:
+    """``float(np.median(a))`` of a non-empty array without NaN — the middle value, or the
+    mean of the two middle ones as ``np.mean`` forms it (both as float64, added, halved) —
+    for a fraction of ``np.median``'s per-call cost on the small arrays of one direction."""
+    s = np.sort(a)
+    m = s.shape[0] // 2
+    if s.shape[0] % 2:
+        return float(s[m])
+    return (float(s[m - 1]) + float(s[m])) / 2.0
 
 
 # --- one flow direction --------------------------------------------------------------------

@@ -348,3 +348,15 @@ def test_rec_text_contains(traces):
                     assert got.tolist() == want.tolist(), label
                     n += int(want.sum())
     assert n > 0
+
+
+def test_median_as_numpy():
+    rng = np.random.default_rng(16)
+    cases = [np.array([5]), np.array([3, 1]), np.array([2, 2, 2, 2]), np.array([-7, 0, 7])]
+    for _ in range(3000):
+        k = int(rng.integers(1, 60))
+        a = rng.integers(-(10 ** int(rng.integers(1, 17))), 10 ** int(rng.integers(1, 17)), k)
+        cases.append(a.astype(np.int64))
+        cases.append(np.abs(a - np.median(a)))  # the float64 second step of the MAD
+    for a in cases:
+        assert tcp_model._median(a) == float(np.median(a)), a
