@@ -37,7 +37,7 @@ STRICT := dissectors pcapkit/schema.py pcapkit/anomalies.py pcapkit/net/streams.
 	pcapkit/pytest_plugin.py pcapkit/io/capture.py pcapkit/vantage.py pcapkit/net/shard.py \
 	pcapkit/replay.py pcapkit/lab/reenact.py pcapkit/lab/reenact_quic.py pcapkit/lab/pktsend.py \
 	pcapkit/detect/pools.py pcapkit/detect/receiver_limited.py pcapkit/detect/counterfactual.py \
-	pcapkit/report/rows.py pcapkit/report/coverage.py
+	pcapkit/rows.py pcapkit/report/coverage.py
 
 lint: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks scripts fuzz

@@ -142,6 +142,20 @@ def make_mutant(seed: FileSeed, rng: random.Random, others: list[bytes]) -> tupl
     return strategy, serialise(seed, frames)
 
 
+def scratch_dir() -> str | None:
+    """Where the fuzzer writes its temporary files (the mutant, the exports, the slice):
+    ``PCAPKIT_FUZZ_TMP``, else ``/dev/shm`` when it is a writable directory (RAM), else
+    the system's default.  Creating and removing the ~25 files a mutant writes cost
+    ~18 ms of CPU on this machine's ext4 ``/tmp`` and ~1 ms in ``/dev/shm``; the code
+    under test is the same."""
+    env = os.environ.get("PCAPKIT_FUZZ_TMP")
+    if env:
+        return env
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
+        return "/dev/shm"
+    return None
+
+
 @dataclass
 class Failure:
     where: str  # the table or report that failed, or "internal_error"
@@ -190,11 +204,11 @@ def _reports(t: Any) -> list[tuple[str, Callable[[], object]]]:
     from pcapkit.report.text import requests_text
 
     def qlog() -> None:
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory(dir=scratch_dir()) as d:
             export_qlog(t, d)
 
     def tables() -> None:  # pcapkit export --tables DIR --format csv
-        with tempfile.TemporaryDirectory() as d:
+        with tempfile.TemporaryDirectory(dir=scratch_dir()) as d:
             export_tables(t, d, "csv")
 
     def narrowed() -> None:  # pcapkit analyze --flow 0 (JSON and text)
@@ -216,7 +230,7 @@ def _reports(t: Any) -> list[tuple[str, Callable[[], object]]]:
 
     def sliced() -> None:  # pcapkit slice CAPTURE --flow 0
         if len(t.flows):
-            with tempfile.TemporaryDirectory() as d:
+            with tempfile.TemporaryDirectory(dir=scratch_dir()) as d:
                 t.slice([0], os.path.join(d, "s.pcapng"))
 
     return [

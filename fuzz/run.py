@@ -21,9 +21,11 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -68,12 +70,15 @@ def _save(workdir: Path, kind: str, data: bytes, text: str) -> Path:
 
 def run_files(seconds: float | None, count: int | None, seed: int, workdir: Path) -> dict[str, Any]:
     """File-level mutants until ``seconds`` pass or ``count`` mutants ran."""
-    from .files import check, file_seeds, make_mutant, others_of, write_mutant
+    from .files import check, file_seeds, make_mutant, others_of, scratch_dir, write_mutant
 
     seeds = file_seeds()
     others = others_of(seeds)
     rng = random.Random(seed)
-    tmp = workdir / "tmp"
+    scratch = scratch_dir()  # the mutant files: RAM when there is a /dev/shm
+    tmp = (
+        Path(tempfile.mkdtemp(prefix="pcapkit-fuzz-", dir=scratch)) if scratch else workdir / "tmp"
+    )
     tmp.mkdir(parents=True, exist_ok=True)
     n = fails = 0
     unique: dict[str, dict[str, Any]] = {}
@@ -114,6 +119,8 @@ def run_files(seconds: float | None, count: int | None, seed: int, workdir: Path
                     unique[sig]["count"] += 1
     finally:
         signal.signal(signal.SIGALRM, old)
+        if scratch:
+            shutil.rmtree(tmp, ignore_errors=True)
     return {
         "mutants": n,
         "failing_mutants": fails,

@@ -50,6 +50,9 @@ _ALL = [
             "limit (a decompression bomb): the capture is read up to there",
             "gzip_truncated": "the gzip stream ends early or is corrupt part-way; the capture "
             "is read up to the last byte that inflated",
+            "timestamp_out_of_range": "pcapng records whose timestamp, after the interface's "
+            "if_tsresol and if_tsoffset, is past 2^63 ns (year 2262): their ts_ns wrap; one row "
+            "with the first such frame and how many records",
         },
     ),
     *_declare(

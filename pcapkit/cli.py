@@ -170,6 +170,24 @@ def threshold_option(f: Callable[..., Any]) -> Callable[..., Any]:
     )(f)
 
 
+# set by main(): the command-line process, not a caller of cli (tests, CliRunner)
+_FREEZE_GC = False
+
+
+def _freeze_imports() -> None:
+    """In the ``pcapkit`` process, move every object alive now — the modules the command
+    imported (pandas, numpy, pyarrow, the detectors: a few hundred thousand objects) —
+    out of the cyclic GC's reach (``gc.freeze``): its full collections during the
+    analysis no longer walk them.  Measured, ``analyze --format json`` CPU best of 3
+    (bulk / h2 / sse / quic, 100k packets): 1.38 → 1.19, 1.67 → 1.51, 2.99 → 2.58,
+    1.18 → 0.97 s; peak RSS unchanged.  Not in a caller's process: a test session's
+    garbage would never be collected."""
+    if _FREEZE_GC:
+        import gc
+
+        gc.freeze()
+
+
 def open_trace(
     path: str,
     keylog: str | None,
@@ -194,6 +212,7 @@ def open_trace(
     limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
     from .trace import Trace
 
+    _freeze_imports()
     try:
         trace = Trace(
             path, keylog, progress=prog, redact=redact, thresholds=settings, limits=limits
@@ -1593,6 +1612,8 @@ def main() -> None:
     from .errors import STRICT_ENV
     from .report.escape import printable
 
+    global _FREEZE_GC
+    _FREEZE_GC = True
     _arrow_system_allocator()
     _one_malloc_arena()
     try:

@@ -957,7 +957,13 @@ def frame(table: str, data: dict[str, Any] | None = None, n: int | None = None) 
     Columns absent from ``data`` are filled with missing values; unknown columns
     raise, so the schema stays the single source of truth.
     """
-    data = data or {}
+    if not data and not n:  # an empty table: a copy of the one built once
+        empty: pd.DataFrame = _empty(table).copy(deep=True)
+        return empty
+    return _build(table, data or {}, n)
+
+
+def _build(table: str, data: dict[str, Any], n: int | None) -> pd.DataFrame:
     schema = SCHEMAS[table]
     names = {c for c, _, _ in schema}
     extra = set(data) - names
@@ -987,6 +993,13 @@ def frame(table: str, data: dict[str, Any] | None = None, n: int | None = None) 
             out[col] = _missing(dtype, n)
     df: pd.DataFrame = pd.DataFrame(out, copy=False)
     return df
+
+
+@functools.cache
+def _empty(table: str) -> pd.DataFrame:
+    """``table`` with no rows; :func:`frame` hands out deep copies (building one costs
+    0.3-1.1 ms, a copy ~0.2 ms, and a small capture asks for ~10 empty tables)."""
+    return _build(table, {}, 0)
 
 
 def _missing(dtype: str, n: int) -> Any:

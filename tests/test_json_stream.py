@@ -56,3 +56,55 @@ def test_streamed_report_keeps_flow_narrowing_and_join_keys() -> None:
     assert doc["findings"] and any(r["request"] is not None for r in doc["findings"])
     r = CliRunner().invoke(cli, ["analyze", str(path), "--format", "json"])
     assert r.exit_code == 0 and r.stdout == whole
+
+
+def test_one_walk_writer_equals_to_jsonable_then_dump() -> None:
+    """The streamed writer converts and writes each value in one walk
+    (``_dump_jsonable``): the same text as ``to_jsonable`` then ``json.dumps(indent=2)``
+    for every kind of value a table cell can hold."""
+    import numpy as np
+    import pandas as pd
+
+    from pcapkit.report.json import _dump_jsonable, to_jsonable
+
+    values = [
+        1,
+        -0.0,
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+        True,
+        None,
+        pd.NA,
+        pd.NaT,
+        "é\x00\x7f",
+        np.int32(7),
+        np.float32(0.5),
+        np.float64("nan"),
+        np.bool_(False),
+        (1, "a"),
+        [],
+        {},
+        np.array([1, 2]),
+        np.zeros((2, 2)),
+        np.array([], np.int64),
+        {"a": [1, {"b": np.int64(3), "c": [float("nan"), pd.NA]}], "d": (np.float64(2.5),)},
+        {1: "int key", "1": "text key"},  # to_jsonable's str(k) keeps the last
+        {np.int64(2): [np.uint8(1)]},
+    ]
+    for v in values:
+        for pad in ("", "    "):
+            want = json.dumps(to_jsonable(v), indent=2).replace("\n", "\n" + pad)
+            assert _dump_jsonable(v, pad) == want, v
+    df = pd.DataFrame(
+        {
+            "i": pd.array([1, None], dtype="Int64"),
+            "f": [0.5, float("nan")],
+            "s": pd.array(["x", None], dtype="string"),
+            "c": pd.Categorical(["a", "b"]),
+            "o": [{"k": np.int64(1)}, [np.float64("nan")]],
+        }
+    )
+    out = io.StringIO()
+    write_records_json(df, out)
+    assert out.getvalue() == json.dumps(records(df), indent=2) + "\n"

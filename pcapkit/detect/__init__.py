@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from ..anomalies import isolate
+from ..rows import itertuples
 from .base import Evidence, Finding, findings_table, frame_filter, severity_for
 from .constants import Coupling
 from .context import DetectContext
@@ -113,7 +114,7 @@ def link_requests(findings: list[Finding], requests: Any) -> None:
         return
     rows = requests[["request", "flow", "stream", "request_start_ts_ns", "last_byte_ts_ns"]]
     by_flow: dict[int, list[tuple[int, int | None, int, int]]] = {}
-    for r in rows.itertuples(index=False):
+    for r in itertuples(rows):
         start = r.request_start_ts_ns
         end = r.last_byte_ts_ns
         if start is pd.NA:
@@ -126,7 +127,7 @@ def link_requests(findings: list[Finding], requests: Any) -> None:
                 int(start) if end is pd.NA else int(end),
             )
         )
-    streams = {int(r.request): r.stream for r in rows.itertuples(index=False)}
+    streams = {int(r.request): r.stream for r in itertuples(rows)}
     for f in findings:
         if f.request is not None:
             continue

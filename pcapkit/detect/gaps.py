@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from .. import schema
+from ..rows import itertuples
 from .http import overlapping
 from .waits import tsval_rate
 
@@ -156,12 +157,12 @@ def attribute(
     ev = messages[messages["type"].isin(["event", "message"]) & messages["request"].notna()]
     legs = {
         int(r.flow): (None if pd.isna(r.server_leg_ms) else float(r.server_leg_ms))
-        for r in flows.itertuples(index=False)
+        for r in itertuples(flows)
     }
     for f, ms in (server_legs or {}).items():
         if legs.get(f) is None:
             legs[f] = ms
-    at_server = {int(r.flow) for r in flows.itertuples(index=False) if r.vantage == "server"}
+    at_server = {int(r.flow) for r in itertuples(flows) if r.vantage == "server"}
     clock = _ServerClock(packets)
     for req_id, grp in ev.groupby("request"):
         q = requests.iloc[int(req_id)]
@@ -228,6 +229,8 @@ def attribute(
 
 def _frame(rows: dict[str, list[Any]]) -> pd.DataFrame:
     n = len(rows["request"])
+    if n == 0:  # the schema's empty table (a copy of one built once): the same dtypes
+        return schema.frame("gaps", n=0)
     data: dict[str, Any] = dict(rows)
     for c in ("stream", "frame"):
         data[c] = pd.array(rows[c], dtype="Int64")

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..rows import itertuples
 from .base import Evidence, Finding, frame_filter
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
@@ -216,7 +217,7 @@ def detect_without_keys(
     recs = ctx.records
     if tls is None or not len(tls) or not len(recs):
         return out
-    for row in tls.itertuples(index=False):
+    for row in itertuples(tls):
         offered = str(row.alpn_offered or "").split(",")
         if "h2" not in offered or row.decrypted_records:
             continue

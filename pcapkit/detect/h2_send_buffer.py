@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
@@ -81,6 +82,8 @@ def detect(
     if not len(req) or not len(msgs):
         return []
     req = req[req["protocol"] == "h2"]
+    if not len(req):
+        return []  # no HTTP/2 request: nothing to look for (and no message-table scan)
     h2 = msgs[(msgs["protocol"] == "h2") & (msgs["dir"] == "s2c") & msgs["frame"].notna()]
     # per flow, the server's frames as numpy columns, and each stream's first frame: one
     # pass, not a table scan per request (200,000 streams made that quadratic)
@@ -105,7 +108,7 @@ def detect(
             for i, s in enumerate(g["stream"].tolist()):  # frames are in frame order
                 first_of.setdefault((f, s), i)
     out: list[Finding] = []
-    for r in req.itertuples(index=False):
+    for r in itertuples(req):
         flow = int(r.flow)
         if _na(r.stream) or _na(r.request_frame) or not ctx.has_flow(flow):
             continue

@@ -18,6 +18,7 @@ lower bound up to the end of the capture.
 
 from __future__ import annotations
 
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
@@ -45,7 +46,7 @@ def detect(ctx: DetectContext, *, min_blocked_ms: float = MIN_BLOCKED_MS) -> lis
     t = ctx.qpack_blocked
     if t.empty:
         return out
-    for bl in t.itertuples(index=False):
+    for bl in itertuples(t):
         if _na(bl.blocked_frame) or _na(bl.blocked_ts_ns):
             continue
         released = not _na(bl.unblocked_ts_ns)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from .base import MEDIUM_COST_MS, Evidence, Finding, frame_filter
 from .context import DetectContext
@@ -113,8 +114,8 @@ def detect(
 ) -> list[Finding]:
     """Handshakes whose server or client time dominates, TLS and QUIC."""
     out: list[Finding] = []
-    hs = {int(r.flow): r for r in ctx.tls_handshake.itertuples(index=False)}
-    for r in ctx.tls.itertuples(index=False):
+    hs = {int(r.flow): r for r in itertuples(ctx.tls_handshake)}
+    for r in itertuples(ctx.tls):
         m = hs.get(int(r.flow))
         if m is None or bool(r.hello_retry_request):
             continue
@@ -128,8 +129,8 @@ def detect(
             (_i(m.client_answer_frame), _i(m.client_answer_ts_ns)),
         )
         out += _judge(ctx, "TLS", r, marks, r.sni, min_ms, min_share)
-    qhs = {int(r.flow): r for r in ctx.quic_handshake.itertuples(index=False)}
-    for r in ctx.quic.itertuples(index=False):
+    qhs = {int(r.flow): r for r in itertuples(ctx.quic_handshake)}
+    for r in itertuples(ctx.quic):
         m = qhs.get(int(r.flow))
         if m is None:
             continue

@@ -61,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from ..net.decode import ACK, FIN, RST, SYN
+from ..rows import itertuples
 from .base import Evidence, Finding, frame_filter
 from .constants import FLIGHT_GAP_MIN_NS
 from .context import DIRS, DetectContext
@@ -147,10 +148,20 @@ class _PacketExtras:
         self.frame = packets["frame"].to_numpy(np.int64)
         self.sorted = bool(np.all(self.frame[1:] > self.frame[:-1])) if len(self.frame) else True
         self.order = None if self.sorted else np.argsort(self.frame, kind="stable")
+        # every frame once, in order (the packets table of a whole capture): a frame's row
+        # is its distance from the first — no search of a million-row array per direction
+        n = self.frame.shape[0]
+        self.first = (
+            int(self.frame[0])
+            if n and self.sorted and int(self.frame[-1]) - int(self.frame[0]) == n - 1
+            else None
+        )
         self.sack_n = packets["sack_n"].to_numpy(np.int64, na_value=0)
         self.tsval = packets["tsval"].to_numpy(np.int64, na_value=-1)
 
     def _idx(self, frames: np.ndarray) -> np.ndarray:
+        if self.first is not None:
+            return frames - self.first
         if self.sorted:
             return np.searchsorted(self.frame, frames)
         assert self.order is not None
@@ -168,8 +179,13 @@ def _candidates(ctx: DetectContext) -> list[tuple[int, int]]:
     s = ctx.segments
     if s.empty:
         return []
-    kind = s["kind"].astype(str).to_numpy()
-    hit = (s["gap_before"].to_numpy(np.int64) > 0) | np.isin(kind, list(_RETX_KINDS))
+    kind = s["kind"]
+    if isinstance(kind.dtype, pd.CategoricalDtype):  # codes: no text per segment
+        cats = kind.cat.categories
+        retx = np.isin(kind.cat.codes.to_numpy(), np.nonzero(cats.isin(list(_RETX_KINDS)))[0])
+    else:
+        retx = np.isin(kind.astype(str).to_numpy(), list(_RETX_KINDS))
+    hit = (s["gap_before"].to_numpy(np.int64) > 0) | retx
     if not hit.any():
         return []
     f = s["flow"].to_numpy(np.int64)[hit]
@@ -219,7 +235,7 @@ def _requests_by_flow(ctx: DetectContext) -> dict[int, list[Any]]:
         out: dict[int, list[Any]] = {}
         r = ctx.requests
         if r is not None and not r.empty:
-            for q in r.itertuples(index=False):
+            for q in itertuples(r):
                 out.setdefault(int(q.flow), []).append(q)
         return out
 
@@ -332,8 +348,21 @@ class _Dir:
         self.seg_kind = v.s_kind
         self.seg_super = v.s_super
         # the kind tests every hole asks, once per direction
-        self.seg_retx = np.isin(v.s_kind, ["retransmission", "spurious_retransmission"])
-        self.seg_new = np.isin(v.s_kind, ["new"])
+        # (two comparisons of the text array: np.isin over objects costs ~4× as much)
+        k = v.s_kind
+        self.seg_retx = (k == "retransmission") | (k == "spurious_retransmission")
+        self.seg_new = k == "new"
+        # segments starting below the highest byte sent before them: only these can
+        # cover bytes of a hole opened by an earlier segment (a hole [a, b) opened at i
+        # has b = off[i] < end[i] ≤ that maximum for every later segment)
+        n_seg = self.seg_off.shape[0]
+        if n_seg:
+            top = np.maximum.accumulate(self.seg_end)
+            below = np.zeros(n_seg, bool)
+            below[1:] = self.seg_off[1:] < top[:-1]
+            self.seg_behind = np.nonzero(below)[0]
+        else:
+            self.seg_behind = np.zeros(0, np.int64)
         p = v.p
         self.p = p
         y = (p.dir == 1 - d) & (p.ack >= 0) & ((p.flags & ACK) != 0)
@@ -410,7 +439,7 @@ def _holes_at_p(
         h = _Hole(a=a, b=b, open_i=i, t_open=int(x.seg_ts[i]))
         # fill: later segments covering [a, b) until nothing is missing
         missing = [(a, b)]
-        later = i + 1 + np.nonzero((x.seg_off[i + 1 :] < b) & (x.seg_end[i + 1 :] > a))[0]
+        later = _overlapping_after(x, i, a, b)
         for j in later.tolist():
             lo, hi = int(x.seg_off[j]), int(x.seg_end[j])
             nxt = []
@@ -452,10 +481,8 @@ def _holes_at_p(
         j, t_fill = h.fill_i, h.t_fill
         assert j is not None and t_fill is not None
         dur = t_fill - h.t_open
-        r = slice(j + 1, None)
-        resent_after = (
-            j + 1 + np.nonzero((x.seg_off[r] < b) & (x.seg_end[r] > a) & x.seg_retx[r])[0]
-        )
+        resent_after = _overlapping_after(x, j, a, b)
+        resent_after = resent_after[x.seg_retx[resent_after]]
         ts_fill, ts_open = int(x.seg_tsval[j]), int(x.seg_tsval[i])
         if ts_fill >= 0 and ts_open >= 0:
             if not _later(ts_fill, ts_open):
@@ -489,15 +516,21 @@ def _holes_at_p(
     return holes
 
 
+def _overlapping_after(x: _Dir, i: int, a: int, b: int) -> np.ndarray:
+    """Indices (ascending) of the segments after segment ``i`` that cover bytes of
+    [a, b), where ``b`` ≤ segment ``i``'s offset: only segments behind the highest byte
+    sent before them can (``_Dir.seg_behind``)."""
+    cand = x.seg_behind[np.searchsorted(x.seg_behind, i, side="right") :]
+    return cand[(x.seg_off[cand] < b) & (x.seg_end[cand] > a)]
+
+
 def _acked_unseen(x: _Dir, a: int, b: int, open_i: int, fill_frame: int) -> bool:
     """Y acknowledged bytes of the hole [a, b) that P had not seen by then (before the frame
     that completed the fill): the receiver had them, the capture point missed them."""
     ys = np.nonzero((x.y_ack > a) & (x.y_frame < fill_frame))[0]
     if not ys.shape[0]:
         return False
-    later = np.nonzero(
-        (np.arange(x.seg_frame.shape[0]) > open_i) & (x.seg_off < b) & (x.seg_end > a)
-    )[0]
+    later = _overlapping_after(x, open_i, a, b)
     fr, so, se = x.seg_frame[later], x.seg_off[later], x.seg_end[later]
     for k in ys.tolist():
         ack, f = int(x.y_ack[k]), int(x.y_frame[k])
@@ -784,23 +817,33 @@ def _ack_stream_episodes(
         dup &= wsame
     if not dup.any():
         return out
-    seen_h: set[int] = set()
-    for k0 in np.nonzero(dup)[0].tolist():
-        h = int(x.y_ack[k0])
-        if h in seen_h:
-            continue
-        seen_h.add(h)
-        if any(a <= h < b for a, b in covered):
-            continue  # the capture point saw this hole itself: handled above
-        after = x.y_ack[k0 + 1 :] > h
-        if not after.any():
-            continue  # the episode never ended in the capture
-        kj = k0 + 1 + int(np.argmax(after))
+    # each ACK value's first index (the first ACK that reached it), and the running
+    # maximum: the first ACK past h after k0 is a search of it when no ACK before k0
+    # went past h already (cumulative ACKs: the usual case)
+    ack_vals, ack_first = np.unique(x.y_ack, return_index=True)
+    top = np.maximum.accumulate(x.y_ack)
+    # the first dupACK at each value h, in order
+    kd = np.nonzero(dup)[0]
+    _, first = np.unique(x.y_ack[kd], return_index=True)
+    k0s = kd[np.sort(first)]
+    hs = x.y_ack[k0s]
+    seen = np.zeros(hs.shape[0], bool)
+    for a, b in covered:
+        seen |= (hs >= a) & (hs < b)  # the capture point saw this hole itself: handled above
+    for k0, h in zip(k0s[~seen].tolist(), hs[~seen].tolist(), strict=True):
+        if top[k0] <= h:
+            kj = int(np.searchsorted(top, h, side="right"))
+            if kj >= n:
+                continue  # the episode never ended in the capture
+        else:
+            after = x.y_ack[k0 + 1 :] > h
+            if not after.any():
+                continue  # the episode never ended in the capture
+            kj = k0 + 1 + int(np.argmax(after))
         t_h0, t_h1 = int(x.y_ts[k0]), int(x.y_ts[kj])
         dups = k0 + np.nonzero(dup[k0:kj] & (x.y_ack[k0:kj] == h))[0]
         # the first ACK that reached h: the data after it is what Y reports out of order
-        reach = np.nonzero(x.y_ack[: k0 + 1] == h)[0]
-        f_reach = int(x.y_frame[reach[0]])
+        f_reach = int(x.y_frame[ack_first[np.searchsorted(ack_vals, h)]])
         f_jump = int(x.y_frame[kj])
         cover = np.nonzero((x.seg_off <= h) & (x.seg_end > h))[0]
         rx = [

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from ..sessions.http import ascii_decimal
 from .base import Evidence, Finding, frame_filter
@@ -73,6 +74,8 @@ def _sse_batching(ctx: DetectContext) -> list[Finding]:
     if m.empty:
         return out
     ev = m[(m["protocol"] == "sse") & (m["type"] == "event") & m["request"].notna()]
+    if ev.empty:
+        return out
     for req_id, grp in ev.groupby("request"):
         ts = grp["ts_ns"].to_numpy(np.int64, na_value=-1)
         fr = grp["frame"].to_numpy(np.int64, na_value=-1)
@@ -182,7 +185,7 @@ def _rate_limited(ctx: DetectContext) -> list[Finding]:
     r = ctx.requests
     if r.empty:
         return out
-    for i, q in enumerate(r.itertuples(index=False)):
+    for i, q in enumerate(itertuples(r)):
         if _na(q.status):
             continue
         status = int(q.status)
@@ -261,8 +264,8 @@ def _refine_h2_hol(ctx: DetectContext) -> None:
     ``h2_streams_lost`` / ``h2_victim_streams`` to the finding's details and a sentence
     to its explanation (the finding itself, its cost and frames are unchanged)."""
     m = ctx.messages
-    if m.empty:
-        return
+    if m.empty or not any(f.kind == "tcp_hol_blocking" for f in ctx.prior):
+        return  # nothing to refine (and no table scan for it)
     h2 = m[(m["protocol"] == "h2") & m["type"].isin(["DATA", "HEADERS", "CONTINUATION"])]
     if h2.empty:
         return

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..rows import itertuples
 from .base import Evidence, Finding, frame_filter
 from .constants import LATE_SLACK_NS, MS
 from .context import DetectContext
@@ -195,7 +196,7 @@ def _pool_origin(
         syn = np.nonzero(((p.flags & 0x12) == 0x02) & (p.dir == 0))[0]
         syn_ct += [int(p.ts[i]) - half[f] for i in syn]
         rows = r[r["flow"] == f].sort_values("request_start_ts_ns")
-        for q in rows.itertuples(index=False):
+        for q in itertuples(rows):
             t = _num(q.request_start_ts_ns)
             if t is None:
                 continue
@@ -319,6 +320,8 @@ def _h2(
     if m.empty:
         return []
     m = m[(m["protocol"] == "h2") & m["ts_ns"].notna()]
+    if m.empty:
+        return []
     out = []
     for f in sorted(set(m["flow"].astype(int))):
         d_c = _leg_c(ctx, f)

@@ -170,10 +170,12 @@ def _direction(
     # no zero window and no retransmission inside the pause
     zero_t = y_ts[p.win[yi] == 0]
     retx_t = s_ts[(kind == "retransmission") | (kind == "spurious")]
-    for i in np.nonzero(at_edge)[0]:
-        lo, hi = t_last[i] - d_x, t_resume[i]
-        if ((zero_t >= lo) & (zero_t <= hi)).any() or ((retx_t > t_last[i]) & (retx_t < hi)).any():
-            at_edge[i] = False
+    if at_edge.any():  # counted in sorted copies: every pause at once
+        zs, rs = np.sort(zero_t), np.sort(retx_t)
+        lo, hi = t_last - d_x, t_resume
+        zero_in = np.searchsorted(zs, hi, "right") > np.searchsorted(zs, lo, "left")
+        retx_in = np.searchsorted(rs, hi, "left") > np.searchsorted(rs, t_last, "right")
+        at_edge &= ~(zero_in | retx_in)
     n_lim = int(at_edge.sum())
     if n_lim < min_pauses or n_lim < min_share * pz.shape[0]:
         return None

@@ -57,6 +57,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from ..sessions.http import ascii_decimal
 from .base import Evidence, Finding, frame_filter
@@ -229,7 +230,7 @@ def attempts(ctx: DetectContext) -> dict[tuple[Any, ...], list[Attempt]]:
     groups: dict[tuple[Any, ...], list[Attempt]] = {}
     if r is None or r.empty:
         return groups
-    for q in r.itertuples(index=False):
+    for q in itertuples(r):
         if _na(q.request_start_ts_ns) or not ctx.has_flow(int(q.flow)):
             continue
         ident = identity(q)

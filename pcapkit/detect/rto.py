@@ -50,6 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from ..net.decode import RST
 from .base import Evidence, Finding
@@ -135,8 +136,12 @@ def detect(
     s = ctx.segments
     if s.empty:
         return out
-    kind = s["kind"].astype(str).to_numpy()
-    hit = np.isin(kind, _RETX)
+    kind = s["kind"]
+    if isinstance(kind.dtype, pd.CategoricalDtype):  # codes: no text per segment
+        retx = np.nonzero(kind.cat.categories.isin(list(_RETX)))[0]
+        hit = np.isin(kind.cat.codes.to_numpy(), retx)
+    else:
+        hit = np.isin(kind.astype(str).to_numpy(), _RETX)
     if not hit.any():
         return out
     fl = s["flow"].to_numpy(np.int64)[hit]

@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..net.decode import FIN, RST
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from .base import Evidence, Finding, frame_filter
 from .context import DetectContext
@@ -126,7 +127,7 @@ def _client_resets(ctx: DetectContext) -> dict[tuple[int, int], tuple[int, int, 
     m = ctx.messages
     if not m.empty:
         rs = m[(m["protocol"] == "h2") & (m["type"] == "RST_STREAM") & (m["dir"] == "c2s")]
-        for r in rs.itertuples(index=False):
+        for r in itertuples(rs):
             if _na(r.frame) or _na(r.ts_ns) or _na(r.stream):
                 continue
             key = (int(r.flow), int(r.stream))
@@ -135,7 +136,7 @@ def _client_resets(ctx: DetectContext) -> dict[tuple[int, int], tuple[int, int, 
     qf = ctx.quic_frames
     if not qf.empty:
         rs = qf[qf["type"].isin(["RESET_STREAM", "STOP_SENDING"]) & qf["from_client"]]
-        for r in rs.itertuples(index=False):
+        for r in itertuples(rs):
             if _na(r.stream_id):
                 continue
             key = (int(r.flow), int(r.stream_id))
@@ -149,15 +150,14 @@ def _cancels(ctx: DetectContext) -> list[Cancel]:
     out: list[Cancel] = []
     if r is None or r.empty:
         return out
-    resets = _client_resets(ctx)
+    resets: dict[tuple[int, int], tuple[int, int, str]] | None = None  # when first needed
     gaps = {
-        int(q.request): 0.0 if _na(q.gap_p50_ms) else float(q.gap_p50_ms)
-        for q in r.itertuples(index=False)
+        int(q.request): 0.0 if _na(q.gap_p50_ms) else float(q.gap_p50_ms) for q in itertuples(r)
     }
     tcp = set(ctx.tcp_flows())
     closes: dict[int, tuple[tuple[int, int] | None, tuple[int, int] | None]] = {}
     last_srv: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for q in r.itertuples(index=False):
+    for q in itertuples(r):
         if _na(q.request_start_ts_ns) or bool(q.complete) or not ctx.has_flow(int(q.flow)):
             continue
         if _na(q.response_ts_ns):
@@ -168,7 +168,9 @@ def _cancels(ctx: DetectContext) -> list[Cancel]:
         start = int(q.request_start_ts_ns)
         stream = None if _na(q.stream) else int(q.stream)
         hit = None
-        if stream is not None and (f, stream) in resets:
+        if stream is not None and resets is None:
+            resets = _client_resets(ctx)  # (scans the message and QUIC frame tables)
+        if stream is not None and resets is not None and (f, stream) in resets:
             fr, ts, what = resets[(f, stream)]
             if ts >= start:
                 hit = (fr, ts, what)

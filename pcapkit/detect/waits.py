@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from .context import DetectContext
 
@@ -95,7 +96,7 @@ def request_waiting(ctx: DetectContext, f: int, t_end_ns: int) -> dict[str, Any]
     if rows.empty:
         return None
     pick = None
-    for q in rows.itertuples(index=False):
+    for q in itertuples(rows):
         ts = getattr(q, "request_start_ts_ns", None)
         if _na(ts) or int(ts) >= t_end_ns - 1 or pick is None:
             pick = q

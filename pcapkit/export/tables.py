@@ -26,7 +26,7 @@ import pandas as pd
 
 from .. import schema
 from ..report.json import to_jsonable
-from ..report.rows import itertuples
+from ..rows import column_arrays, itertuples
 from ..trace import Trace
 
 FORMATS = ("parquet", "csv", "jsonl")
@@ -54,16 +54,30 @@ def _datetimes(s: pd.Series) -> Any:
 
 def _with_datetimes(df: pd.DataFrame, nested_as_json: bool) -> pd.DataFrame:
     """:func:`with_datetimes`, and with ``nested_as_json`` :func:`to_csv_frame` of it,
-    built in one DataFrame construction (the column Series as they are, no copy)."""
+    built in one DataFrame construction from the columns' arrays (no copy; an object
+    column stays a Series: pandas would infer strings from a bare object array)."""
     data: dict[Any, Any] = {}
-    for (c, s), dtype in zip(df.items(), df.dtypes.tolist(), strict=True):
-        if nested_as_json and dtype == object:  # noqa: E721 (a numpy dtype, as df[c].dtype)
-            data[c] = [_json(v) for v in s.tolist()]
+    for c, a in zip(df.columns.tolist(), column_arrays(df), strict=True):
+        if isinstance(a, np.ndarray) and a.dtype == object:
+            if nested_as_json:
+                data[c] = [_json(v) for v in a.tolist()]
+            else:
+                data[c] = pd.Series(a, index=df.index, dtype=object, copy=False)
         else:
-            data[c] = s
+            data[c] = a
         if _is_epoch(c):
-            data[str(c)[: -len("_ns")]] = _datetimes(s)
+            data[str(c)[: -len("_ns")]] = _array_datetimes(a, df.index)
     return pd.DataFrame(data, index=df.index, copy=False)
+
+
+def _array_datetimes(a: Any, index: pd.Index) -> Any:
+    """:func:`_datetimes` of the column whose array is ``a``."""
+    if isinstance(a, np.ndarray) and a.dtype == np.int64:  # a copy: the table keeps its own
+        return pd.DatetimeIndex(a.astype("M8[ns]")).tz_localize("UTC").array
+    if isinstance(a.dtype, pd.Int64Dtype):
+        v = a.to_numpy(dtype=np.int64, na_value=_NAT)
+        return pd.DatetimeIndex(v.view("M8[ns]")).tz_localize("UTC").array
+    return _datetimes(pd.Series(a, index=index, copy=False))
 
 
 def with_datetimes(df: pd.DataFrame) -> pd.DataFrame:

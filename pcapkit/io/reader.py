@@ -25,6 +25,7 @@ the walk with an anomaly row; the frames before them are kept.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import shutil
@@ -83,6 +84,7 @@ MAX_TSRESOL_POW10 = 19
 MAX_TSRESOL_POW2 = 63
 # if_tsoffset larger than ~272 years is corruption, not a clock offset.
 MAX_TSOFFSET_S = 1 << 33
+INT64_MAX = (1 << 63) - 1  # a record's ts_ns past this wraps (timestamp_out_of_range)
 
 # Pseudo link type for frames that are not packets (journal entries).
 LINKTYPE_NONE = -1
@@ -849,6 +851,41 @@ def _idb(mm: Any, off: int, blen: int, order: str, index: int) -> Interface:
     )
 
 
+def _ts_ns_exact(clock: tuple[int, int, int, int], t: int) -> int:
+    """``ts_ns`` of ``t`` ticks as :func:`_read_pcapng` computes it, in Python integers
+    (no wrap); ``clock`` is an interface's (pow2, num, den, offset_s)."""
+    pow2, num, den, offset_s = clock
+    if pow2 >= 0:
+        k = pow2
+        secs, frac = t >> k, t & ((1 << k) - 1)
+        if k > 32:
+            frac >>= k - 32
+            k = 32
+        v = secs * 1_000_000_000 + ((frac * 1_000_000_000) >> k)
+    elif den == 1:
+        v = t * num
+    else:
+        v = t // den
+    return v + offset_s * 1_000_000_000
+
+
+@functools.lru_cache(maxsize=64)
+def _max_ticks(clock: tuple[int, int, int, int]) -> int:
+    """The most ticks whose ``ts_ns`` fits in int64 (the conversion is monotone in the
+    ticks: a binary search over the 64-bit range, ~64 steps once per clock)."""
+    top = (1 << 64) - 1
+    if _ts_ns_exact(clock, top) <= INT64_MAX:
+        return top
+    lo, hi = 0, top  # 0 ticks fit (|if_tsoffset| is bounded), ``top`` does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _ts_ns_exact(clock, mid) <= INT64_MAX:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCapture:
     n = len(mm)
     anomalies: list[dict[str, Any]] = []
@@ -1072,6 +1109,21 @@ def _read_pcapng(mm: Any, path: str, progress: ProgressFn | None = None) -> RawC
         else:
             v = (t // np.uint64(intf.tsresol_ns_den)).astype(np.int64)
         ts_ns[sel] = v + intf.tsoffset_s * 1_000_000_000
+        clock = (intf.tsresol_pow2, intf.tsresol_ns_num, intf.tsresol_ns_den, intf.tsoffset_s)
+        late = t > np.uint64(_max_ticks(clock))  # their ts_ns would not fit: they wrapped
+        if late.any():
+            where = np.nonzero(sel)[0][late]
+            i = int(where[0])
+            anomalies.append(
+                _anomaly(
+                    "timestamp_out_of_range",
+                    f"{where.shape[0]} record(s) of interface {intf.index} have timestamps "
+                    f"past 2^63 ns after its resolution and offset (the first, in this row's "
+                    f"frame: {int(t[late][0])} ticks); their ts_ns wrap and are not times",
+                    i + 1,
+                    int(rec[i]),
+                )
+            )
     # SPB and journal blocks carry no timestamp: they inherit the previous frame's.
     if m and not has_ts.all():
         last = np.where(has_ts, np.arange(m), -1)

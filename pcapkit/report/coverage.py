@@ -13,40 +13,52 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
+from ..rows import column_values
 from ..schema import is_missing
 from ..trace import Trace
-from .rows import column_values
 
 
 def coverage(trace: Trace) -> dict[str, Any]:
     """The ``coverage`` object of the JSON report (counts, and the reasons records or
     connections stayed unreadable)."""
-    flows = trace.flows
-    tls = trace.tls
-    quic = trace.quic
-    packets = trace.packets
-    n_tcp = int((flows.proto == "tcp").sum())
-    n_udp = int((flows.proto == "udp").sum())
-    tls_flows = set(tls.flow.tolist())
-    tls_read = set(tls.flow[tls.decrypted].tolist())
+    # the columns' values as iterating them yields (no Series per step: this runs for
+    # the text and the JSON report alike)
+    proto = column_values(trace.flows.proto)
+    n_tcp = sum(1 for p in proto if p == "tcp")
+    n_udp = sum(1 for p in proto if p == "udp")
+    tls, quic = trace.tls, trace.quic
+    tls_flow, quic_flow = column_values(tls.flow), column_values(quic.flow)
+    tls_flows = set(tls_flow)
+    tls_read = {f for f, d in zip(tls_flow, column_values(tls.decrypted), strict=True) if d}
     # a TLS session counts as read when its application data decrypted (partly or whole)
     recs = trace.records
     if len(recs):
-        app = (recs.content_type == 23) & (recs.status == "decrypted")
-        tls_read |= set(recs.flow[app].tolist())
-    quic_flows = set(quic.flow.tolist())
-    quic_read = set(quic.flow[quic.decrypted].tolist())
-    http_flows = set(trace.requests.flow.tolist())
+        tls_read |= {
+            f
+            for f, ct, st in zip(
+                column_values(recs.flow),
+                column_values(recs.content_type),
+                column_values(recs.status),
+                strict=True,
+            )
+            if ct is not pd.NA and ct == 23 and st == "decrypted"
+        }
+    quic_flows = set(quic_flow)
+    quic_read = {f for f, d in zip(quic_flow, column_values(quic.decrypted), strict=True) if d}
+    http_flows = set(column_values(trace.requests.flow))
     cleartext_http = http_flows - tls_flows - quic_flows
     why: Counter[str] = Counter()
-    for table, read in ((tls, tls_read), (quic, quic_read)):
-        for flow, why_not in zip(
-            column_values(table.flow), column_values(table.why_not), strict=True
-        ):
+    for flows, why_not, read in (
+        (tls_flow, tls.why_not, tls_read),
+        (quic_flow, quic.why_not, quic_read),
+    ):
+        for flow, w in zip(flows, column_values(why_not), strict=True):
             if int(flow) not in read:
-                why[_reason(why_not)] += 1
+                why[_reason(w)] += 1
     readable = tls_read | quic_read | cleartext_http
+    packets = trace.packets
     pflow = packets.flow.to_numpy(dtype=float, na_value=np.nan)
     in_flow = ~np.isnan(pflow)
     frames_read = int(np.isin(pflow[in_flow], sorted(readable)).sum()) if readable else 0

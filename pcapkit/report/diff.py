@@ -40,10 +40,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..rows import column_arrays, column_values, itertuples
 from ..trace import Trace
 from .gates import as_float
 from .names import METRICS as METRICS  # re-exported
-from .rows import column_values, itertuples
 
 REQUEST_METRICS = (
     "ttfb_ms",
@@ -63,19 +63,38 @@ def _median(values: Any) -> float | None:
     return float(np.median(xs)) if xs else None
 
 
+def _float64(a: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(values, missing) of a column array as ``astype("Float64")`` holds them (missing
+    values are NaN in ``values``)."""
+    f = pd.array(a, dtype="Float64") if a.dtype != "Float64" else a
+    return f.to_numpy(dtype=np.float64, na_value=np.nan), np.asarray(f.isna(), bool)
+
+
 def request_metrics(requests: pd.DataFrame) -> pd.DataFrame:
-    """The per-request metrics of a requests table (adds ``bytes_per_s``)."""
+    """The per-request metrics of a requests table (adds ``bytes_per_s``).
+
+    The Float64 arithmetic is done on the columns' values and masks with numpy (pandas'
+    masked operations are the same numpy float operations, with the masks or-ed): the
+    same values and missing values, without a Series per step."""
     q = requests
-    span = (q.last_byte_ts_ns.astype("Float64") - q.response_ts_ns.astype("Float64")) / 1e9
-    body = q.response_body_bytes.astype("Float64")
-    bps = (body / span).where(span > 0)
-    out = {c: q[c] for c in ("request", "flow", "stream", "method", "authority", "path")}
+    arrays = dict(zip(q.columns.tolist(), column_arrays(q), strict=True))
+    last, last_na = _float64(arrays["last_byte_ts_ns"])
+    resp, resp_na = _float64(arrays["response_ts_ns"])
+    start, start_na = _float64(arrays["request_start_ts_ns"])
+    body, body_na = _float64(arrays["response_body_bytes"])
+    with np.errstate(all="ignore"):
+        span = (last - resp) / 1e9
+        bps = body / span
+        took = (last - start) / 1e6
+    bps_na = body_na | last_na | resp_na | ~(span > 0)  # .where(span > 0): NA elsewhere
+    out: dict[str, Any] = {
+        c: q[c] for c in ("request", "flow", "stream", "method", "authority", "path")
+    }
     for c in REQUEST_METRICS:
-        if c in q.columns:
-            out[c] = q[c].astype("Float64")
-    took = q.last_byte_ts_ns.astype("Float64") - q.request_start_ts_ns.astype("Float64")
-    out["response_ms"] = (took / 1e6).astype("Float64")
-    out["bytes_per_s"] = bps.astype("Float64")
+        if c in arrays:
+            out[c] = pd.array(arrays[c], dtype="Float64", copy=True)
+    out["response_ms"] = pd.arrays.FloatingArray(took, last_na | start_na)
+    out["bytes_per_s"] = pd.arrays.FloatingArray(bps, bps_na)
     cols = ["request", "flow", "stream", "method", "authority", "path", *REQUEST_METRICS]
     return pd.DataFrame({c: out[c] for c in cols}, index=q.index)  # one construction
 
@@ -89,11 +108,17 @@ def tcp_turns(trace: Trace) -> pd.DataFrame:
     if len(seg) == 0:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     http = set(trace.requests.flow.tolist())
-    seg = seg[(seg.new_bytes.to_numpy() > 0) & ~seg.flow.isin(list(http)).to_numpy(bool)]
-    seg = seg.sort_values(["flow", "ts_ns", "frame"], kind="stable")
-    flow = seg.flow.to_numpy(np.int64)
-    c2s = (seg.dir.astype(str) == "c2s").to_numpy(bool)
-    ts = seg.ts_ns.to_numpy(np.int64)
+    # numpy on the columns' arrays: the rows with new payload off the HTTP connections,
+    # in (flow, ts_ns, frame) order (a stable lexsort, as sort_values(kind="stable"))
+    a = dict(zip(seg.columns.tolist(), column_arrays(seg), strict=True))
+    flow = np.asarray(a["flow"], np.int64)
+    keep = (np.asarray(a["new_bytes"]) > 0) & ~np.isin(flow, list(http))
+    ts = np.asarray(a["ts_ns"], np.int64)[keep]
+    frame = np.asarray(a["frame"])[keep]
+    c2s = np.asarray(a["dir"][keep] == "c2s", bool)
+    flow = flow[keep]
+    order = np.lexsort((frame, ts, flow))
+    flow, c2s, ts = flow[order], c2s[order], ts[order]
     if len(flow) == 0:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in cols})
     start = np.ones(len(flow), bool)
@@ -103,16 +128,20 @@ def tcp_turns(trace: Trace) -> pd.DataFrame:
     # a client run followed, on the same connection, by a server run
     pair = r_c2s[:-1] & ~r_c2s[1:] & (r_flow[:-1] == r_flow[1:])
     i = np.flatnonzero(pair)
-    out = pd.DataFrame(
+    t_flow = r_flow[i]  # sorted: a turn's number is its place in its flow's run
+    first = np.ones(len(t_flow), bool)
+    first[1:] = t_flow[1:] != t_flow[:-1]
+    pos = np.arange(len(t_flow), dtype=np.int64)
+    turn = pos - np.maximum.accumulate(np.where(first, pos, 0)) if len(t_flow) else pos
+    return pd.DataFrame(
         {
-            "flow": r_flow[i],
+            "flow": t_flow,
+            "turn": turn,
             "request_ts_ns": r_ts[i],
             "response_ts_ns": r_ts[i + 1],
             "exchange_ms": (r_ts[i + 1] - r_ts[i]) / 1e6,
         }
     )
-    out.insert(1, "turn", out.groupby("flow").cumcount())
-    return out[cols]
 
 
 @dataclass

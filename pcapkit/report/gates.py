@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..rows import itertuples
 from .escape import printable
-from .rows import itertuples
 
 
 @dataclass(frozen=True)

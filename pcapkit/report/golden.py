@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..rows import itertuples
 from ..trace import open as open_trace
-from .rows import itertuples
 
 VANTAGES = ("client", "server", "middle")
 # Costs are re-measured from the same bytes, so they only move when a detector's

@@ -82,15 +82,35 @@ def iter_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
         yield dict(zip(cols, row, strict=True))
 
 
+def _raw_records(df: pd.DataFrame) -> Iterator[dict[str, Any]]:
+    """:func:`iter_records` for the streamed writers: numpy columns converted at once, the
+    other columns' values as the column yields them — :func:`_dump_jsonable` converts
+    them as it writes (one walk of a finding's details, not two)."""
+    cols = list(df.columns)
+    if not cols:
+        for _ in range(len(df)):
+            yield {}
+        return
+    values = [
+        _column_values(s) if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iubf" else list(s)
+        for _, s in df.items()
+    ]
+    for row in zip(*values, strict=True):
+        yield dict(zip(cols, row, strict=True))
+
+
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return list(iter_records(df))
 
 
 def _sections(
-    trace: Trace, findings: pd.DataFrame | None, only_flows: set[int] | None
+    trace: Trace,
+    findings: pd.DataFrame | None,
+    only_flows: set[int] | None,
+    iter_records: Any = iter_records,
 ) -> Iterator[tuple[str, Any, bool]]:
     """(key, value, is_rows) of the report, in :data:`JSON_KEYS` order; rows are computed
-    lazily."""
+    lazily (by ``iter_records``: :func:`_raw_records` for the streamed writer)."""
     from .narrow import flow_rows
 
     # the detectors run first: a detector that failed is an anomaly the capture's
@@ -189,6 +209,51 @@ def _dump(v: Any, pad: str) -> str:
 _indented_row = _dump
 
 
+def _dump_jsonable(v: Any, pad: str) -> str:
+    """``_dump(to_jsonable(v), pad)`` in one walk: plain scalars, lists, tuples, arrays
+    and dicts with text keys directly; anything else (numpy scalars, pandas missing
+    values, subclasses, other keys) through :func:`to_jsonable` first."""
+    t = type(v)
+    if t is str:
+        return encode_basestring_ascii(v)  # type: ignore[no-any-return]
+    if t is int:
+        return int.__repr__(v)
+    if t is float:
+        if v != v:
+            return "null"  # to_jsonable: NaN → None
+        if v == _INF:
+            return "Infinity"
+        if v == -_INF:
+            return "-Infinity"
+        return float.__repr__(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    inner = "\n" + pad + "  "
+    if t is dict:
+        if not v:
+            return "{}"
+        parts = []
+        for k, x in v.items():
+            if type(k) is not str:
+                return _dump(to_jsonable(v), pad)
+            parts.append(encode_basestring_ascii(k) + ": " + _dump_jsonable(x, pad + "  "))
+        return "{" + inner + ("," + inner).join(parts) + "\n" + pad + "}"
+    if t is list or t is tuple or t is np.ndarray:
+        if not len(v):
+            return "[]"
+        return (
+            "["
+            + inner
+            + ("," + inner).join([_dump_jsonable(x, pad + "  ") for x in v])
+            + "\n"
+            + pad
+            + "]"
+        )
+    return _dump(to_jsonable(v), pad)
+
+
 def write_analysis_json(
     trace: Trace,
     fp: IO[str],
@@ -199,7 +264,7 @@ def write_analysis_json(
     followed by a newline would — row by row, never the whole document in memory."""
     fp.write("{")
     keys = []
-    for key, value, rows in _sections(trace, findings, only_flows):
+    for key, value, rows in _sections(trace, findings, only_flows, _raw_records):
         fp.write(("," if keys else "") + "\n  " + json.dumps(key) + ": ")
         keys.append(key)
         if rows:
@@ -214,7 +279,7 @@ def _write_rows(fp: IO[str], rows: Iterable[dict[str, Any]]) -> None:
     fp.write("[")
     empty = True
     for row in rows:
-        fp.write(("\n    " if empty else ",\n    ") + _indented_row(row, "    "))
+        fp.write(("\n    " if empty else ",\n    ") + _dump_jsonable(row, "    "))
         empty = False
     fp.write("]" if empty else "\n  ]")
 
@@ -223,7 +288,7 @@ def write_records_json(df: pd.DataFrame, fp: IO[str]) -> None:
     """``json.dumps(records(df), indent=2)`` and a newline, written row by row."""
     fp.write("[")
     empty = True
-    for row in iter_records(df):
-        fp.write(("\n  " if empty else ",\n  ") + _indented_row(row, "  "))
+    for row in _raw_records(df):
+        fp.write(("\n  " if empty else ",\n  ") + _dump_jsonable(row, "  "))
         empty = False
     fp.write("]\n" if empty else "\n]\n")

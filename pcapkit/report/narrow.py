@@ -67,4 +67,5 @@ def flow_rows(table: pd.DataFrame, flows: Any) -> pd.DataFrame:
     """Rows of a per-flow table on ``flows`` (None: all)."""
     if flows is None or "flow" not in table.columns:
         return table
-    return table[table.flow.isin(list(flows)).fillna(False).astype(bool).to_numpy(bool)]
+    keep = table["flow"].isin(list(flows))  # a missing flow is never kept
+    return table[keep.to_numpy(dtype=bool, na_value=False)]

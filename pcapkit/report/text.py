@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
 from ..detect.counterfactual import summary_line as hol_summary_line
+from ..rows import itertuples
 from ..schema import is_missing as _na
 from ..trace import Trace
 from .coverage import coverage, coverage_line, unread
-from .rows import itertuples
 
 # Flows beyond this many are summarised in one line unless --all is given.
 DEFAULT_MAX_FLOWS = 50
@@ -140,24 +141,25 @@ def summary_lines(findings: Any, flows: Any) -> list[str]:
     kinds found with their count and cost (overlapping waits counted once)."""
     if findings.empty:
         return []
-    f = findings[findings.flow.notna()]
-    if f.empty:
+    # the rows once (rows.itertuples), grouped by flow in order of first appearance, as
+    # groupby("flow", sort=False) groups them
+    groups: dict[int, list[Any]] = {}
+    for f in itertuples(findings):
+        if not _na(f.flow):
+            groups.setdefault(int(f.flow), []).append(f)
+    if not groups:
         return []
-    by_flow = flows.set_index("flow")
+    by_flow = {int(r.flow): r for r in itertuples(flows)}
     rows = []
-    for flow, g in f.groupby("flow", sort=False):
-        r = by_flow.loc[int(flow)]
-        kinds = [
-            f"{k} ×{int((g.kind == k).sum())}"
-            + (
-                f" ({_ms(time_lost_ms(g[g.kind == k]))})"
-                if (g[g.kind == k].severity != "info").any()
-                else ""
-            )
-            for k in dict.fromkeys(g.kind)
-        ]
-        lost = time_lost_ms(g[g.severity != "info"])
-        rows.append((lost, int(flow), r, kinds))
+    for flow, g in groups.items():
+        r = by_flow[flow]
+        kinds = []
+        for k in dict.fromkeys(f.kind for f in g):
+            of_k = [f for f in g if f.kind == k]
+            costly = any(f.severity != "info" for f in of_k)
+            kinds.append(f"{k} ×{len(of_k)}" + (f" ({_ms(_time_lost(of_k))})" if costly else ""))
+        lost = _time_lost([f for f in g if f.severity != "info"])
+        rows.append((lost, flow, r, kinds))
     rows.sort(key=lambda x: (-x[0], x[1]))
     out = ["findings by connection, worst first:"]
     for lost, flow, r, kinds in rows:
@@ -182,8 +184,13 @@ def time_lost_ms(findings: Any) -> float:
     ``t_end_ns``; waits of one flow direction that overlap in time (a record held behind a
     hole that a tcp_hol_blocking finding also prices, a Nagle hold and the records it
     coalesced) are counted once, waits of different connections add up."""
+    return _time_lost(itertuples(findings))
+
+
+def _time_lost(findings: Iterable[Any]) -> float:
+    """:func:`time_lost_ms` of finding rows (``rows.itertuples`` of the table)."""
     spans: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
-    for f in itertuples(findings):
+    for f in findings:
         if _na(f.cost_ms) or float(f.cost_ms) <= 0:
             continue
         end = int(f.t_end_ns)
@@ -219,20 +226,22 @@ def verdict(findings: Any, cov: dict[str, Any] | None = None) -> str:
         if blind:
             return "verdict: no latency pathology found in what could be read; " + blind
         return "verdict: no latency pathology found"
-    costly = findings[findings.severity != "info"]
-    if costly.empty:
+    costly = [f for f in itertuples(findings) if f.severity != "info"]
+    if not costly:
         return f"verdict: {len(findings)} informational finding(s), nothing that cost time" + (
             f"; {blind}" if blind else ""
         )
-    kinds = list(dict.fromkeys(costly.kind))
+    of_kind: dict[Any, list[Any]] = {}
+    for f in costly:
+        of_kind.setdefault(f.kind, []).append(f)
     by_kind = sorted(
-        ((k, int((costly.kind == k).sum()), time_lost_ms(costly[costly.kind == k])) for k in kinds),
+        ((k, len(fs), _time_lost(fs)) for k, fs in of_kind.items()),
         key=lambda x: -x[2],
     )
     parts = [f"{k} ({n}×, {_ms(c)})" for k, n, c in by_kind]
-    worst = costly.iloc[0]
+    worst = costly[0]
     line = f"verdict: {len(costly)} finding(s) cost time — " + ", ".join(parts)
-    total = time_lost_ms(costly)
+    total = _time_lost(costly)
     if len(costly) > 1:
         line += f"; {_ms(total)} in all (overlapping waits on a connection counted once)"
     line += f"; worst: {worst.kind} on flow {worst.flow}, {_ms(worst.cost_ms)}"

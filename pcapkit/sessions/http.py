@@ -196,9 +196,6 @@ class HttpInputs:
 def app_flows(inp: HttpInputs, errors: list[dict[str, Any]] | None = None) -> list[AppFlow]:
     """Every TCP connection whose application bytes pcapkit can read (a connection whose
     bytes cannot be gathered is an ``internal_error`` row in ``errors``, if given)."""
-    from dissectors.http1 import looks_like_http1
-    from dissectors.http2 import is_h2_preface
-
     from .tls import stream_head
 
     buf = inp.buf
@@ -216,7 +213,11 @@ def app_flows(inp: HttpInputs, errors: list[dict[str, Any]] | None = None) -> li
             s2c = _tls_direction(tf, "s2c", lookup)
             return AppFlow(f, sm.alpn, c2s, s2c)
         # cleartext: look at the first bytes before copying a whole stream out of the
-        # capture (most TCP connections of a large capture are not HTTP)
+        # capture (most TCP connections of a large capture are not HTTP); the dissectors
+        # load here, at the first one (a capture of TLS only never needs them: ~50 ms)
+        from dissectors.http1 import looks_like_http1
+        from dissectors.http2 import is_h2_preface
+
         ci, si = inp.direction_index(f, 0), inp.direction_index(f, 1)
         ch = stream_head(buf, ci, HEAD_PROBE_BYTES)
         sh = stream_head(buf, si, HEAD_PROBE_BYTES)
@@ -1143,15 +1144,15 @@ def build(
     and becomes an ``internal_error`` row in ``errors`` (:func:`pcapkit.anomalies.isolate`);
     the other connections go on.  Without ``errors`` the exception propagates.
     """
-    from dissectors.http1 import looks_like_http1
-    from dissectors.http2 import is_h2_preface
-
     b = _Builder(redact_secrets=redact_secrets, limits=limits)
     first_ts = inp.first_ts_ns
     syn_seen = inp.syn_seen
     hs = inp.tls_done
 
     def one(af: AppFlow) -> None:
+        from dissectors.http1 import looks_like_http1  # loaded when a connection is read
+        from dissectors.http2 import is_h2_preface
+
         conn_times = {
             "syn_ts_ns": int(first_ts[af.flow]) if syn_seen[af.flow] else -1,
             "tls_done_ts_ns": hs.get(af.flow, (-1, -1))[1],

@@ -575,3 +575,100 @@ def test_split_walk_equals_serial_on_corrupt_pcaps(tmp_path_factory, flips, cut)
             os.environ.pop("PCAPKIT_THREADS", None)
         else:
             os.environ["PCAPKIT_THREADS"] = old_env
+
+
+# --- timestamps past 2^63 ns (issue 15): an anomaly row, the values as before ---------
+
+
+def _late(cap):
+    return [a for a in cap.anomalies if a["name"] == "timestamp_out_of_range"]
+
+
+def test_timestamp_past_2to63_ns_reproducer_is_an_anomaly():
+    """The file fuzzer's reproducer (seed 20261204, h3_sse_drop, a byte mutation): frame
+    45's EPB timestamp is 14982545096748569754 µs ticks — past 2^63 ns."""
+    from pathlib import Path
+
+    p = Path(__file__).parent.parent / "fuzz/reproducers/slice-timestamp-past-2to63-ns.pcapng"
+    cap = read_capture(p)
+    (row,) = _late(cap)
+    assert row["frame"] == 45
+    assert row["offset"] == 9208  # the EPB's byte offset
+    assert row["detail"].startswith("1 record(s) of interface 0 ")
+    assert "14982545096748569754 ticks" in row["detail"]
+    assert int(cap.ts_ns[44]) < 0  # the value is kept as it was (it wraps)
+    t = pcapkit.open(p)
+    a = t.anomalies
+    assert a.loc[a["name"] == "timestamp_out_of_range", "frame"].tolist() == [45]
+
+
+def _ts_capture(tmp_path, tsresol: int, ticks: list[int], tsoffset: int = 0):
+    """Synthetic: one interface of the given raw if_tsresol (and if_tsoffset, seconds),
+    one UDP frame per tick value."""
+    buf = io.BytesIO()
+    w = PcapngWriter(buf)
+    opts = struct.pack("<HHB3x", 9, 1, tsresol)
+    if tsoffset:
+        opts += struct.pack("<HHq", 14, 8, tsoffset)
+    w.write_raw_block(1, struct.pack("<HHI", 1, 0, 65535) + opts + struct.pack("<HH", 0, 0))
+    for tk in ticks:
+        w.write(0, tk, udp_frame(b"x"))
+    p = tmp_path / f"ts-{tsresol}-{tsoffset}.pcapng"
+    p.write_bytes(buf.getvalue())
+    return read_capture(p)
+
+
+MAX = (1 << 63) - 1
+
+
+@pytest.mark.parametrize(
+    ("tsresol", "offset", "last_fit"),
+    [
+        (6, 0, MAX // 1000),  # µs: ticks * 1000
+        (9, 0, MAX),  # ns: ticks as they are
+        (9, -100, MAX + 100 * 10**9),  # ns with a negative if_tsoffset: more ticks fit
+        (9, 100, MAX - 100 * 10**9),
+        (12, 0, None),  # ps: ticks // 1000 always fits
+        (0x80 | 0, 0, MAX // 10**9),  # 2^0 s: whole seconds
+        (0x80 | 20, 0, None),  # 2^-20 s: computed below
+    ],
+)
+def test_timestamp_out_of_range_boundary(tmp_path, tsresol, offset, last_fit):
+    """Synthetic captures: the last tick value that fits gives no anomaly, the next one
+    is counted (one row: first frame, how many); ts_ns of the fitting ones are exact."""
+    from pcapkit.io.reader import _max_ticks, _ts_ns_exact
+
+    pow2 = tsresol & 0x7F if tsresol & 0x80 else -1
+    num, den = (10 ** (9 - tsresol), 1) if tsresol <= 9 else (1, 10 ** (tsresol - 9))
+    clock = (pow2, num, den, offset)
+    if last_fit is None:
+        last_fit = _max_ticks(clock)
+    else:
+        assert _max_ticks(clock) == last_fit
+    assert _ts_ns_exact(clock, last_fit) <= MAX
+    top = (1 << 64) - 1
+    if last_fit == top:  # every 64-bit tick value fits
+        cap = _ts_capture(tmp_path, tsresol, [0, top], offset)
+        assert _late(cap) == []
+        assert int(cap.ts_ns[1]) == _ts_ns_exact(clock, top)
+        return
+    assert _ts_ns_exact(clock, last_fit + 1) > MAX
+    cap = _ts_capture(tmp_path, tsresol, [5, last_fit, last_fit + 1, 7, top], offset)
+    assert int(cap.ts_ns[1]) == _ts_ns_exact(clock, last_fit)  # exact at the edge
+    (row,) = _late(cap)
+    assert row["frame"] == 3
+    assert row["detail"].startswith("2 record(s) of interface 0 ")
+    assert f"frame: {last_fit + 1} ticks)" in row["detail"]
+    ok = _ts_capture(tmp_path, tsresol, [5, last_fit], offset)
+    assert _late(ok) == []
+
+
+def test_timestamp_out_of_range_in_windows():
+    """The streaming reader (shards) reports it too, with the file's frame number."""
+    from pathlib import Path
+
+    from pcapkit.io.reader import iter_windows
+
+    p = Path(__file__).parent.parent / "fuzz/reproducers/slice-timestamp-past-2to63-ns.pcapng"
+    rows = [a for w in iter_windows(p, 2000) for a in _late(w.cap)]
+    assert [r["frame"] for r in rows] == [45]
