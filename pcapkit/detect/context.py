@@ -225,17 +225,28 @@ class DetectContext:
         return self._tls_rows.get(f)
 
     def packets_of(self, f: int) -> FlowPackets:
-        a = np.searchsorted(self._pflow, f, side="left")
-        b = np.searchsorted(self._pflow, f, side="right")
-        return FlowPackets(**{k: v[a:b] for k, v in self._p.items()})
+        """The flow's packets (views, shared: read-only), sliced once per flow and
+        :meth:`memo` lifetime."""
+        key = ("ctx.packets_of", f)
+        got: FlowPackets | None = self._memo.get(key)
+        if got is None:
+            a = np.searchsorted(self._pflow, f, side="left")
+            b = np.searchsorted(self._pflow, f, side="right")
+            got = self._memo[key] = FlowPackets(**{k: v[a:b] for k, v in self._p.items()})
+        return got
 
     def segments_of(self, f: int, d: int) -> pd.DataFrame:
         return self._seg.iloc[_span(self._seg_key, f, d)]
 
     def seg_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
-        """:meth:`segments_of` as numpy columns (views), ``kind`` as text."""
-        rows = _span(self._seg_key, f, d)
-        return {c: v[rows] for c, v in self._seg_np.items()}
+        """:meth:`segments_of` as numpy columns (views, shared: read-only), ``kind`` as
+        text; sliced once per direction and :meth:`memo` lifetime."""
+        key = ("ctx.seg_arrays", f, d)
+        got: dict[str, np.ndarray] | None = self._memo.get(key)
+        if got is None:
+            rows = _span(self._seg_key, f, d)
+            got = self._memo[key] = {c: v[rows] for c, v in self._seg_np.items()}
+        return got
 
     def rec_arrays(self, f: int, d: int) -> Mapping[str, np.ndarray]:
         """:meth:`records_of` as numpy columns (views): categorical and text columns as
@@ -282,6 +293,41 @@ class DetectContext:
                 v = col.to_numpy()
             self._rec_np[c] = v
         return v[rows]
+
+    @property
+    def rec_dir_keys(self) -> np.ndarray:
+        """Every record's direction key ``2·flow + dir``, sorted (the :meth:`rec_arrays`
+        order; read-only)."""
+        return self._rec_key
+
+    def rec_text_is(self, c: str, value: str) -> np.ndarray:
+        """Every record (in :meth:`rec_arrays` order): whether text column ``c`` is
+        ``value`` — ``rec_column(c, all rows) == value``, through the categories for a
+        categorical (no object array of every record)."""
+        everything = slice(0, self._rec_key.shape[0])
+        if not self._rec_key.shape[0]:
+            return np.zeros(0, bool)
+        self.rec_column(c, slice(0, 0))  # a categorical of text: its codes and categories
+        cat = self._rec_cat.get(c)
+        if cat is not None:
+            return np.asarray(cat[1] == value, bool)[cat[0]]
+        return np.asarray(self.rec_column(c, everything) == value, bool)
+
+    def rec_text_contains(self, c: str, sub: str, f: int, d: int) -> np.ndarray:
+        """Direction (f, d)'s records (:meth:`rec_arrays` order): whether text column
+        ``c`` contains ``sub`` — ``np.char.find(rec_arrays(f, d)[c].astype(str), sub) >= 0``
+        (a missing value: False), searched in the whole column once (Arrow) and kept."""
+        key = ("ctx.rec_text_contains", c, sub)
+        got: np.ndarray | None = self._memo.get(key)
+        if got is None:
+            col = self._rec[c]
+            if isinstance(col.dtype, pd.StringDtype) and len(col):
+                got = col.str.contains(sub, regex=False, na=False).to_numpy(bool)
+            else:
+                everything = slice(0, self._rec_key.shape[0])
+                got = np.char.find(self.rec_column(c, everything).astype(str), sub) >= 0
+            self._memo[key] = got
+        return got[_span(self._rec_key, f, d)]
 
     def set_coupling(self, coupling: Coupling) -> None:
         """Use this "released by an ACK" window from now on (the views built with another

@@ -134,19 +134,52 @@ Units = tuple[np.ndarray, np.ndarray]  # (sorted frames, records carried by each
 
 def _app_units(ctx: DetectContext, f: int, d: int) -> Units:
     """The frames carrying complete application records (sorted) and how many each."""
-    r = ctx.rec_arrays(f, d)
-    if not r["flow"].shape[0]:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ct = np.nan_to_num(r["content_type"].astype(float), nan=-1)
-    first = r["first_frame"].astype(np.int64)
-    last = r["last_byte_frame"].astype(np.int64)
-    epoch = r["epoch"]
+    key, fr, n = ctx.memo(("cork.app_units",), lambda: _all_app_units(ctx))
+    rows = slice(
+        int(np.searchsorted(key, 2 * f + d, "left")), int(np.searchsorted(key, 2 * f + d, "right"))
+    )
+    return fr[rows], n[rows]
+
+
+def _all_app_units(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_app_units` of every direction at once: (direction key ``2·flow + dir``,
+    frame, records) sorted by key and frame, one row per frame carrying complete
+    application records."""
+    z = np.zeros(0, np.int64)
+    key = ctx.rec_dir_keys
+    if not key.shape[0]:
+        return z, z, z
+    everything = slice(0, key.shape[0])
+    ct = ctx.rec_column("content_type", everything)
+    first = ctx.rec_column("first_frame", everything).astype(np.int64, copy=False)
+    last = ctx.rec_column("last_byte_frame", everything).astype(np.int64, copy=False)
     # application_data outside the handshake epoch ("plaintext" when the capture starts
     # mid-stream; a TLS 1.3 handshake record without keys shows outer type 23 too, but
     # its epoch is "handshake")
-    ok = (ct == ContentType.APPLICATION_DATA.value) & (epoch != "handshake") & (first == last)
-    fr, n = np.unique(first[ok], return_counts=True)
-    return fr, n
+    ok = (ct == ContentType.APPLICATION_DATA.value) & ~ctx.rec_text_is("epoch", "handshake")
+    ok &= first == last
+    k, fr = key[ok], first[ok]
+    del ok
+    if not k.shape[0]:
+        return z, z, z
+    if int(fr.min()) >= 0 and int(fr.max()) < 1 << 40 and int(k[-1]) < 1 << 22:
+        # one int64 per (direction, frame), built and sorted in place (a transient of two
+        # columns of the selected records, not seven): one sort instead of a two-key
+        # lexsort, a stable one (timsort, fast on runs: the frames are in order but for
+        # a few records behind holes)
+        k <<= 40
+        k |= fr
+        del fr
+        k.sort(kind="stable")
+        head = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+        n = np.diff(np.append(head, k.shape[0]))
+        u = k[head]
+        return u >> 40, u & ((1 << 40) - 1), n.astype(np.int64)
+    o = np.lexsort((fr, k))
+    k, fr = k[o], fr[o]
+    head = np.flatnonzero(np.concatenate(([True], (k[1:] != k[:-1]) | (fr[1:] != fr[:-1]))))
+    n = np.diff(np.append(head, k.shape[0]))
+    return k[head], fr[head], n.astype(np.int64)
 
 
 def _units_at(units: Units, frames: Any) -> Any:
@@ -231,7 +264,7 @@ def _cork(
 ) -> list[Finding]:
     """``starts``: when X's HTTP requests became readable (X the client; else empty)."""
     p = v.p
-    new = np.nonzero(v.s_kind == "new")[0]
+    new = v.new_pos
     if not new.size:
         return []
     # full segments leave at write time even when corked: neutral, only remembered as
@@ -633,27 +666,44 @@ def _cork_findings(
 # -- C2 ------------------------------------------------------------------------------
 
 
+def _coalesced(v: DirView, units: Units, max_gap: int, quiet: int) -> list[tuple[int, int, int]]:
+    """(segment, previous segment, gap) of X's new segments carrying ≥ 2 complete
+    records that left ≤ ``max_gap`` after the previous new segment, not released by an
+    inbound packet (all candidates at once)."""
+    p = v.p
+    new = v.new_pos
+    multi = units[0][units[1] >= 2].astype(np.int64)  # sorted
+    nf = v.s_frame[new]
+    at = np.minimum(np.searchsorted(multi, nf), max(multi.size - 1, 0))
+    where = np.nonzero((multi[at] == nf) if multi.size else np.zeros(nf.size, bool))[0]
+    where = where[where > 0]
+    a_all, b_all = new[where - 1], new[where]
+    gap_all = v.s_ts[b_all] - v.s_ts[a_all]
+    near = gap_all <= max_gap
+    a_all, b_all, gap_all = a_all[near], b_all[near], gap_all[near]
+    t = p.ts[v.s_pi[b_all]]
+    kb = v.last_y_reaching_all(t, quiet)
+    # released by an inbound packet: Nagle/cwnd territory, not autocork
+    released = (kb >= 0) & (
+        t - p.ts[v.y_idx[np.maximum(kb, 0)]] - v.d_x < quiet if v.y_idx.size else False
+    )
+    hits = [  # (segment pos, previous pos, gap)
+        (b, a, g)
+        for b, a, g, r in zip(
+            b_all.tolist(), a_all.tolist(), gap_all.tolist(), released.tolist(), strict=True
+        )
+        if not r
+    ]
+    return hits
+
+
 def _coalescing(
     ctx: DetectContext, v: DirView, units: Units, max_gap: int, quiet: int
 ) -> list[Finding]:
     if not units[0].size:
         return []
-    p = v.p
-    new = np.nonzero(v.s_kind == "new")[0]
-    hits: list[tuple[int, int, int]] = []  # (segment pos, previous pos, gap)
+    hits = _coalesced(v, units, max_gap, quiet)
     total_records = int(units[1].sum())
-    multi = units[0][units[1] >= 2].astype(np.int64)
-    where = np.nonzero(np.isin(v.s_frame[new], multi))[0]
-    for pos in where[where > 0].tolist():
-        a, b = int(new[pos - 1]), int(new[pos])
-        gap = int(v.s_ts[b] - v.s_ts[a])
-        if gap > max_gap:
-            continue
-        i = int(v.s_pi[b])
-        kb = v.last_y_reaching(int(p.ts[i]), quiet)
-        if kb is not None and int(p.ts[i]) - int(p.ts[v.y_idx[kb]]) - v.d_x < quiet:
-            continue  # released by an inbound packet: Nagle/cwnd territory, not autocork
-        hits.append((b, a, gap))
     if not hits:
         return []
     f, d = v.f, v.d

@@ -59,9 +59,9 @@ from .tcp_model import (
     DirView,
     accepted_holds,
     cost_stats,
-    find_holds,
     os_guess,
     role_name,
+    scan_holds,
 )
 
 SPEC = DetectorSpec(
@@ -140,7 +140,7 @@ def _events(
     p = v.p
     tol = v.tolerance()
     late = v.coupling.late_ns
-    new = np.nonzero(v.s_kind == "new")[0]
+    new = v.new_pos
     if not new.size:
         return []
     n_end = v.s_end[new]
@@ -182,10 +182,9 @@ def _events(
             & ~(gap_all < v.rtt - tol)
         )
         cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
-    jl_all, jr_all = jl_all.tolist(), jr_all.tolist()
     if not cand.size:
         return []
-    scan = find_holds(
+    scan = scan_holds(
         ctx,
         v,
         delack_timer_min_ms=delack_timer_min_ms,
@@ -193,77 +192,60 @@ def _events(
     )
     claimed = {h.a_pi for h in accepted_holds(ctx, v, scan=scan) if h.kind == "nagle_delayed_ack"}
     nagle_off = scan.nodelay_frames is not None
-    events: list[dict[str, Any]] = []
-    for ka, jl, jr in zip(cand.tolist(), jl_all, jr_all, strict=True):
-        ia = int(v.y_idx[ka])
-        if ia in claimed:
-            continue
-        ack = int(v.y_ack[ka])
-        una = max(int(prev_max[ka]), 0)
-        # jl, jr: the searches of the prefilter above, for this same (una, ack)
-        if jr <= jl or int(n_end[jr - 1]) != ack:
-            continue  # acknowledges bytes not seen, or mid-segment
-        s_first, s_last = int(new[jl]), int(new[jr - 1])
-        if int(v.s_pi[s_last]) > ia:
-            continue
-        if jr >= new.size:
-            continue  # X never sent again: nobody waited
-        s2 = int(new[jr])
-        i2 = int(v.s_pi[s2])
-        if i2 < ia:
-            continue  # X sent more before the ACK: not everything was acknowledged
-        wire = int(v.s_wire[new[jl:jr]].sum())
-        if ack - una > v.mss and wire > 1:
-            continue  # ≥ 2 wire segments and > 1 MSS: the every-second-segment rule fired
-        ta, t1, tl, t2 = (
-            int(p.ts[ia]),
-            int(p.ts[v.s_pi[s_first]]),
-            int(p.ts[v.s_pi[s_last]]),
-            int(p.ts[i2]),
+    # the prefilter above made every test on the ACK and its segments; what is left, for
+    # all candidates at once: the ACK is not nagle's, S2 does not answer Y's data, no loss
+    # recovery or capture gap, and X was waiting (a reason)
+    ka, jl, jr = cand, jl_all, jr_all
+    ia = v.y_idx[ka]
+    ack = v.y_ack[ka]
+    una = np.maximum(prev_max[ka], 0)
+    s_first, s_last, s2 = new[jl], new[jr - 1], new[jr]
+    i2 = v.s_pi[s2]
+    cw = np.zeros(new.size + 1, np.int64)
+    np.cumsum(v.s_wire[new], out=cw[1:])
+    wire = cw[jr] - cw[jl]
+    ta, t1, tl, t2 = p.ts[ia], p.ts[v.s_pi[s_first]], p.ts[v.s_pi[s_last]], p.ts[i2]
+    delay, lag, gap = ta - t1 - v.d_y, t2 - ta, t2 - tl
+    ok = v.y_data_reaching(ka, t2, tol) == 0  # else S2 may answer Y's data
+    if claimed:
+        ok &= ~np.isin(ia, np.fromiter(claimed, np.int64))
+    bad = v.x_bad_ts  # loss recovery / RTO (cwnd = 1), or a capture gap
+    if bad.size:
+        ib = np.searchsorted(bad, t1 - 2 * v.rtt, side="left")
+        ok &= ~((ib < bad.size) & (bad[np.minimum(ib, bad.size - 1)] <= t2))
+    ok &= v.s_gap[s2] <= 0
+    # was X waiting?  (see module docstring)
+    s2_full = v.s_super[s2] | (v.s_len[s2] >= v.mss)
+    kb = v.last_y_reaching_all(tl, tol)
+    kb0 = np.maximum(kb, 0)
+    w0, u0 = p.win[v.y_idx[kb0]], v.y_ack[kb0]
+    rwnd_full = (kb >= 0) & (w0 >= 0) & (u0 >= 0) & (ack >= u0 + w0)
+    last_full = np.asarray(v.sized(s_last), bool) & ~np.asarray(v.small(s_last), bool)
+    classic = last_full & (not nagle_off)
+    ok &= s2_full | rwnd_full | classic
+    reason = np.where(s2_full, "cwnd", np.where(rwnd_full, "rwnd", "classic_nagle"))
+    events: list[dict[str, Any]] = [
+        {
+            "ka": k_,
+            "s_first": sf,
+            "s_last": sl,
+            "s2": s2_,
+            "delay": de,
+            "lag": la,
+            "gap": ga,
+            "tol": tol,
+            "reason": r_,
+            "acked": ac - un,
+            "segments": wi,
+        }
+        for k_, sf, sl, s2_, de, la, ga, r_, ac, un, wi in zip(
+            *(
+                x[ok].tolist()
+                for x in (ka, s_first, s_last, s2, delay, lag, gap, reason, ack, una, wire)
+            ),
+            strict=True,
         )
-        delay = ta - t1 - v.d_y
-        if not (delack_timer_min_ms * MS <= delay <= ack_delay_max_ms * MS):
-            continue
-        lag, gap = t2 - ta, t2 - tl
-        if not v.coupled(lag, tol, late):
-            continue  # S2 not released by the ACK
-        if gap < v.rtt - tol:
-            continue
-        if v.y_data_reaching(ka, t2, tol) > 0:
-            continue  # S2 may answer Y's data
-        if v.x_trouble_between(t1 - 2 * v.rtt, t2) or int(v.s_gap[s2]) > 0:
-            continue  # loss recovery / RTO (cwnd = 1), or a capture gap
-        # was X waiting?  (see module docstring)
-        s2_full = bool(v.s_super[s2] or v.s_len[s2] >= v.mss)
-        kb = v.last_y_reaching(tl, tol)
-        rwnd_full = False
-        if kb is not None:
-            w0, u0 = int(p.win[v.y_idx[kb]]), int(v.y_ack[kb])
-            rwnd_full = w0 >= 0 and u0 >= 0 and ack >= u0 + w0
-        last_full = bool(v.sized(s_last)) and not bool(v.small(s_last))
-        if s2_full:
-            reason = "cwnd"
-        elif rwnd_full:
-            reason = "rwnd"
-        elif last_full and not nagle_off:
-            reason = "classic_nagle"
-        else:
-            continue
-        events.append(
-            {
-                "ka": ka,
-                "s_first": s_first,
-                "s_last": s_last,
-                "s2": s2,
-                "delay": delay,
-                "lag": lag,
-                "gap": gap,
-                "tol": tol,
-                "reason": reason,
-                "acked": ack - una,
-                "segments": wire,
-            }
-        )
+    ]
     inferred = [e for e in events if e["reason"] != "rwnd"]
     if inferred and len(inferred) < MIN_REPEATS:
         # S1 filling Y's window proves X could not send (rwnd); a full S2 (cwnd) or a

@@ -93,6 +93,15 @@ class Flight:
     end_ns: int
 
 
+def _one_of(kind: np.ndarray, values: tuple[str, ...]) -> np.ndarray:
+    """``np.isin(kind, values)`` for a text array and a few values: one comparison each
+    (``np.isin`` sorts an object array)."""
+    out = np.zeros(kind.shape[0], bool)
+    for x in values:
+        out |= kind == x
+    return out
+
+
 def flights_needed(burst: int, window: int) -> int:
     """Round trips to send ``burst`` segments from ``window``, doubling per RTT (slow start)."""
     n, sent, w = 0, 0, max(window, 1)
@@ -103,24 +112,16 @@ def flights_needed(burst: int, window: int) -> int:
     return n
 
 
-def _flights(
-    ts: np.ndarray, wire: np.ndarray, idx: np.ndarray, ack_ts: np.ndarray, rtt: int
-) -> list[Flight]:
-    """Group the consecutive segments ``idx`` into flights (``ack_ts``: Y's ACK times, sorted).
-
-    A flight is what X sends before an ACK for it can return: the next flight starts with
-    the first segment sent ≥ ½ RTT after the flight began *and* after an ACK from Y was seen
-    (the lab's ``truth.flights`` rule).  One step per flight, not per segment.
-    """
-    out: list[Flight] = []
-    if idx.shape[0] == 0:
-        return out
-    lo, hi = int(idx[0]), int(idx[-1]) + 1
+def _successors(
+    ts: np.ndarray, wire: np.ndarray, lo: int, hi: int, ack_ts: np.ndarray, rtt: int
+) -> tuple[list[int], np.ndarray, list[int]]:
+    """For the segments [lo, hi): where the flight starting at each segment would end (the
+    next flight's first segment, relative to ``lo``), the running count of wire segments
+    (``cum[j] − cum[i]``: segments i … j − 1) and the send times — the searches of the walk
+    in :func:`_flights`, for every segment at once."""
     seg_ts = ts[lo:hi]
-    cum = np.concatenate(([0], np.cumsum(wire[lo:hi]))).tolist()
+    cum = np.concatenate(([0], np.cumsum(wire[lo:hi])))
     n = hi - lo
-    # where the flight starting at each segment would end, for every segment at once (the
-    # same searches the step below makes, vectorised); the walk then only follows them
     j1 = np.searchsorted(seg_ts, seg_ts + FLIGHT_BREAK_RTT * rtt, side="left")
     a = np.searchsorted(ack_ts, seg_ts, side="right")
     if ack_ts.shape[0]:
@@ -129,13 +130,59 @@ def _flights(
     else:
         j2 = np.full(n, n, np.int64)
     nxt = np.minimum(np.maximum(np.maximum(j1, j2), np.arange(1, n + 1)), n).tolist()
-    t = seg_ts.tolist()
+    return nxt, cum, seg_ts.tolist()
+
+
+def _flights(
+    ts: np.ndarray,
+    wire: np.ndarray,
+    idx: np.ndarray,
+    ack_ts: np.ndarray,
+    rtt: int,
+    continue_ns: float | None = None,
+) -> list[Flight]:
+    """Group the consecutive segments ``idx`` into flights (``ack_ts``: Y's ACK times, sorted).
+
+    A flight is what X sends before an ACK for it can return: the next flight starts with
+    the first segment sent ≥ ½ RTT after the flight began *and* after an ACK from Y was seen
+    (the lab's ``truth.flights`` rule).  One step per flight, not per segment.  With
+    ``continue_ns``: only the burst — the flights while each starts within ``continue_ns``
+    of the one before.
+    """
+    out: list[Flight] = []
+    if idx.shape[0] == 0:
+        return out
+    lo, hi = int(idx[0]), int(idx[-1]) + 1
+    nxt, cum_a, t = _successors(ts, wire, lo, hi, ack_ts, rtt)
+    cum = cum_a.tolist()
+    n = hi - lo
     i = 0
     while i < n:
+        if continue_ns is not None and out and t[i] - out[-1].start_ns > continue_ns:
+            break
         j = nxt[i]
         out.append(Flight(lo + i, lo + j - 1, int(cum[j] - cum[i]), t[i], t[j - 1]))
         i = j
     return out
+
+
+def _largest_flight(
+    ts: np.ndarray, wire: np.ndarray, idx: np.ndarray, ack_ts: np.ndarray, rtt: int
+) -> tuple[int, int]:
+    """(first segment, wire segments) of the largest of :func:`_flights` (the first of
+    equals), without a :class:`Flight` per flight; ``idx`` not empty."""
+    lo, hi = int(idx[0]), int(idx[-1]) + 1
+    nxt, cum, _ = _successors(ts, wire, lo, hi, ack_ts, rtt)
+    n = hi - lo
+    starts: list[int] = []
+    i = 0
+    while i < n:
+        starts.append(i)
+        i = nxt[i]
+    first = np.array(starts, np.int64)
+    segs = cum[np.append(first[1:], n)] - cum[first]
+    k = int(np.argmax(segs))
+    return lo + int(first[k]), int(segs[k])
 
 
 def _window_before(p: FlowPackets, d: int, t: int) -> int:
@@ -165,7 +212,7 @@ def detect(
             if not seg["frame"].shape[0]:
                 continue
             kind = seg["kind"]
-            keep = np.isin(kind, DATA_KINDS)
+            keep = _one_of(kind, DATA_KINDS)
             if int(seg["wire_segments"][keep].sum()) < 2 * iw_segments:
                 continue  # too little data to restart from anything
             ts = seg["ts_ns"][keep]
@@ -174,7 +221,7 @@ def detect(
             end = seg["end"][keep]
             frames = seg["frame"][keep]
             wire = seg["wire_segments"][keep]
-            rtx = np.isin(kind[keep], ("retransmission", "out_of_order"))
+            rtx = _one_of(kind[keep], ("retransmission", "out_of_order"))
             ys = (p.dir == 1 - d) & (p.ack >= 0)
             ack_ts, ack_val = p.ts[ys], p.ack[ys]
             ack_frames = p.frame[ys]
@@ -196,24 +243,22 @@ def detect(
                 idle = int(ts[post_start]) - int(ts[g])
                 if idle <= rto:
                     continue
-                pre_fl = _flights(ts, wire, pre, ack_sorted, rtt)
-                if not pre_fl:
-                    continue
-                w_max_fl = max(pre_fl, key=lambda x: x.segments)
-                w_max = w_max_fl.segments
                 # the burst: flights while each starts within burst_continue_rtt of the last
                 nxt_idle = np.nonzero(gaps[post_start:] > rto)[0]
                 burst_end = post_start + int(nxt_idle[0]) if nxt_idle.shape[0] else len(ts) - 1
-                post_fl = _flights(ts, wire, np.arange(post_start, burst_end + 1), ack_sorted, rtt)
-                burst_fl = post_fl[:1]
-                for fl in post_fl[1:]:
-                    if fl.start_ns - burst_fl[-1].start_ns > burst_continue_rtt * rtt:
-                        break
-                    burst_fl.append(fl)
+                burst_fl = _flights(
+                    ts,
+                    wire,
+                    np.arange(post_start, burst_end + 1),
+                    ack_sorted,
+                    rtt,
+                    continue_ns=burst_continue_rtt * rtt,
+                )
                 f1 = burst_fl[0].segments
                 burst = sum(x.segments for x in burst_fl)
                 if len(burst_fl) < 2 or burst <= f1:
                     continue  # app-limited: the whole burst fit the first flight
+                w_max_first, w_max = _largest_flight(ts, wire, pre, ack_sorted, rtt)
                 if not f1 < flight_shrink * w_max:
                     continue
                 if f1 < min(iw_segments, w_max):
@@ -246,6 +291,7 @@ def detect(
                 extra_low = max(0, taken - flights_needed(burst, w_max))
                 if extra == 0:
                     continue
+                pre_fl = _flights(ts, wire, pre, ack_sorted, rtt)
                 cost_ns = extra * rtt
                 burst_lossy = bool(rtx[burst_fl[0].first : burst_fl[-1].last + 1].any())
                 # Linux's expectation: cwnd halved once per RTO of idle, floored at min(IW, cwnd)
@@ -257,9 +303,9 @@ def detect(
                 sender = ctx.endpoint(f, d)
                 ev = [
                     Evidence(
-                        int(frames[w_max_fl.first]),
+                        int(frames[w_max_first]),
                         "largest flight before idle (start)",
-                        int(ts[w_max_fl.first]),
+                        int(ts[w_max_first]),
                     ),
                     Evidence(int(frames[g]), "last segment before idle", int(ts[g])),
                     Evidence(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -118,18 +118,37 @@ def _sampled_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
     p = ctx.packets_of(f)
     for d in (0, 1):
         leg = 1 if d == 0 else 0  # c2s data is acknowledged across the server leg
-        seg = ctx.seg_arrays(f, d)
-        new = seg["kind"] == "new"
-        y = np.nonzero(p.dir == 1 - d)[0]
-        if not new.any() or not y.size:
-            continue
-        ackmax = np.maximum.accumulate(p.ack[y])
-        pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
-        k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
-        ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
-        if ok.any():
-            legs[leg] = max(0, int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min()))
+        pairs = _data_acks(ctx, f, d)
+        if pairs is not None and pairs[1].size:
+            pi, ya = pairs[1], pairs[2]
+            legs[leg] = max(0, int((p.ts[ya] - p.ts[pi]).min()))
     return legs[0], legs[1]
+
+
+def _data_acks(ctx: DetectContext, f: int, d: int) -> tuple[int, np.ndarray, np.ndarray] | None:
+    """Direction ``d``'s new data segments and the first packet of the other side after
+    each whose cumulative ACK covers it: (new segments, their packet indices, the ACKs'
+    packet indices) for the segments so acknowledged; None without new data or without a
+    packet from the other side.  Once per direction and trace: the leg samples (§1.2)
+    and the reaction jitter of the other side (:func:`reaction_jitter_ns`) both read it."""
+    return ctx.memo(("tcp_model.data_acks", f, d), lambda: _make_data_acks(ctx, f, d))  # type: ignore[no-any-return]
+
+
+def _make_data_acks(
+    ctx: DetectContext, f: int, d: int
+) -> tuple[int, np.ndarray, np.ndarray] | None:
+    p = ctx.packets_of(f)
+    seg = ctx.seg_arrays(f, d)
+    new = seg["kind"] == "new"
+    n_new = int(new.sum())
+    y = np.nonzero(p.dir == 1 - d)[0]
+    if not n_new or not y.size:
+        return None
+    ackmax = np.maximum.accumulate(p.ack[y])
+    pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
+    k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
+    ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
+    return n_new, pi[ok], y[k[ok]]
 
 
 def relay_server(ctx: DetectContext, f: int) -> bool:
@@ -177,11 +196,12 @@ def cost_stats(costs: list[float]) -> dict[str, Any]:
     a = np.asarray(costs, dtype=float)
     if a.size == 0:
         return {"count": 0}
+    p50, p95 = np.percentile(a, (50, 95)).tolist()  # one call: the same values as two
     return {
         "count": int(a.size),
         "total_ms": round(float(a.sum()), 3),
-        "p50_ms": round(float(np.percentile(a, 50)), 3),
-        "p95_ms": round(float(np.percentile(a, 95)), 3),
+        "p50_ms": round(p50, 3),
+        "p95_ms": round(p95, 3),
         "max_ms": round(float(a.max()), 3),
     }
 
@@ -210,25 +230,28 @@ def reaction_jitter_ns(ctx: DetectContext, f: int, d: int, d_x: int) -> int | No
     capture point (X sends in direction ``d``) — the same "X reacts in the kernel to a
     packet from Y" event as a release by an ACK; None with fewer than JITTER_MIN_SAMPLES."""
     p = ctx.packets_of(f)
-    seg = ctx.seg_arrays(f, 1 - d)
-    new = seg["kind"] == "new"
-    x = np.nonzero(p.dir == d)[0]
-    if int(new.sum()) < JITTER_MIN_SAMPLES or not x.size:
+    pairs = _data_acks(ctx, f, 1 - d)  # Y's new data and X's first ACK covering each
+    if pairs is None or pairs[0] < JITTER_MIN_SAMPLES or not pairs[1].size:
         return None
-    ackmax = np.maximum.accumulate(p.ack[x])
-    pi = np.searchsorted(p.frame, seg["frame"][new].astype(np.int64, copy=False))
-    k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
-    ok = (k < x.size) & (k >= np.searchsorted(x, pi, side="right"))
-    if not ok.any():
-        return None
-    xa = x[k[ok]]
+    pi, xa = pairs[1], pairs[2]
     pure = (p.length[xa] == 0) & ((p.flags[xa] & (SYN | FIN | RST)) == 0)
-    lag = (p.ts[xa] - p.ts[pi[ok]])[pure]
+    lag = (p.ts[xa] - p.ts[pi])[pure]
     # immediate ones only: a delayed ACK (≥ 30 ms later) is not a reaction time
     lag = lag[lag < d_x + DELACK_TIMER_MIN_NS / 2]
     if lag.size < JITTER_MIN_SAMPLES:
         return None
-    return int(1.4826 * np.median(np.abs(lag - np.median(lag))))
+    return int(1.4826 * _median(np.abs(lag - _median(lag))))
+
+
+def _median(a: np.ndarray) -> float:
+    """``float(np.median(a))`` of a non-empty array without NaN — the middle value, or the
+    mean of the two middle ones as ``np.mean`` forms it (both as float64, added, halved) —
+    for a fraction of ``np.median``'s per-call cost on the small arrays of one direction."""
+    s = np.sort(a)
+    m = s.shape[0] // 2
+    if s.shape[0] % 2:
+        return float(s[m])
+    return (float(s[m - 1]) + float(s[m])) / 2.0
 
 
 # --- one flow direction --------------------------------------------------------------------
@@ -277,6 +300,16 @@ class DirView:
     @property
     def rtt(self) -> int:
         return self.d_x + self.d_y
+
+    @cached_property
+    def s_new(self) -> np.ndarray:
+        """Per segment: new data (``kind == "new"``), compared once per view."""
+        return np.asarray(self.s_kind == "new", bool)
+
+    @cached_property
+    def new_pos(self) -> np.ndarray:
+        """Positions of X's new-data segments."""
+        return np.nonzero(self.s_new)[0]
 
     @classmethod
     def build(cls, ctx: DetectContext, f: int, d: int) -> DirView:
@@ -634,7 +667,7 @@ def nagle_off_evidence(view: DirView, tol: int) -> tuple[int, int] | None:
         return None
     j2 = np.arange(1, m)
     j1 = j2 - 1
-    new = v.s_kind == "new"
+    new = v.s_new
     full = v.mss - OPTION_MARGIN
     small1 = np.where(v.s_super[j1], v.x_mss_known & (v.s_len[j1] % v.mss != 0), v.s_len[j1] < full)
     part2 = ~v.s_super[j2] & (v.s_len[j2] < full)
@@ -662,11 +695,14 @@ def find_holds(
     *,
     delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
     ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+    holds_if_nagle_off: bool = True,
 ) -> Scan:
     """Every S1/A/S2 triple of this direction that passes §2.3 and the §2.5 checks.
 
-    The structural and timing rules are applied to all pairs at once (numpy); only the
-    survivors — coupled holds, a handful per connection — are looped over.
+    Every rule is applied to all pairs at once (numpy); only the holds themselves are
+    looped over, to describe them.  ``holds_if_nagle_off=False``: no holds when the
+    direction shows Nagle off (``nodelay_frames``), where :func:`accepted_holds` keeps
+    none of them (what :func:`scan_holds` asks for).
     """
     v, p = view, view.p
     m = v.s_frame.size
@@ -676,7 +712,7 @@ def find_holds(
         return Scan([], 0, None)
     j2 = np.arange(1, m)
     j1 = j2 - 1
-    new = v.s_kind == "new"
+    new = v.s_new
     cand = (
         new[j1]
         & new[j2]
@@ -705,38 +741,42 @@ def find_holds(
     pure = ~v.y_data[kc] & ((p.flags[ia] & (SYN | FIN | RST)) == 0)
     ok &= pure | v.y_sent_data_between(i1, kc)
     opportunities = int(ok.sum())  # S2 could have been held behind S1 and released by A
+    nodelay = nagle_off_evidence(v, tol)
+    if nodelay is not None and not holds_if_nagle_off:
+        return Scan([], opportunities, nodelay)
     lag, gap = t2 - ta, t2 - t1
     ok &= v.coupled(lag, tol, late)  # released by the ACK
     ok &= (gap >= v.d_x + v.d_y - tol) & (gap >= 2 * tol)  # waited a round trip
+    c = np.nonzero(ok)[0]
+    a_c, b_c, k_c = a_all[c], b_all[c], kc[c]
+    e1, ia_c, t1_c, ta_c, t2_c = end1[c], ia[c], t1[c], ta[c], t2[c]
+    # cwnd (§2.5): A acknowledges < 2·MSS and at most one segment besides S1 (cwnd ≥ 2
+    # outside loss recovery: tcp_reno_ssthresh/cubic floor ssthresh at 2), and no
+    # retransmission within 2 RTT (cwnd = 1 after an RTO mimics Nagle)
+    una_before = np.maximum(np.where(k_c > 0, v.y_ackmax[np.maximum(k_c - 1, 0)], 0), 0)
     new_end = v.s_end[new]  # new data: increasing offsets
     new_rank = np.cumsum(new) - 1  # position of a new segment among the new ones
+    acked = new_rank[a_c] - np.searchsorted(new_end, una_before, side="right") + 1
+    bad = v.x_bad_ts
+    had_loss = (t2_c > bad[0]) if bad.size else np.zeros(c.shape[0], bool)
+    keep = ~((e1 - una_before >= 2 * v.mss) | (acked > 2) | ((acked == 2) & had_loss))
+    if bad.size:  # a retransmission/probe/keep-alive of X in [t1 − 2·RTT, t2]
+        ib = np.searchsorted(bad, t1_c - 2 * v.rtt, side="left")
+        keep &= ~((ib < bad.size) & (bad[np.minimum(ib, bad.size - 1)] <= t2_c))
+    # rwnd: S1 must not have filled Y's window; A must leave room for S2
+    kb = v.last_y_reaching_all(t1_c, tol)
+    kb0 = np.maximum(kb, 0)
+    w0, una0 = p.win[v.y_idx[kb0]], v.y_ack[kb0]
+    keep &= ~((kb >= 0) & (w0 >= 0) & (una0 >= 0) & (e1 >= una0 + w0))
+    wa = p.win[ia_c]
+    keep &= ~((wa >= 0) & (wa < v.s_len[b_c]))
     out: list[Hold] = []
-    for c in np.nonzero(ok)[0].tolist():
-        a, b, k = int(a_all[c]), int(b_all[c]), int(kc[c])
-        e1, ia_c = int(end1[c]), int(ia[c])
-        t1_c, ta_c, t2_c = int(t1[c]), int(ta[c]), int(t2[c])
-        lag_c, gap_c, pure_c = int(lag[c]), int(gap[c]), bool(pure[c])
-        # cwnd (§2.5): A acknowledges < 2·MSS and at most one segment besides S1 (cwnd ≥ 2
-        # outside loss recovery: tcp_reno_ssthresh/cubic floor ssthresh at 2), and no
-        # retransmission within 2 RTT (cwnd = 1 after an RTO mimics Nagle)
-        una_before = max(int(v.y_ackmax[k - 1]) if k > 0 else 0, 0)
-        acked = int(new_rank[a]) - int(np.searchsorted(new_end, una_before, side="right")) + 1
-        had_loss = v.x_bad_ts.size > 0 and int(v.x_bad_ts[0]) < t2_c
-        if e1 - una_before >= 2 * v.mss or acked > 2 or (acked == 2 and had_loss):
-            continue
-        if v.x_trouble_between(t1_c - 2 * v.rtt, t2_c):
-            continue
-        # rwnd: S1 must not have filled Y's window; A must leave room for S2
-        kb = v.last_y_reaching(t1_c, tol)
-        if kb is not None:
-            w0 = int(p.win[v.y_idx[kb]])
-            una0 = int(v.y_ack[kb])
-            if w0 >= 0 and una0 >= 0 and e1 >= una0 + w0:
-                continue
-        wa = int(p.win[ia_c])
-        if wa >= 0 and wa < int(v.s_len[b]):
-            continue
-        delay = ta_c - t1_c - v.d_y
+    for q in np.nonzero(keep)[0].tolist():
+        a, b, k = int(a_c[q]), int(b_c[q]), int(k_c[q])
+        e1_q, t1_q, ta_q, cq = int(e1[q]), int(t1_c[q]), int(ta_c[q]), int(c[q])
+        lag_c, gap_c, pure_c = int(lag[cq]), int(gap[cq]), bool(pure[cq])
+        una_q, acked_q = int(una_before[q]), int(acked[q])
+        delay = ta_q - t1_q - v.d_y
         d_ms = delay / MS
         if pure_c and delack_timer_min_ms <= d_ms <= ack_delay_max_ms:
             kind, note = "nagle_delayed_ack", "delayed_ack"
@@ -755,7 +795,7 @@ def find_holds(
             "not pacing, not an application timer)",
             f"S2 waited {gap_c / MS:.1f} ms ≥ d_X + d_Y − tol = {(v.rtt - tol) / MS:.1f} ms",
             "no data from Y between the ACK and S2 (not a reply to Y's data)",
-            f"not cwnd-limited: the ACK covered {e1 - una_before} B in {acked} segment(s) "
+            f"not cwnd-limited: the ACK covered {e1_q - una_q} B in {acked_q} segment(s) "
             "(< 2·MSS), no retransmission within 2 RTT",
             "not rwnd-limited: S1 did not fill Y's window and the ACK leaves room for S2",
         ]
@@ -777,7 +817,30 @@ def find_holds(
                 checks=checks,
             )
         )
-    return Scan(out, opportunities, nagle_off_evidence(v, tol))
+    return Scan(out, opportunities, nodelay)
+
+
+def scan_holds(
+    ctx: DetectContext,
+    view: DirView,
+    *,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+) -> Scan:
+    """:func:`find_holds` for :func:`accepted_holds`, made once per direction, thresholds
+    and trace (``ctx.memo``; nagle and delayed_ack both ask): no holds listed when Nagle
+    is off on the socket.  Read-only: :func:`accepted_holds` returns copies."""
+    key = ("tcp_model.scan_holds", view.f, view.d, delack_timer_min_ms, ack_delay_max_ms)
+    return ctx.memo(  # type: ignore[no-any-return]
+        key,
+        lambda: find_holds(
+            ctx,
+            view,
+            delack_timer_min_ms=delack_timer_min_ms,
+            ack_delay_max_ms=ack_delay_max_ms,
+            holds_if_nagle_off=False,
+        ),
+    )
 
 
 def _tls_evidence(ctx: DetectContext, v: DirView, holds: list[Hold]) -> None:
@@ -817,7 +880,7 @@ def accepted_holds(
     :mod:`.delayed_ack` to leave Nagle × delayed-ACK events to this module; it passes
     the ``scan`` it already made)."""
     if scan is None:
-        scan = find_holds(
+        scan = scan_holds(
             ctx,
             view,
             delack_timer_min_ms=delack_timer_min_ms,
@@ -828,16 +891,17 @@ def accepted_holds(
     n = len(scan.holds)
     repeated = n >= min_repeats and n >= min_coupled_share * scan.opportunities
     kept: list[Hold] = []
-    _tls_evidence(ctx, view, scan.holds)
+    _tls_evidence(ctx, view, scan.holds)  # the same values each time it runs
     for h in scan.holds:
         if h.kind == "nagle":
             if not (repeated or h.tls_records >= 2 or h.tls_split):
                 continue  # a lone coupling to a quick ACK can be chance (§2.3, §8.1a)
-        h.checks.append(
+        check = (
             f"Nagle not disabled: no partial segment left while an earlier small one was "
             f"unacknowledged; {n} of {scan.opportunities} testable pairs coupled to an ACK"
         )
-        kept.append(h)
+        # a copy: the scan may be shared (:func:`scan_holds`)
+        kept.append(replace(h, checks=[*h.checks, check]))
     return kept
 
 
@@ -912,9 +976,8 @@ def _timeline(ctx: DetectContext, f: int) -> ConnTimeline:
     version = _str(tls.version) if tls is not None else None
     is_tls = tls is not None and c["flow"].shape[0] > 0
     if is_tls:
-        hs = c["handshake"]
         off = c["offset"]
-        ch = np.nonzero(np.char.find(hs.astype(str), "ClientHello") >= 0)[0]
+        ch = np.nonzero(ctx.rec_text_contains("handshake", "ClientHello", f, 0))[0]
         if ch.shape[0] and off[ch[0]] == 0:
             ch_frame = int(c["first_frame"][ch[0]])
             ch_ts = int(c["first_ts_ns"][ch[0]])
