@@ -467,7 +467,32 @@ def _request_complete_at(v: DirView, kb: int, tb: int, t: int) -> int | None:
     """When X had all of Y's data up to Y's packet ``kb`` (seen at ``tb``), seen at P as X's
     first packet acknowledging it — but only if X showed it incomplete first (a packet of X,
     after the data could have arrived, acknowledging less); None when nothing says it was
-    late (the request arrived whole: the vantage model's arrival time holds)."""
+    late (the request arrived whole: the vantage model's arrival time holds).
+
+    X's ACK-carrying packets seen in (tb + d_X, t] by a search in their times
+    (:attr:`DirView.x_acks`); when those go backwards, by :func:`_request_complete_scan`
+    (a mask over the flow: what the search stands for)."""
+    xa = v.x_acks
+    if xa is None:
+        return _request_complete_scan(v, kb, tb, t)
+    x_ts, x_ack = xa
+    a = int(x_ts.searchsorted(tb + v.d_x, side="right"))
+    b = int(x_ts.searchsorted(t, side="right"))
+    if a >= b:
+        return None
+    y_end = int(v.y_end_max[kb])
+    if int(x_ack[a]) >= y_end:
+        return None  # X's first ACK covered it: it arrived whole (or all of them did)
+    later = x_ack[a + 1 : b] >= y_end
+    k = int(np.argmax(later)) if later.size else 0
+    if not later.size or not bool(later[k]):
+        return None  # never covered in the window: nothing says when X had it
+    return int(x_ts[a + 1 + k])
+
+
+def _request_complete_scan(v: DirView, kb: int, tb: int, t: int) -> int | None:
+    """:func:`_request_complete_at` by a mask over all of the flow's packets (times that
+    go backwards)."""
     p = v.p
     y_end = int(np.max(p.end[v.y_idx[: kb + 1]][v.y_data[: kb + 1]], initial=0))
     x = np.nonzero((p.dir == v.d) & (p.ts > tb + v.d_x) & (p.ts <= t) & (p.ack >= 0))[0]
