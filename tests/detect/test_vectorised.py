@@ -385,28 +385,29 @@ def test_request_complete_at_as_before_on_traces(traces):
     assert calls > 100
 
 
-def _random_flow(rng, n, backwards):
+def _random_flow(rng, n, backwards, unit=1):
     """A flow of ``n`` packets: random directions, times (ties; a few going backwards when
     ``backwards``), cumulative ACKs that mostly grow (some dips, some packets without
-    ACK), payloads (some empty, a few ending below offset 0)."""
+    ACK), payloads (some empty, a few ending below offset 0); with ``unit`` > 1, offsets in
+    steps of ``unit`` (ACKs equal to a data end, often)."""
     ts = np.cumsum(rng.integers(0, 3 * MS, n)).astype(np.int64)
     if backwards:
         for _ in range(int(rng.integers(1, 4))):
             i = int(rng.integers(0, n))
             ts[i] -= int(rng.integers(1, 10 * MS))
-    ack = np.cumsum(rng.integers(0, 400, n)).astype(np.int64)
-    ack = ack - np.where(rng.random(n) < 0.15, rng.integers(0, 2_000, n), 0)
+    ack = np.cumsum(rng.integers(0, 400 // unit + 1, n) * unit).astype(np.int64)
+    ack = ack - np.where(rng.random(n) < 0.15, rng.integers(0, 2_000 // unit + 1, n) * unit, 0)
     ack = np.where(rng.random(n) < 0.1, -1, np.maximum(ack, 0))
-    start = np.cumsum(rng.integers(0, 300, n)).astype(np.int64)
+    start = np.cumsum(rng.integers(0, 300 // unit + 1, n) * unit).astype(np.int64)
     start = np.where(rng.random(n) < 0.05, -int(rng.integers(1, 1_000)), start)
-    length = np.where(rng.random(n) < 0.4, 0, rng.integers(1, 500, n)).astype(np.int64)
+    length = np.where(rng.random(n) < 0.4, 0, rng.integers(1, 500 // unit + 1, n) * unit)
     return tcp_model.FlowPackets(
         frame=np.arange(1, n + 1, dtype=np.int64),
         ts=ts,
         dir=rng.integers(0, 2, n).astype(np.int64),
         flags=np.full(n, 0x10, np.int64),
         start=start,
-        length=length,
+        length=length.astype(np.int64),
         ack=ack,
         win_raw=np.full(n, 1_000, np.int64),
         win=np.full(n, 1_000, np.int64),
@@ -420,10 +421,10 @@ def test_request_complete_at_as_before_random(traces):
 
     base = next(v for _, t in traces for _, _, v in _views(t.detect_context) if v.timing_applies)
     rng = np.random.default_rng(1616)
-    seen = {"answers": 0, "none": 0, "searched": 0, "scanned": 0}
-    for k in range(300):
+    seen = {"answers": 0, "none": 0, "searched": 0, "scanned": 0, "known": 0, "unknown": 0}
+    for k in range(400):
         n = int(rng.integers(1, 120))
-        p = _random_flow(rng, n, backwards=k % 3 == 0)
+        p = _random_flow(rng, n, backwards=k % 3 == 0, unit=100 if k % 3 == 1 else 1)
         d = int(rng.integers(0, 2))
         y = np.nonzero(p.dir == 1 - d)[0]
         if not y.size:
@@ -437,14 +438,27 @@ def test_request_complete_at_as_before_random(traces):
             y_data=p.length[y] > 0,
         )
         seen["searched" if v.x_acks is not None else "scanned"] += 1
+        q_kb, q_tb, q_t, q_hold = [], [], [], []
         for kb in range(y.size):
             tb = int(p.ts[y[kb]])
             for t in (tb, tb + int(rng.integers(0, 40 * MS)), int(p.ts.max()), tb - MS):
                 want = ref16.request_complete_at_reference(v, kb, tb, t)
                 assert cork._request_complete_at(v, kb, tb, t) == want, (k, kb, t)
                 seen["none" if want is None else "answers"] += 1
+                hold = t - tb - v.d_x
+                q_kb.append(kb), q_tb.append(tb), q_t.append(t)
+                q_hold.append(hold if want is None else min(hold, t - want))
+        # the prefilter's form: the same holds for all questions at once, where it answers
+        hold = np.array(q_t) - np.array(q_tb) - v.d_x
+        arr = (np.array(q_kb), np.array(q_tb), np.array(q_t), hold)
+        got, known = cork._request_hold_all(v, *arr)
+        assert got[known].tolist() == np.array(q_hold)[known].tolist(), k
+        assert got[~known].tolist() == hold[~known].tolist(), k
+        seen["known"] += int(known.sum())
+        seen["unknown"] += int((~known).sum())
     assert seen["answers"] > 50 and seen["none"] > 50, seen
     assert seen["searched"] > 50 and seen["scanned"] > 20, seen
+    assert seen["known"] > 1000 and seen["unknown"] > 50, seen
 
 
 def test_y_end_max_is_the_prefix_max():
@@ -464,3 +478,21 @@ def test_y_end_max_is_the_prefix_max():
             assert int(got[kb]) == want
             zeros += want == 0
     assert zeros > 20
+
+
+def test_cork_prefilter_changes_nothing(traces, monkeypatch):
+    """cork's prefilter settles partial segments (and prompt answers' service times) that
+    :func:`cork._cork`'s loop would settle the same way: the findings are those of the
+    loop over every partial segment."""
+    got = {label: cork.detect(t.detect_context) for label, t in traces}
+
+    def every_partial(v, new, partial, lo, hi, quiet):
+        return np.nonzero(partial)[0], None, []
+
+    monkeypatch.setattr(cork, "_cork_prefilter", every_partial)
+    n = 0
+    for label, t in traces:
+        want = cork.detect(t.detect_context)
+        assert [repr(f) for f in got[label]] == [repr(f) for f in want], label
+        n += len(want)
+    assert n > 0
