@@ -164,3 +164,26 @@ def test_the_last_resort_is_one_escaped_line(monkeypatch, capsys, exc, expected)
     assert e.value.code == 1
     assert err.count("\n") == 1 and expected in err, err
     assert "\x1b" not in err and "Traceback" not in err
+
+
+def test_a_finding_past_int64_nanoseconds_is_a_row_not_a_crash(monkeypatch) -> None:
+    """A detector whose arithmetic runs past int64 nanoseconds on a capture (a fuzzed
+    clock jump made one do so: tests/fuzz/reproducers/sse-batching-clock-jump.pcap) loses
+    its findings to an internal_error row; the findings table is still built."""
+    det = next(d for d in DETECTORS if d.name == "reuse")
+    real = det.module.detect
+
+    def far(ctx, **kw):
+        found = real(ctx, **kw)
+        for f in found:
+            f.t_end_ns = 1 << 64
+        return found
+
+    monkeypatch.setattr(det.module, "detect", far)
+    t = pcapkit.open(NO_REUSE)
+    kinds = set(t.findings["kind"])  # built: no OverflowError from the int64 column
+    assert "connection_not_reused" not in kinds and "tls_resumption_missing" in kinds
+    rows = _internal(t)
+    assert len(rows) == 1
+    assert rows[0]["detail"].startswith("detect detector reuse: OverflowError: ")
+    assert "outside int64" in rows[0]["detail"]

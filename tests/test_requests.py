@@ -246,6 +246,24 @@ def test_rate_limited_429_with_retry_after(tmp_path: Path) -> None:
         assert dict(t.requests.iloc[0].request_headers)["Authorization"] == "Bearer sk-secret"
 
 
+def test_a_retry_after_of_any_length_ends_within_int64(tmp_path: Path) -> None:
+    """The server's Retry-After has any number of digits (RFC 9110 §10.2.3; up to 19 are
+    read): a wait past int64 nanoseconds (here 10^19 − 1 s) still makes a finding, its end
+    capped (it raised OverflowError building the findings table)."""
+    p = _http_capture(
+        tmp_path,
+        b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: " + b"9" * 19 + b"\r\n"
+        b"Content-Length: 0\r\n\r\n",
+        "429-long.pcap",
+    )
+    with pcapkit.open(p) as t:
+        rl = t.findings[t.findings.kind == "rate_limited"]
+        assert t.internal_errors == []
+    assert len(rl) == 1
+    assert rl.iloc[0].t_end_ns == (1 << 63) - 1
+    assert rl.iloc[0].cost_ms == 1e22
+
+
 def test_503_without_hint_and_200_are_not_rate_limiting(tmp_path: Path) -> None:
     for i, resp in enumerate(
         [

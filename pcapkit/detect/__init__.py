@@ -60,6 +60,9 @@ def with_evidence(display_filter: str, frames: list[int]) -> str:
     return f"({display_filter}) || {ff}"
 
 
+_I64 = (-(1 << 63), (1 << 63) - 1)
+
+
 def run_detectors(
     ctx: DetectContext,
     only: set[str] | None = None,
@@ -86,6 +89,13 @@ def run_detectors(
             for f in found:
                 if f.kind not in det.spec.kind_names:
                     raise TypeError(f"detector {det.name} emitted {f.kind!r}, not one of its kinds")
+                if not (_I64[0] <= f.t_start_ns <= _I64[1] and _I64[0] <= f.t_end_ns <= _I64[1]):
+                    # the findings table holds int64 nanoseconds: a time past them is the
+                    # detector's arithmetic gone wrong on this capture, not a finding
+                    raise OverflowError(
+                        f"detector {det.name} emitted {f.kind!r} with t_start_ns="
+                        f"{f.t_start_ns}, t_end_ns={f.t_end_ns} outside int64"
+                    )
                 f.display_filter = with_evidence(f.display_filter, f.frames)
         except Exception as exc:  # noqa: BLE001 - one detector's bug, not the capture's
             if errors is None:

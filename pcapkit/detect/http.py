@@ -49,6 +49,9 @@ BURST_GAP_MS = 1.0
 # median gap (a token stream is ~10–100 ms per token) and 3 events.
 MIN_CADENCE_MS = 5.0
 MIN_EVENTS = 3
+# A Retry-After past this (≈ 292 years) ends the finding where int64 nanoseconds end.
+MAX_WAIT_S = 9.2e9
+INT64_MAX = (1 << 63) - 1
 # Findings that can hold bytes of a direction and so explain a burst.
 
 
@@ -76,11 +79,14 @@ def _sse_batching(ctx: DetectContext) -> list[Finding]:
     ev = m[(m["protocol"] == "sse") & (m["type"] == "event") & m["request"].notna()]
     if ev.empty:
         return out
+    starts = _request_starts(ctx)
     for req_id, grp in ev.groupby("request"):
         ts = grp["ts_ns"].to_numpy(np.int64, na_value=-1)
         fr = grp["frame"].to_numpy(np.int64, na_value=-1)
         if ts.shape[0] < MIN_EVENTS or (ts < 0).any():
             continue
+        if (np.diff(ts) < 0).any():
+            continue  # the capture's clock went back within the response: no cadence to read
         gaps = np.diff(ts) / 1e6
         steady = gaps[gaps >= BURST_GAP_MS]
         if steady.shape[0] == 0:
@@ -107,6 +113,12 @@ def _sse_batching(ctx: DetectContext) -> list[Finding]:
         held_ms = (worst[1] - worst[0]) * cadence
         b0, b1 = worst
         t_release = int(ts[b1])
+        # the first event of the burst was produced after the event before it arrived, or
+        # after the request began: the hold never starts earlier (a capture whose clock
+        # jumps makes the cadence absurd, not the hold)
+        floor = int(ts[b0 - 1]) if b0 > 0 else starts.get(int(req_id))
+        if floor is not None and floor <= t_release:
+            held_ms = min(held_ms, (t_release - floor) / 1e6)
         t_hold0 = t_release - int(held_ms * 1e6)
         causes = overlapping(ctx.prior, flow, "s2c", t_hold0, t_release)
         ev_frames = sorted({int(x) for x in fr[b0 : b1 + 1]})
@@ -173,6 +185,16 @@ def _sse_batching(ctx: DetectContext) -> list[Finding]:
     return out
 
 
+def _request_starts(ctx: DetectContext) -> dict[int, int]:
+    """Each request's start time (ns), where the requests table has one."""
+    r = ctx.requests
+    if r.empty:
+        return {}
+    ids = r["request"].to_numpy(np.int64, na_value=-1)
+    t0 = r["request_start_ts_ns"].to_numpy(np.int64, na_value=-1)
+    return {int(i): int(t) for i, t in zip(ids, t0, strict=True) if i >= 0 and t >= 0}
+
+
 def _retry_after_s(v: Any) -> float | None:
     if _na(v):
         return None
@@ -212,7 +234,9 @@ def _rate_limited(ctx: DetectContext) -> list[Finding]:
                 dir="s2c",
                 stream=None if _na(q.stream) else int(q.stream),
                 t_start_ns=t0,
-                t_end_ns=t0 + int((wait or 0) * 1e9),
+                # a Retry-After is the server's (any number of digits): the end is capped
+                # where nanosecond times end
+                t_end_ns=min(t0 + int(min(wait or 0, MAX_WAIT_S) * 1e9), INT64_MAX),
                 cost_ms=None if wait is None else wait * 1000.0,
                 cost_method="lower_bound",
                 evidence=evidence,

@@ -160,8 +160,9 @@ def _indented(value: Any, pad: str) -> str:
 _INF = float("inf")
 
 
-def _scalar(v: Any) -> str | None:
-    """``json.dumps(v)`` for a plain scalar; None for anything else."""
+def _scalar(v: Any, nan: str = "NaN") -> str | None:
+    """``json.dumps(v)`` for a plain scalar (NaN written as ``nan``); None for anything
+    else."""
     t = type(v)
     if t is str:
         return encode_basestring_ascii(v)  # type: ignore[no-any-return]
@@ -169,7 +170,7 @@ def _scalar(v: Any) -> str | None:
         return int.__repr__(v)
     if t is float:
         if v != v:
-            return "NaN"
+            return nan
         if v == _INF:
             return "Infinity"
         if v == -_INF:
@@ -216,23 +217,10 @@ def _dump_jsonable(v: Any, pad: str) -> str:
     """``_dump(to_jsonable(v), pad)`` in one walk: plain scalars, lists, tuples, arrays
     and dicts with text keys directly; anything else (numpy scalars, pandas missing
     values, subclasses, other keys) through :func:`to_jsonable` first."""
+    e = _scalar(v, "null")  # to_jsonable: NaN → None
+    if e is not None:
+        return e
     t = type(v)
-    if t is str:
-        return encode_basestring_ascii(v)  # type: ignore[no-any-return]
-    if t is int:
-        return int.__repr__(v)
-    if t is float:
-        if v != v:
-            return "null"  # to_jsonable: NaN → None
-        if v == _INF:
-            return "Infinity"
-        if v == -_INF:
-            return "-Infinity"
-        return float.__repr__(v)
-    if v is None:
-        return "null"
-    if t is bool:
-        return "true" if v else "false"
     inner = "\n" + pad + "  "
     if t is dict:
         if not v:
