@@ -480,10 +480,13 @@ def test_y_end_max_is_the_prefix_max():
     assert zeros > 20
 
 
-def test_cork_prefilter_changes_nothing(traces, monkeypatch):
+@pytest.mark.parametrize("at_once", [cork.REQUESTS_AT_ONCE_MIN, 1])
+def test_cork_prefilter_changes_nothing(traces, monkeypatch, at_once):
     """cork's prefilter settles partial segments (and prompt answers' service times) that
     :func:`cork._cork`'s loop would settle the same way: the findings are those of the
-    loop over every partial segment."""
+    loop over every partial segment (answers to requests settled by the prefilter from
+    ``at_once`` per direction on)."""
+    monkeypatch.setattr(cork, "REQUESTS_AT_ONCE_MIN", at_once)
     got = {label: cork.detect(t.detect_context) for label, t in traces}
 
     def every_partial(v, new, partial, lo, hi, quiet):
