@@ -490,6 +490,26 @@ class DirView:
         return k if k >= 0 else None
 
     @cached_property
+    def y_end_max(self) -> np.ndarray:
+        """Per position ``k`` of ``y_idx``: the highest stream end of Y's data packets at
+        positions ≤ k, 0 when none (``np.max(ends, initial=0)`` of that prefix)."""
+        e = np.where(self.y_data, self.p.end[self.y_idx], 0)
+        np.maximum(e, 0, out=e)
+        return np.maximum.accumulate(e) if e.size else e
+
+    @cached_property
+    def x_acks(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """X's packets that carry an ACK: their times and ACK values, in frame order; None
+        when their times are not integers or go backwards (a search by time would not find
+        the packets a mask by time finds)."""
+        p = self.p
+        xi = np.nonzero((p.dir == self.d) & (p.ack >= 0))[0]
+        ts = p.ts[xi]
+        if ts.dtype.kind not in "iu" or (ts.size > 1 and bool((ts[1:] < ts[:-1]).any())):
+            return None
+        return ts, p.ack[xi]
+
+    @cached_property
     def _y_ts_list(self) -> list[int] | None:
         return _sorted_list(self.y_ts)
 

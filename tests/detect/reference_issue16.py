@@ -401,3 +401,18 @@ def sampled_legs_reference(ctx: DetectContext, f: int) -> tuple[int | None, int 
         if ok.any():
             legs[leg] = max(0, int((p.ts[y[k[ok]]] - p.ts[pi[ok]]).min()))
     return legs[0], legs[1]
+
+
+def request_complete_at_reference(v: DirView, kb: int, tb: int, t: int) -> int | None:
+    """cork._request_complete_at before the rewrite (main 3ae7b8c): a mask over the whole
+    flow's packets and a prefix max of Y's data ends per call."""
+    p = v.p
+    y_end = int(np.max(p.end[v.y_idx[: kb + 1]][v.y_data[: kb + 1]], initial=0))
+    x = np.nonzero((p.dir == v.d) & (p.ts > tb + v.d_x) & (p.ts <= t) & (p.ack >= 0))[0]
+    if not x.size:
+        return None
+    covered = p.ack[x] >= y_end
+    if covered.all() or not covered.any():
+        return None
+    k = int(np.argmax(covered))
+    return int(p.ts[x[k]]) if k > 0 else None

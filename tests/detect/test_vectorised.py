@@ -360,3 +360,142 @@ def test_median_as_numpy():
         cases.append(np.abs(a - np.median(a)))  # the float64 second step of the MAD
     for a in cases:
         assert tcp_model._median(a) == float(np.median(a)), a
+
+
+# --- cork: when X had the request -------------------------------------------------------
+def test_request_complete_at_as_before_on_traces(traces):
+    """The calls :func:`cork._cork` makes (Y's last packet reaching X before each new
+    segment of X, when it carries data), on every timed direction of the traces."""
+    calls = 0
+    for label, t in traces:
+        ctx = t.detect_context
+        for _, _, v in _views(ctx):
+            if not (v.timing_applies and v.s_frame.size and v.y_idx.size):
+                continue
+            for j in v.new_pos.tolist():
+                ts = int(v.p.ts[v.s_pi[j]])
+                for slack in (0, v.tolerance(), 50 * MS):
+                    kb = v.last_y_reaching(ts, slack)
+                    if kb is None or not bool(v.y_data[kb]):
+                        continue
+                    tb = int(v.p.ts[v.y_idx[kb]])
+                    want = ref16.request_complete_at_reference(v, kb, tb, ts)
+                    assert cork._request_complete_at(v, kb, tb, ts) == want, label
+                    calls += 1
+    assert calls > 100
+
+
+def _random_flow(rng, n, backwards, unit=1):
+    """A flow of ``n`` packets: random directions, times (ties; a few going backwards when
+    ``backwards``), cumulative ACKs that mostly grow (some dips, some packets without
+    ACK), payloads (some empty, a few ending below offset 0); with ``unit`` > 1, offsets in
+    steps of ``unit`` (ACKs equal to a data end, often)."""
+    ts = np.cumsum(rng.integers(0, 3 * MS, n)).astype(np.int64)
+    if backwards:
+        for _ in range(int(rng.integers(1, 4))):
+            i = int(rng.integers(0, n))
+            ts[i] -= int(rng.integers(1, 10 * MS))
+    ack = np.cumsum(rng.integers(0, 400 // unit + 1, n) * unit).astype(np.int64)
+    ack = ack - np.where(rng.random(n) < 0.15, rng.integers(0, 2_000 // unit + 1, n) * unit, 0)
+    ack = np.where(rng.random(n) < 0.1, -1, np.maximum(ack, 0))
+    start = np.cumsum(rng.integers(0, 300 // unit + 1, n) * unit).astype(np.int64)
+    start = np.where(rng.random(n) < 0.05, -int(rng.integers(1, 1_000)), start)
+    length = np.where(rng.random(n) < 0.4, 0, rng.integers(1, 500 // unit + 1, n) * unit)
+    return tcp_model.FlowPackets(
+        frame=np.arange(1, n + 1, dtype=np.int64),
+        ts=ts,
+        dir=rng.integers(0, 2, n).astype(np.int64),
+        flags=np.full(n, 0x10, np.int64),
+        start=start,
+        length=length.astype(np.int64),
+        ack=ack,
+        win_raw=np.full(n, 1_000, np.int64),
+        win=np.full(n, 1_000, np.int64),
+    )
+
+
+def test_request_complete_at_as_before_random(traces):
+    """Random flows, times in order and going backwards (the scan's fallback), every Y
+    position, windows from empty to the whole flow, d_X from 0 to larger than the flow."""
+    import dataclasses
+
+    base = next(v for _, t in traces for _, _, v in _views(t.detect_context) if v.timing_applies)
+    rng = np.random.default_rng(1616)
+    seen = {"answers": 0, "none": 0, "searched": 0, "scanned": 0, "known": 0, "unknown": 0}
+    for k in range(400):
+        n = int(rng.integers(1, 120))
+        p = _random_flow(rng, n, backwards=k % 3 == 0, unit=100 if k % 3 == 1 else 1)
+        d = int(rng.integers(0, 2))
+        y = np.nonzero(p.dir == 1 - d)[0]
+        if not y.size:
+            continue
+        v = dataclasses.replace(
+            base,
+            p=p,
+            d=d,
+            d_x=int(rng.choice([0, MS, 5 * MS, 10**12])),
+            y_idx=y,
+            y_data=p.length[y] > 0,
+        )
+        seen["searched" if v.x_acks is not None else "scanned"] += 1
+        q_kb, q_tb, q_t, q_hold = [], [], [], []
+        for kb in range(y.size):
+            tb = int(p.ts[y[kb]])
+            for t in (tb, tb + int(rng.integers(0, 40 * MS)), int(p.ts.max()), tb - MS):
+                want = ref16.request_complete_at_reference(v, kb, tb, t)
+                assert cork._request_complete_at(v, kb, tb, t) == want, (k, kb, t)
+                seen["none" if want is None else "answers"] += 1
+                hold = t - tb - v.d_x
+                q_kb.append(kb), q_tb.append(tb), q_t.append(t)
+                q_hold.append(hold if want is None else min(hold, t - want))
+        # the prefilter's form: the same holds for all questions at once, where it answers
+        hold = np.array(q_t) - np.array(q_tb) - v.d_x
+        arr = (np.array(q_kb), np.array(q_tb), np.array(q_t), hold)
+        got, known = cork._request_hold_all(v, *arr)
+        assert got[known].tolist() == np.array(q_hold)[known].tolist(), k
+        assert got[~known].tolist() == hold[~known].tolist(), k
+        seen["known"] += int(known.sum())
+        seen["unknown"] += int((~known).sum())
+    assert seen["answers"] > 50 and seen["none"] > 50, seen
+    assert seen["searched"] > 50 and seen["scanned"] > 20, seen
+    assert seen["known"] > 1000 and seen["unknown"] > 50, seen
+
+
+def test_y_end_max_is_the_prefix_max():
+    """``np.max(ends of Y's data packets up to k, initial=0)``: 0 before any data, and
+    when every end so far is below 0."""
+    rng = np.random.default_rng(7)
+    zeros = 0
+    for _ in range(200):
+        p = _random_flow(rng, int(rng.integers(0, 60)), backwards=False)
+        y = np.nonzero(p.dir == 1)[0]
+        v = DirView.__new__(DirView)
+        v.p, v.y_idx, v.y_data = p, y, p.length[y] > 0
+        got = v.y_end_max
+        assert got.shape == y.shape
+        for kb in range(y.size):
+            want = int(np.max(p.end[y[: kb + 1]][v.y_data[: kb + 1]], initial=0))
+            assert int(got[kb]) == want
+            zeros += want == 0
+    assert zeros > 20
+
+
+@pytest.mark.parametrize("at_once", [cork.REQUESTS_AT_ONCE_MIN, 1])
+def test_cork_prefilter_changes_nothing(traces, monkeypatch, at_once):
+    """cork's prefilter settles partial segments (and prompt answers' service times) that
+    :func:`cork._cork`'s loop would settle the same way: the findings are those of the
+    loop over every partial segment (answers to requests settled by the prefilter from
+    ``at_once`` per direction on)."""
+    monkeypatch.setattr(cork, "REQUESTS_AT_ONCE_MIN", at_once)
+    got = {label: cork.detect(t.detect_context) for label, t in traces}
+
+    def every_partial(v, new, partial, lo, hi, quiet):
+        return np.nonzero(partial)[0], None, []
+
+    monkeypatch.setattr(cork, "_cork_prefilter", every_partial)
+    n = 0
+    for label, t in traces:
+        want = cork.detect(t.detect_context)
+        assert [repr(f) for f in got[label]] == [repr(f) for f in want], label
+        n += len(want)
+    assert n > 0
