@@ -225,8 +225,13 @@ def test_http3_remedy_moves_an_h2_exchange_onto_quic(tmp_path: Path) -> None:
 def test_slow_reader_and_early_close_replayed(tmp_path: Path) -> None:
     """receiver_limited: the replay's client reads as slowly as the original's (the
     finding comes back); stream_timeout: the replay's client closes mid-response (its FIN
-    before the server's, the response incomplete)."""
-    s = _replay(tmp_path / "rl", "receiver_limited")
+    before the server's, the response incomplete).  The slow reader is real timing: on the
+    2-core build machine, quiet, 1 replay in 5 lost its reading pause (no finding, the
+    same with main's detectors of the session before) — two attempts."""
+    for attempt in range(2):
+        s = _replay(tmp_path / f"rl{attempt}", "receiver_limited")
+        if "receiver_limited" in s["runs"]["faithful"]["kinds"]:
+            break
     assert "receiver_limited" in s["runs"]["faithful"]["kinds"]
     _replay(tmp_path / "st", "stream_timeout")
     with pcapkit.open(tmp_path / "st" / "faithful" / "server.pcapng") as t:
