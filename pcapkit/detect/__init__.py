@@ -18,7 +18,7 @@ import pandas as pd
 from ..anomalies import isolate
 from ..rows import itertuples
 from .base import Evidence, Finding, findings_table, frame_filter, severity_for
-from .constants import Coupling
+from .constants import INT64_MAX, INT64_MIN, Coupling
 from .context import DetectContext
 from .registry import (
     DETECTORS,
@@ -60,9 +60,6 @@ def with_evidence(display_filter: str, frames: list[int]) -> str:
     return f"({display_filter}) || {ff}"
 
 
-_I64 = (-(1 << 63), (1 << 63) - 1)
-
-
 def run_detectors(
     ctx: DetectContext,
     only: set[str] | None = None,
@@ -89,7 +86,9 @@ def run_detectors(
             for f in found:
                 if f.kind not in det.spec.kind_names:
                     raise TypeError(f"detector {det.name} emitted {f.kind!r}, not one of its kinds")
-                if not (_I64[0] <= f.t_start_ns <= _I64[1] and _I64[0] <= f.t_end_ns <= _I64[1]):
+                if not (
+                    INT64_MIN <= f.t_start_ns <= INT64_MAX and INT64_MIN <= f.t_end_ns <= INT64_MAX
+                ):
                     # the findings table holds int64 nanoseconds: a time past them is the
                     # detector's arithmetic gone wrong on this capture, not a finding
                     raise OverflowError(

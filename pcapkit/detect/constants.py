@@ -161,3 +161,7 @@ COUPLING_SETTINGS = (
         "a release can be late on a busy host (0.8 ms seen in the lab), well under a HZ=250 jiffy",
     ),
 )
+
+# The findings table holds times as int64 nanoseconds: no finding time lies outside these.
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1

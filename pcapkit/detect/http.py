@@ -27,7 +27,7 @@ from ..rows import itertuples
 from ..schema import is_missing as _na
 from ..sessions.http import ascii_decimal
 from .base import Evidence, Finding, frame_filter
-from .constants import ContentType
+from .constants import INT64_MAX, ContentType
 from .context import DetectContext
 from .spec import DetectorSpec, Kind
 
@@ -51,7 +51,6 @@ MIN_CADENCE_MS = 5.0
 MIN_EVENTS = 3
 # A Retry-After past this (≈ 292 years) ends the finding where int64 nanoseconds end.
 MAX_WAIT_S = 9.2e9
-INT64_MAX = (1 << 63) - 1
 # Findings that can hold bytes of a direction and so explain a burst.
 
 
