@@ -57,7 +57,7 @@ from dissectors.tls.versions import is_tls13, version_name
 
 from ..anomalies import isolate
 from ..io.reader import Secret as CaptureSecret
-from ..io.reader import drop_pages, rows_at_released
+from ..io.reader import drop_pages, rows_at, rows_at_released
 from ..limits import Limits
 from ..net.tcp import DirectionIndex
 
@@ -252,6 +252,9 @@ class _Trigger:
 # cannot be decrypted by any key log (the client random is unknown): both directions
 # go straight to the header walk.  (Tests switch this off to compare with the session.)
 FAST_NO_HANDSHAKE = True
+# The header walks take what :func:`speculate` found where it holds (tests switch it off
+# to compare with the reference walk alone).
+SPECULATE = True
 
 
 def _feed_order(indexes: list[DirectionIndex]) -> tuple[list[int], list[int]]:
@@ -288,7 +291,8 @@ def run_tls(
     lim = Limits.default() if limits is None else limits
     cache = ResumptionCache()
     out: list[TlsFlow] = []
-    pending: list[tuple[int, str, _Walk]] = []  # (flow row, direction, header walk)
+    # (flow row, direction, where its header walk starts, what made it a header walk)
+    pending: list[tuple[int, str, int, RecordResult | _Trigger]] = []
     empty = DirectionIndex(*(np.zeros(0, np.int64) for _ in range(6)))
     no_hs: list[Any] = []  # the summary every connection without a handshake shares
 
@@ -320,7 +324,7 @@ def run_tls(
             for d, ix in enumerate(idx):
                 if ix.start.shape[0]:
                     trig = _Trigger(DIRS[d], DecryptStatus.NO_HANDSHAKE, Epoch.PLAINTEXT)
-                    pending.append((len(out) - 1, DIRS[d], walk_headers(buf, ix, 0, trig, pager)))
+                    pending.append((len(out) - 1, DIRS[d], 0, trig))
             return
         # resync: a bad header or a hole over one skips to the next chain of record
         # headers (an anomaly says how many bytes), never the rest of the direction
@@ -365,13 +369,7 @@ def run_tls(
         results += tail
         summary = sess.summary()
         for dd, rec in bulk_from.items():
-            pending.append(
-                (
-                    len(out),
-                    DIRS[dd],
-                    walk_headers(buf, idx[dd], rec.offset + rec.length, rec, pager),
-                )
-            )
+            pending.append((len(out), DIRS[dd], rec.offset + rec.length, rec))
         anomalies = [
             {
                 "name": a.name,
@@ -395,22 +393,43 @@ def run_tls(
                 raise
             del out[n_out:], pending[n_pending:]
             errors.append(isolate("tls", exc, flow=f))
-    walks = [w for _, _, w in pending]
-    idxs = [index.get((out[i].flow, DIRS.index(name)), empty) for i, name, _ in pending]
+    idxs = [index.get((out[i].flow, DIRS.index(name)), empty) for i, name, _, _ in pending]
+    starts = [s for _, _, s, _ in pending]
+    runs: list[_Runs | None] = [None] * len(pending)
+    if SPECULATE:
+        try:
+            runs = speculate(buf, idxs, starts, pager)
+        except Exception as exc:  # noqa: BLE001 - the reference walk below does without
+            if errors is None:
+                raise
+            errors.append(isolate("tls", exc, what="speculative record walk"))
+    walks: list[_Walk] = []
+    walk_failed: set[int] = set()
+    for (i, _, start, trig), ix, rn in zip(pending, idxs, runs, strict=True):
+        try:
+            walks.append(walk_headers(buf, ix, start, trig, pager, rn))
+        except Exception as exc:  # noqa: BLE001 - one connection's bug, not the capture's
+            if errors is None:
+                raise
+            walks.append(_Walk(array("q"), array("q"), {}, trig, start))
+            walk_failed.add(i)
+            errors.append(isolate("tls", exc, flow=out[i].flow))
+    del runs
     try:
         bulk: list[BulkRecords | None] = list(walk_all(buf, walks, idxs))
     except Exception:  # noqa: BLE001 - find the connection that fails, walk the others
         if errors is None:
             raise
         bulk = []
-        for k, (i, _, _) in enumerate(pending):
+        for k, (i, _, _, _) in enumerate(pending):
             try:
                 bulk += walk_all(buf, walks[k : k + 1], idxs[k : k + 1])
             except Exception as exc:  # noqa: BLE001
                 bulk.append(None)
                 errors.append(isolate("tls", exc, flow=out[i].flow, what="record walk"))
-    failed = {out[i].flow for (i, _, _), b in zip(pending, bulk, strict=True) if b is None}
-    for (i, name, _), b in zip(pending, bulk, strict=True):
+    failed = {out[i].flow for (i, _, _, _), b in zip(pending, bulk, strict=True) if b is None}
+    failed |= {out[i].flow for i in walk_failed}
+    for (i, name, _, _), b in zip(pending, bulk, strict=True):
         if b is None:
             continue
         out[i].bulk[name] = b
@@ -516,6 +535,187 @@ class _Walk:
     split: dict[int, bytes]  # record index → header bytes gathered across segments
     trig: RecordResult | _Trigger
     end: int = 0  # the stream offset where the walk stopped (the next header's)
+    # records whose header bytes speculate() read already: (first record here, rows
+    # lo, hi of ``hdr``)
+    known: list[tuple[int, int, int]] = field(default_factory=list)
+    hdr: np.ndarray | None = None
+
+
+@dataclass
+class _Runs:
+    """One direction's view of :func:`speculate`: per piece of its index, the last piece
+    chained to it (-1: no speculative walk to take at that piece), where its records
+    start and end in ``off`` / ``pos`` (shared by every direction), and the stream
+    offset where its walk left it."""
+
+    end: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    exit: np.ndarray
+    off: np.ndarray
+    pos: np.ndarray
+    hdr: np.ndarray  # the 5 header bytes of each record in off / pos
+
+    def lists(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        return self.end.tolist(), self.lo.tolist(), self.hi.tolist(), self.exit.tolist()
+
+
+# [first byte, second byte] of a record header that may be TLS: content type 20…24,
+# version 3.x (what :func:`finish_walks` calls a header)
+_PLAUSIBLE = np.zeros((256, 256), bool)
+_PLAUSIBLE[20:25, 3] = True
+_HDR = np.dtype((np.void, HEADER_LENGTH))
+
+
+# speculate() walks a direction's pieces only when at least a quarter of its first
+# SAMPLE pieces start with what may be a record header (bulk transfers of 16 KiB records
+# over 1448-byte segments: almost none do, and the reference walk is cheap there)
+SAMPLE = 16
+
+
+def _aligned(
+    buf: np.ndarray, idxs: list[DirectionIndex], kf: list[int], cnt: np.ndarray
+) -> np.ndarray:
+    """Per direction: enough of its first pieces (from ``kf``) start with a plausible
+    record header (content type and version major at the piece's first captured bytes)."""
+    m = np.minimum(cnt, SAMPLE).tolist()
+    if not any(m):
+        return np.zeros(len(idxs), bool)
+    sl = [slice(k, k + c) for k, c in zip(kf, m, strict=True)]
+    st, ce, bo = (
+        np.concatenate([getattr(ix, a)[s] for ix, s in zip(idxs, sl, strict=True)])
+        for a in ("start", "cap_end", "buf_off")
+    )
+    ok = ce - st >= 2
+    h = rows_at(buf, np.where(ok, bo, 0), 2)
+    ok &= _PLAUSIBLE[h[:, 0], h[:, 1]]
+    d = np.repeat(np.arange(len(idxs)), m)
+    hits = np.bincount(d[ok], minlength=len(idxs))
+    return (hits > 0) & (hits * 4 >= np.asarray(m))
+
+
+def speculate(
+    buf: np.ndarray,
+    idxs: list[DirectionIndex],
+    starts: list[int],
+    pager: _Pager | None = None,
+) -> list[_Runs | None]:
+    """The header walk of every captured piece of many directions at once, on the guess
+    that each piece starts with a record header (on a TLS stream sent a record per write,
+    most segments do).  One numpy step reads the header at every piece's current
+    position and advances all of them; the number of steps is the most records one
+    piece holds, not one direction's.  A piece's walk stops where :func:`walk_headers`
+    leaves a piece (past its end, or a header not whole in its captured bytes) and at
+    a header that cannot be TLS (the reference walk carries on there itself).
+
+    Which guesses hold is left to :func:`walk_headers`: it takes a piece's records only
+    when its own walk arrives at the piece's first byte.  Consecutive pieces whose walks
+    chain (one ends exactly where the next begins) are taken in one step.  The pieces
+    are read in order of their place in the capture, a window at a time, the mapping's
+    pages dropped between windows as the pager would (bounded RSS)."""
+    pg = _Pager(buf) if pager is None else pager
+    kf = [
+        int(np.searchsorted(ix.end, s, side="right")) if ix.end.shape[0] else 0
+        for ix, s in zip(idxs, starts, strict=True)
+    ]
+    cnt_p = np.array([ix.start.shape[0] - k for ix, k in zip(idxs, kf, strict=True)], np.int64)
+    cnt_p[~_aligned(buf, idxs, kf, cnt_p)] = 0  # not worth a guess: left to walk_headers
+    P = int(cnt_p.sum())
+    if P == 0:
+        return [None] * len(idxs)
+
+    def cat(name: str) -> np.ndarray:
+        return np.concatenate(
+            [
+                getattr(ix, name)[k : k + c]
+                for ix, k, c in zip(idxs, kf, cnt_p.tolist(), strict=True)
+            ],
+            dtype=np.int64,
+        )
+
+    st, ce, en, bo = cat("start"), cat("cap_end"), cat("end"), cat("buf_off")
+    wid = np.repeat(np.arange(len(idxs)), cnt_p)
+    base = bo - st
+    # a piece's walk goes on while a whole header fits in its captured bytes and the
+    # offset is inside the piece (walk_headers' inner loop): as buffer positions
+    stop = base + np.minimum(ce - (HEADER_LENGTH - 1), en)
+    fin = bo.copy()  # the buffer position where each piece's walk stopped
+    order = np.argsort(bo, kind="stable")
+    window = pg.limit << _REGION_SHIFT
+    dropping = buf.shape[0] > window
+    edges = np.searchsorted(bo[order], np.arange(0, buf.shape[0] + window, window)).tolist()
+    batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []  # (pieces, pos, hdr, step)
+    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
+        if hi <= lo:
+            continue
+        a = np.sort(order[lo:hi])  # in piece order: the scatter below goes forward
+        a = a[bo[a] < stop[a]]
+        p, ps = bo[a], stop[a]
+        step = 0
+        while a.shape[0]:
+            h = rows_at(buf, p, HEADER_LENGTH)
+            good = _PLAUSIBLE[h[:, 0], h[:, 1]]
+            if not good.all():  # stop there: not a header (or the guess was wrong)
+                fin[a[~good]] = p[~good]
+                a, p, ps, h = a[good], p[good], ps[good], h[good]
+            batches.append((a, p, h, step))
+            p = p + np.ascontiguousarray(h[:, 3:]).view(">u2")[:, 0]  # int64
+            p += HEADER_LENGTH
+            more = p < ps
+            if not more.all():
+                fin[a[~more]] = p[~more]
+                a, p, ps = a[more], p[more], ps[more]
+            step += 1
+        if dropping:
+            drop_pages(buf)
+            pg.seen.clear()
+            pg.last = -1
+    o = fin - base  # stream offsets where the walks stopped
+    del fin, stop
+    cnt = np.zeros(P, np.int64)
+    for a, _, _, _ in batches:
+        cnt[a] += 1
+    rec_lo = np.cumsum(cnt) - cnt
+    n = int(cnt.sum())
+    pos = np.empty(n, np.int64)
+    hdr = np.empty(n, _HDR)  # rows as one item each: a scatter copies 5 bytes at once
+    while batches:
+        a, p, h, step = batches.pop()
+        at = rec_lo[a] + step
+        pos[at] = p
+        hdr[at] = h.view(_HDR)[:, 0]
+    off = pos - np.repeat(base, cnt)
+    # piece g chains to g + 1: its walk left it normally, exactly at g + 1's first byte,
+    # and g + 1 has records of its own
+    chain = np.zeros(P, bool)
+    nxt = np.arange(1, P)
+    g = nxt - 1
+    chain[:-1] = (
+        (wid[g] == wid[nxt])
+        & (o[g] >= en[g])
+        & (o[g] == st[nxt])
+        & (en[g] <= st[nxt])
+        & (st[nxt] < en[nxt])
+        & (cnt[nxt] > 0)
+    )
+    last = np.where(chain, P, np.arange(P))
+    last = np.minimum.accumulate(last[::-1])[::-1]  # the end of each piece's chain
+    out: list[_Runs | None] = []
+    g0 = 0
+    for k, c in zip(kf, cnt_p.tolist(), strict=True):
+        sl = slice(g0, g0 + c)
+        if c == 0 or not cnt[sl].any():
+            out.append(None)
+            g0 += c
+            continue
+        end = np.where(cnt[sl] > 0, last[sl] - g0 + k, -1)
+        lo_, hi_, ex = rec_lo[sl], rec_lo[sl] + cnt[sl], o[sl]
+        if k:
+            pad = np.full(k, -1, np.int64)
+            end, lo_, hi_, ex = (np.concatenate([pad, x]) for x in (end, lo_, hi_, ex))
+        out.append(_Runs(end, lo_, hi_, ex, off, pos, hdr))
+        g0 += c
+    return out
 
 
 def walk_headers(
@@ -524,14 +724,21 @@ def walk_headers(
     start: int,
     trig: RecordResult | _Trigger,
     pager: _Pager | None = None,
+    runs: _Runs | None = None,
 ) -> _Walk:
     """Walk record headers of one direction from stream offset ``start``.
 
-    The only per-record loop: follow the length field from header to header,
+    The reference per-record loop: follow the length field from header to header,
     reading each 5-byte header where the capture holds it (pieces found by
     bisection).  A header that falls in a hole or past the captured end stops
     the walk (the boundary is lost).  Header fields are read afterwards for all
     directions at once (:func:`finish_walks`), where invalid headers cut the walk.
+
+    With ``runs`` (:func:`speculate`, this direction's view), whenever the walk
+    reaches the first byte of a piece whose speculative walk is known, it takes that
+    piece's records — and those of the contiguous pieces chained after it — from
+    there instead of reading them one by one: the same records, since the walk
+    from a stream offset depends on nothing but that offset.
     """
     st_l, ce_l, en_l, bo_l = (
         idx.start.tolist(),
@@ -551,10 +758,23 @@ def walk_headers(
     # fault maps a large folio around it: drop what was read every few regions
     pg = _Pager(buf) if pager is None else pager
     last_reg, new_region = pg.last, pg.new_region
+    known: list[tuple[int, int, int]] = []
+    if runs is not None:
+        r_end, r_lo, r_hi, r_exit = runs.lists()
+        r_off, r_pos = runs.off, runs.pos
     while True:
         k = bisect_right(en_l, o, k)  # first piece ending after o
         if k >= k_max or o < st_l[k]:
             break  # header inside a hole (or past the end): boundary lost
+        if runs is not None and o == st_l[k] and r_end[k] >= 0:
+            # a piece whose speculative walk holds: its records and the chained ones
+            r = r_end[k]
+            lo, hi = r_lo[k], r_hi[r]
+            known.append((len(offs), lo, hi))
+            offs.frombytes(r_off[lo:hi].tobytes())
+            pos.frombytes(r_pos[lo:hi].tobytes())
+            o, k = r_exit[r], r
+            continue
         base = bo_l[k] - st_l[k]
         reg = bo_l[k] >> _REGION_SHIFT
         if reg != last_reg:
@@ -583,7 +803,7 @@ def walk_headers(
         offs.append(o)
         o += 5 + ln
     pg.last = last_reg
-    return _Walk(offs, pos, split, trig, o)
+    return _Walk(offs, pos, split, trig, o, known, None if runs is None else runs.hdr)
 
 
 def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
@@ -594,8 +814,21 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     off = np.concatenate([np.frombuffer(w.offsets, np.int64) for w in walks])
     hp = np.concatenate([np.frombuffer(w.pos, np.int64) for w in walks])
-    hdr = rows_at_released(buf, np.where(hp >= 0, hp, 0), 5)  # one row copy per header
-    del hp
+    # one row copy per header, but those speculate() read already
+    need = hp >= 0
+    for w, s0 in zip(walks, starts.tolist(), strict=True):
+        for r, lo, hi in w.known:
+            need[s0 + r : s0 + r + hi - lo] = False
+    if need.all():
+        hdr = rows_at_released(buf, hp, 5)
+    else:
+        hdr = np.zeros((hp.shape[0], 5), np.uint8)
+        hdr[need] = rows_at_released(buf, hp[need], 5)
+        for w, s0 in zip(walks, starts.tolist(), strict=True):
+            if w.hdr is not None:
+                for r, lo, hi in w.known:
+                    hdr[s0 + r : s0 + r + hi - lo] = w.hdr[lo:hi].view(np.uint8).reshape(-1, 5)
+    del hp, need
     for w, s0 in zip(walks, starts.tolist(), strict=True):
         for r, h in w.split.items():
             hdr[s0 + r] = np.frombuffer(h, np.uint8)
