@@ -414,16 +414,15 @@ def run_tls(
             walks.append(_Walk(array("q"), array("q"), {}, trig, start))
             walk_failed.add(i)
             errors.append(isolate("tls", exc, flow=out[i].flow))
-    del runs
     try:
-        bulk: list[BulkRecords | None] = list(walk_all(buf, walks, idxs))
+        bulk: list[BulkRecords | None] = list(walk_all(buf, walks, idxs, runs))
     except Exception:  # noqa: BLE001 - find the connection that fails, walk the others
         if errors is None:
             raise
         bulk = []
         for k, (i, _, _, _) in enumerate(pending):
             try:
-                bulk += walk_all(buf, walks[k : k + 1], idxs[k : k + 1])
+                bulk += walk_all(buf, walks[k : k + 1], idxs[k : k + 1], runs[k : k + 1])
             except Exception as exc:  # noqa: BLE001
                 bulk.append(None)
                 errors.append(isolate("tls", exc, flow=out[i].flow, what="record walk"))
@@ -685,19 +684,12 @@ def speculate(
         pos[at] = p
         hdr[at] = h.view(_HDR)[:, 0]
     off = pos - np.repeat(base, cnt)
-    # piece g chains to g + 1: its walk left it normally, exactly at g + 1's first byte,
-    # and g + 1 has records of its own
+    # piece g chains to g + 1 (same direction): its walk left it exactly at g + 1's
+    # first byte, past its own end (g + 1 starts there; pieces never overlap).  A chain
+    # through a piece without records ends there (its walk stopped at its first byte,
+    # where walk_headers goes on by itself).
     chain = np.zeros(P, bool)
-    nxt = np.arange(1, P)
-    g = nxt - 1
-    chain[:-1] = (
-        (wid[g] == wid[nxt])
-        & (o[g] >= en[g])
-        & (o[g] == st[nxt])
-        & (en[g] <= st[nxt])
-        & (st[nxt] < en[nxt])
-        & (cnt[nxt] > 0)
-    )
+    chain[:-1] = (wid[:-1] == wid[1:]) & (o[:-1] == st[1:]) & (en[:-1] <= st[1:])
     last = np.where(chain, P, np.arange(P))
     last = np.minimum.accumulate(last[::-1])[::-1]  # the end of each piece's chain
     out: list[_Runs | None] = []
@@ -897,12 +889,18 @@ def _row(name: str, d: str, offset: int | None, detail: str) -> dict[str, Any]:
     }
 
 
-def walk_all(buf: np.ndarray, walks: list[_Walk], idxs: list[DirectionIndex]) -> list[BulkRecords]:
+def walk_all(
+    buf: np.ndarray,
+    walks: list[_Walk],
+    idxs: list[DirectionIndex],
+    runs: list[_Runs | None] | None = None,
+) -> list[BulkRecords]:
     """:func:`finish_walks`, then for each direction whose walk lost the framing (a
     header that is not TLS, or a hole over a header, with captured bytes after it):
     skip to the next chain of record headers (:func:`resume_after`) and walk on from
-    there, until the direction ends.  Every skip is an anomaly row with its offset and
-    the bytes skipped."""
+    there (with the direction's ``runs`` of :func:`speculate`, if any), until the
+    direction ends.  Every skip is an anomaly row with its offset and the bytes
+    skipped."""
     out = finish_walks(buf, walks)
     todo = list(range(len(walks)))
     while todo:
@@ -921,7 +919,8 @@ def walk_all(buf: np.ndarray, walks: list[_Walk], idxs: list[DirectionIndex]) ->
             if gap.skipped > 0 or gap.cause == "malformed_header":
                 b.anomalies.append(_skip_row(d, gap, why))
             if gap.reason == "resynchronised":
-                more.append((k, walk_headers(buf, ix, gap.end, w.trig)))
+                rn = None if runs is None else runs[k]
+                more.append((k, walk_headers(buf, ix, gap.end, w.trig, None, rn)))
         todo = []
         if more:
             for (k, w2), b2 in zip(more, finish_walks(buf, [w for _, w in more]), strict=True):
