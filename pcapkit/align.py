@@ -115,7 +115,17 @@ def align_all(
 
     # the piece searches, once each (pieces start strictly increasing)
     i_off = np.searchsorted(p_start, off, side="right") - 1
-    i_last = np.searchsorted(p_start, last, side="right") - 1
+    # a record inside one piece (most: many records per segment) needs no other search:
+    # the piece holds its last byte, is the first piece ending after its offset, and the
+    # next piece is the first starting at or after its end (pieces never overlap)
+    if k and bool((p_start[1:] >= p_end[:-1]).all()):
+        inside = (i_off >= 0) & (end <= p_end[np.maximum(i_off, 0)])
+        out_i = np.flatnonzero(~inside)
+    else:
+        out_i = np.arange(n)
+    i_last = i_off.copy()
+    if out_i.shape[0]:
+        i_last[out_i] = np.searchsorted(p_start, last[out_i], side="right") - 1
     first_frame, first_ts = locate(i_off, off)
     lf2, lt2 = locate(i_last, last)
     if k:
@@ -132,8 +142,11 @@ def align_all(
         ok = (i >= 0) & (last < p_end[j]) & ~broken[j]
         last_frame = np.where(ok, cm[j], lf2)  # behind a hole never filled: the carrier
         last_ts = np.where(ok, p_ts[np.maximum(holder[j], 0)], lt2)
-        i0 = np.searchsorted(p_end, off, side="right")
-        i1 = np.searchsorted(p_start, end, side="left")
+        i0 = i_off.copy()
+        i1 = i_off + 1
+        if out_i.shape[0]:
+            i0[out_i] = np.searchsorted(p_end, off[out_i], side="right")
+            i1[out_i] = np.searchsorted(p_start, end[out_i], side="left")
         spanned = np.maximum(i1 - i0, 0)
         # captured bytes in [base, x): whole pieces before x plus the part of the piece holding x
         cap_len = np.clip(p_cap - p_start, 0, None)
@@ -164,8 +177,11 @@ def align_all(
     s_off = seg["offset"] + base[seg_group] if seg_group.shape[0] else seg["offset"]
     order = np.argsort(s_frame, kind="stable")
     sf = s_frame[order]
-    if sf.shape[0]:
-        pos = np.minimum(np.searchsorted(sf, lf2), sf.shape[0] - 1)
+    if sf.shape[0] and k:
+        # searched once per piece: lf2 is the frame of piece i_last when it is not -1
+        pp = np.minimum(np.searchsorted(sf, p_frame), sf.shape[0] - 1)
+        j = np.maximum(i_last, 0)
+        pos = pp[j]
         hit = (lf2 >= 0) & (sf[pos] == lf2)
         row = order[pos]
         psh_end = hit & seg["psh"][row] & (s_end[row] == end)
@@ -176,7 +192,7 @@ def align_all(
     # start restarts the numbering, so unit = PSH ends in (start, x] of its direction
     ends = np.sort(np.concatenate([s_end[(seg["new_bytes"] > 0) & seg["psh"]], base]))
     unit_g = np.searchsorted(ends, last, side="right")
-    unit = unit_g - np.searchsorted(ends, base[rec_group], side="right")
+    unit = unit_g - np.searchsorted(ends, base, side="right")[rec_group]
     in_unit = np.zeros(n, np.int64)
     if n:
         # records are sorted by direction and offset, so global unit ids never decrease
