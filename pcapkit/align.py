@@ -157,15 +157,22 @@ def align_all(
             part = np.clip(x - p_start[ic], 0, cap_len[ic])
             return np.where(ii >= 0, csum[ic] + part, 0)
 
-        # the last piece starting at or before end: i1 - 1, or i1 when a piece starts at
-        # end (when no two pieces start at one offset)
-        if bool((p_start[1:] > p_start[:-1]).all()):
-            i_end = i1 - 1 + (p_start[np.minimum(i1, k - 1)] == end) * (i1 < k)
-        else:
-            i_end = np.searchsorted(p_start, end, side="right") - 1
-        missing = np.maximum(
-            rec_len - (captured_before(i_end, end) - captured_before(i_off, off)), 0
-        )
+        # inside one piece: its captured bytes in [off, end)
+        j = np.maximum(i_off, 0)
+        ps, cl = p_start[j], cap_len[j]
+        missing = rec_len - (np.minimum(end - ps, cl) - np.minimum(off - ps, cl))
+        if out_i.shape[0]:
+            ii1, e_o = i1[out_i], end[out_i]
+            # the last piece starting at or before end: i1 - 1, or i1 when a piece starts
+            # at end (when no two pieces start at one offset)
+            if bool((p_start[1:] > p_start[:-1]).all()):
+                i_end = ii1 - 1 + (p_start[np.minimum(ii1, k - 1)] == e_o) * (ii1 < k)
+            else:
+                i_end = np.searchsorted(p_start, e_o, side="right") - 1
+            missing[out_i] = rec_len[out_i] - (
+                captured_before(i_end, e_o) - captured_before(i_off[out_i], off[out_i])
+            )
+        np.maximum(missing, 0, out=missing)
     else:
         last_frame, last_ts = lf2, lt2
         spanned = np.zeros(n, np.int64)
@@ -191,7 +198,19 @@ def align_all(
     # push units: PSH segments that delivered new bytes; a sentinel at each direction's
     # start restarts the numbering, so unit = PSH ends in (start, x] of its direction
     ends = np.sort(np.concatenate([s_end[(seg["new_bytes"] > 0) & seg["psh"]], base]))
-    unit_g = np.searchsorted(ends, last, side="right")
+    if k:
+        # searched once per piece: the count is the same for every byte of a piece that
+        # no PSH end falls inside (almost all: PSH ends are where segments end)
+        u0 = np.searchsorted(ends, p_start, side="right")
+        same = u0 == np.searchsorted(ends, p_end - 1, side="right")
+        j = np.maximum(i_last, 0)
+        fast = same[j] & (i_last >= 0) & (last >= p_start[j]) & (last < p_end[j])
+        unit_g = u0[j]
+        slow = np.flatnonzero(~fast)
+        if slow.shape[0]:
+            unit_g[slow] = np.searchsorted(ends, last[slow], side="right")
+    else:
+        unit_g = np.searchsorted(ends, last, side="right")
     unit = unit_g - np.searchsorted(ends, base, side="right")[rec_group]
     in_unit = np.zeros(n, np.int64)
     if n:

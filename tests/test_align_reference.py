@@ -1,0 +1,94 @@
+"""pcapkit.align.align_all finds most pieces without a search (issue 16: a record inside
+one piece, a piece no PSH end falls inside); the records table must be the one the
+reference (every record searched, tests/reference_align16.py) gives.  Lab fixtures with
+loss, retransmissions and reordering, and a SYNTHETIC capture with records straddling
+segments, holes inside records and over headers, and records many to a segment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import pcapkit
+import pcapkit.align as align
+from fuzz.build import _REC, ACK, PSH, T0_NS, Tcp, pcap_header
+from tests import reference_align16
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+CASES = [
+    "tls_sse_drop/client.pcapng",
+    "tls_small_records_drop/middle.pcapng",
+    "tls_large_record_drop/server.pcapng",
+    "h2_sse_drop/client.pcapng",
+    "h2_send_buffer_lowat/server.pcapng",
+    "h2_hol_drop/middle.pcapng",
+]
+
+
+def _records_both(p: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any]:
+    with pcapkit.open(p) as t:
+        new = t.records
+    monkeypatch.setattr(align, "align_all", reference_align16.align_all)
+    with pcapkit.open(p) as t:
+        ref = t.records
+    monkeypatch.undo()
+    return new, ref
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixtures_as_the_reference(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    new, ref = _records_both(FIXTURES / case, monkeypatch)
+    assert len(ref) > 0
+    assert new.equals(ref)
+
+
+def _synthetic(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(7)
+    frames: list[tuple[int, bytes]] = []
+    t_ns = T0_NS
+    for k in range(2):
+        c = Tcp(cport=42000 + k, t_ns=t_ns).handshake()
+        c.send(True, bytes([23, 3, 3, 0, 20]) + bytes(20))
+        for i in range(120):
+            sizes = rng.choice([10, 40, 300, 2000, 5000], size=1 + i % 5)
+            body = b"".join(bytes([23, 3, 3, s >> 8, s & 0xFF]) + bytes(int(s)) for s in sizes)
+            if i in (30, 70):  # a hole inside a record
+                c.send(False, body[:7]).hole(False, 50).send(False, body[57:])
+            elif i == 90:  # a hole over a header
+                c.send(False, body[:-3]).hole(False, 3)
+                c.send(False, bytes([23, 3, 3, 0, 30]) + bytes(30))
+            elif i in (50, 100):
+                # small records in segments that overlap: [0, 300), then [600, 1000)
+                # out of order, then [0, 800) with PSH (its end falls inside a piece)
+                small = b"".join(bytes([23, 3, 3, 0, 15]) + bytes(15) for _ in range(50))
+                o, a = c.sisn + 1 + c.s_next, c.cisn + 1 + c.c_next
+                c._frame(False, o, a, ACK, small[:300])
+                c._frame(False, o + 600, a, ACK | PSH, small[600:])
+                c._frame(False, o, a, ACK | PSH, small[:800])
+                c.s_next += len(small)
+                c.send(False, body)
+            else:
+                c.send(False, body)
+        frames += c.frames
+        t_ns = c.t_ns
+    p = tmp_path / "align.pcap"
+    with open(p, "wb") as f:  # a few data frames cut by a 70-byte snaplen
+        f.write(pcap_header())
+        for n, (t, fr) in enumerate(frames):
+            incl = 70 if n % 37 == 5 and len(fr) > 200 else len(fr)
+            sec, sub = divmod(t, 1_000_000_000)
+            f.write(_REC.pack(sec, sub, incl, len(fr)) + fr[:incl])
+    return p
+
+
+def test_synthetic_as_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    new, ref = _records_both(_synthetic(tmp_path), monkeypatch)
+    s2c = ref[ref.dir == "s2c"]
+    # both paths of align_all: records inside one piece and across pieces, some cut by a hole
+    assert (s2c.segments == 1).sum() > 300 and (s2c.segments > 1).sum() > 100
+    assert (s2c.missing_bytes > 0).sum() >= 4
+    assert s2c.psh_end.sum() > 100 and (~s2c.psh_end).sum() > 100
+    assert new.equals(ref)
