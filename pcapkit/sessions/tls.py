@@ -824,21 +824,20 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
     for w, s0 in zip(walks, starts.tolist(), strict=True):
         for r, h in w.split.items():
             hdr[s0 + r] = np.frombuffer(h, np.uint8)
-    # int32 fields (a 16-bit value shifted, or a byte): no int64 copy of every column
-    ct = hdr[:, 0].astype(np.int32)
-    ver = (hdr[:, 1].astype(np.int32) << 8) | hdr[:, 2]
-    ln = (hdr[:, 3].astype(np.int32) << 8) | hdr[:, 4]
-    del hdr
+    # the fields straight at the records table's dtypes (every walk's arrays are views
+    # of these): big-endian 16-bit views, no wider temporaries of every record
+    ct_t = hdr[:, 0].astype(RECORD_DTYPES["content_type"])
+    ver_t = np.ascontiguousarray(hdr[:, 1:3]).view(">u2")[:, 0].astype(RECORD_DTYPES["version"])
+    len_t = np.ascontiguousarray(hdr[:, 3:5]).view(">u2")[:, 0].astype(RECORD_DTYPES["length"])
     # not a header (the framing is lost there) vs. a header whose length breaks a rule
     # of the record layer (the framing holds: the walk went on past it)
-    bad = (ct < 20) | (ct > 24) | ((ver >> 8) != 3)
-    overflow = ln > MAX_CIPHERTEXT_LENGTH
-    empty = (ln == 0) & (ct >= 20) & (ct <= 22)
+    bad = ~_PLAUSIBLE[hdr[:, 0], hdr[:, 1]]
+    del hdr
+    ct, ver = ct_t, ver_t
+    overflow = len_t > MAX_CIPHERTEXT_LENGTH
+    empty = (len_t == 0) & (ct >= 20) & (ct <= 22)
     odd = overflow | empty  # once, not per walk (that was quadratic in the records)
-    # at the records table's dtypes (every walk's arrays are views of these)
-    ct_t = ct.astype(RECORD_DTYPES["content_type"])
-    ver_t = ver.astype(RECORD_DTYPES["version"], copy=False)
-    len_t = (ln + 5).astype(RECORD_DTYPES["length"], copy=False)
+    len_t += 5  # the record's wire bytes (the rows below name the header's length field)
     out = []
     for w, s0, n in zip(walks, starts.tolist(), counts.tolist(), strict=True):
         sl = slice(s0, s0 + n)
@@ -849,7 +848,7 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
             cut = int(np.argmax(bad[sl]))
         for g in (s0 + np.nonzero(odd[s0 : s0 + cut])[0]).tolist():
             what = (
-                f"record of {int(ln[g])} bytes > 2^14 + 2048 (RFC 5246 §6.2.3): not decrypted"
+                f"record of {int(len_t[g]) - 5} bytes > 2^14 + 2048 (RFC 5246 §6.2.3): not decrypted"
                 if overflow[g]
                 else "zero-length"
             )
@@ -872,7 +871,7 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
             g = s0 + cut
             out[-1].stop = (
                 int(off[g]),
-                f"record header {int(ct[g])}/0x{int(ver[g]):04x}/{int(ln[g])} at offset "
+                f"record header {int(ct[g])}/0x{int(ver[g]):04x}/{int(len_t[g]) - 5} at offset "
                 f"{int(off[g])} is not TLS",
             )
     return out
