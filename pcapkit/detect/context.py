@@ -248,6 +248,49 @@ class DetectContext:
             got = self._memo[key] = {c: v[rows] for c, v in self._seg_np.items()}
         return got
 
+    # -- every direction at once (segmented passes over the sorted tables) ---------
+    @property
+    def packet_columns(self) -> Mapping[str, np.ndarray]:
+        """Every TCP packet's :class:`FlowPackets` columns, sorted by (flow, frame) — what
+        :meth:`packets_of` slices (read-only)."""
+        return self._p
+
+    @property
+    def packet_flows(self) -> np.ndarray:
+        """The flow of each row of :attr:`packet_columns` (sorted; read-only)."""
+        return self._pflow
+
+    @property
+    def seg_columns(self) -> Mapping[str, np.ndarray]:
+        """Every segment's :meth:`seg_arrays` columns, sorted by (flow, dir, frame) — what
+        :meth:`seg_arrays` slices (read-only)."""
+        return self._seg_np
+
+    @property
+    def seg_dir_keys(self) -> np.ndarray:
+        """Every segment's direction key ``2·flow + dir`` (:attr:`seg_columns` order,
+        sorted; read-only)."""
+        return self._seg_key
+
+    def seg_kind_is(self, value: str) -> np.ndarray:
+        """Every segment (:attr:`seg_columns` order): ``kind == value`` — through the
+        categories for a categorical (no object comparison per segment); kept for the
+        :meth:`memo` lifetime (read-only)."""
+        key = ("ctx.seg_kind_is", value)
+        got: np.ndarray | None = self._memo.get(key)
+        if got is None:
+            col = self._seg["kind"]
+            got = None
+            if isinstance(col.dtype, pd.CategoricalDtype):
+                cats = col.cat.categories.astype(str).to_numpy()
+                if all(isinstance(c, str) for c in cats.tolist()):
+                    # code −1 (missing) reads the appended False, as NaN == value does
+                    got = np.append(cats == value, False)[col.cat.codes.to_numpy()]
+            if got is None:
+                got = np.asarray(self._seg_np["kind"] == value, bool)
+            self._memo[key] = got
+        return got
+
     def rec_arrays(self, f: int, d: int) -> Mapping[str, np.ndarray]:
         """:meth:`records_of` as numpy columns (views): categorical and text columns as
         text, nullable integers as float with NaN for missing.  Each column is

@@ -499,3 +499,95 @@ def test_cork_prefilter_changes_nothing(traces, monkeypatch, at_once):
         assert [repr(f) for f in got[label]] == [repr(f) for f in want], label
         n += len(want)
     assert n > 0
+
+
+# --- every direction at once (segmented passes) ---------------------------------------------
+def test_seg_kind_is(traces):
+    n = 0
+    for label, t in traces:
+        ctx = t.detect_context
+        kinds = ctx.seg_columns["kind"]
+        for value in ("new", "prev_not_captured", "retransmission", "nope"):
+            got = ctx.seg_kind_is(value)
+            assert got.dtype == bool and got.tolist() == (kinds == value).tolist(), label
+            n += int(got.sum())
+    assert n > 0
+
+
+def test_all_data_acks_as_per_direction(traces, monkeypatch):
+    """One segmented pass = ``_make_data_acks`` (the per-direction function, kept as the
+    fallback) for every direction: handshake only, one segment, holes at the start and
+    end, retransmissions, both vantages, and directions without new data or without a
+    packet from the other side (None)."""
+    seen = {"dirs": 0, "none": 0, "pairs": 0}
+    for label, t in traces:
+        ctx = t.detect_context
+        every = tcp_model._all_data_acks(ctx)
+        assert every is not None, label
+        for f in ctx.tcp_flows():
+            for d in (0, 1):
+                want = tcp_model._make_data_acks(ctx, f, d)
+                got = every.get(2 * f + d)
+                if want is None:
+                    assert got is None, (label, f, d)
+                    seen["none"] += 1
+                    continue
+                assert got[0] == want[0], (label, f, d)
+                for g, w in zip(got[1:], want[1:], strict=True):
+                    assert g.dtype == w.dtype and g.tolist() == w.tolist(), (label, f, d)
+                memo = tcp_model._data_acks(ctx, f, d)  # what the detectors read
+                assert memo is not None and memo[2].tolist() == want[2].tolist()
+                seen["dirs"] += 1
+                seen["pairs"] += want[1].size
+    assert seen["dirs"] > 40 and seen["none"] > 5 and seen["pairs"] > 500, seen
+    # keys that do not fit one int64: each direction on its own, same answers
+    t = dict(traces)["holds-client"]
+    ctx = t.detect_context
+    monkeypatch.setattr(tcp_model, "_FLOW_MAX", 0)
+    ctx._memo.clear()
+    assert tcp_model._all_data_acks(ctx) is None
+    for f in ctx.tcp_flows():
+        for d in (0, 1):
+            want = tcp_model._make_data_acks(ctx, f, d)
+            got = tcp_model._data_acks(ctx, f, d)
+            assert (got is None) == (want is None)
+            if got is not None:
+                assert got[1].tolist() == want[1].tolist() and got[2].tolist() == want[2].tolist()
+    ctx._memo.clear()
+
+
+def test_frames_and_prior_order(traces, monkeypatch):
+    """``Finding.frames`` = the old first-seen loop; ``ctx.prior`` as each detector sees
+    it = ``sorted(findings so far, key=finding_order)``, and the result in that order."""
+    from pcapkit import detect
+    from pcapkit.detect import registry
+
+    def frames_reference(f):
+        seen = []
+        for e in f.evidence:
+            if e.frame not in seen:
+                seen.append(e.frame)
+        return seen
+
+    checked = 0
+    for label, t in traces[-len(FIXTURE_CAPTURES) :]:
+        ctx = t.detect_context
+        ctx._memo.clear()
+        so_far = []
+        for det in registry.DETECTORS:
+            orig = det.module.detect
+
+            def spy(c, *a, _orig=orig, so_far=so_far, **kw):
+                assert c.prior == sorted(so_far, key=detect.finding_order)
+                found = _orig(c, *a, **kw)
+                so_far.extend(found)
+                return found
+
+            monkeypatch.setattr(det.module, "detect", spy)
+        out = detect.run_detectors(ctx)
+        monkeypatch.undo()
+        assert out == sorted(so_far, key=detect.finding_order), label
+        for f in out:
+            assert f.frames == frames_reference(f)
+            checked += len(f.evidence)
+    assert checked > 20
