@@ -147,6 +147,13 @@ def _scenarios():
         s.client(t, 100, offset=max(s.nxt[0] - 100, 0))  # a resend of the last segment
         _wwr_run(s, t + 250_000, 4)
 
+    def retransmissions(s):
+        s.handshake()
+        t = _wwr_run(s, 100_000, 3)
+        for k in range(3):  # three resends of the last segment, each later
+            s.client(t + k * 220_000, 100, offset=max(s.nxt[0] - 100, 0))
+        _wwr_run(s, t + 700_000, 4)
+
     def quick_and_piggybacked(s):
         s.handshake()
         t = _wwr_run(s, 100_000, 3, quick=True)
@@ -192,6 +199,7 @@ def _scenarios():
         hole_at_start,
         hole_at_end,
         retransmission,
+        retransmissions,
         quick_and_piggybacked,
         server_full_then_partial,
         small_window,
@@ -493,6 +501,7 @@ def test_cork_prefilter_changes_nothing(traces, monkeypatch, at_once):
         return np.nonzero(partial)[0], None, []
 
     monkeypatch.setattr(cork, "_cork_prefilter", every_partial)
+    monkeypatch.setattr(cork, "_prefilter_all", lambda ctx, jobs: {})
     n = 0
     for label, t in traces:
         want = cork.detect(t.detect_context)
@@ -591,3 +600,127 @@ def test_frames_and_prior_order(traces, monkeypatch):
             assert f.frames == frames_reference(f)
             checked += len(f.evidence)
     assert checked > 20
+
+
+def _cork_jobs(ctx, params):
+    lo_f, hi_f, rto_min_ms, slack_ms = params
+    for f in ctx.tcp_flows():
+        for d in (0, 1):
+            v = DirView.timed(ctx, f, d)
+            if v is None:
+                continue
+            quiet = v.tolerance() + v.coupling.late_ns
+            rto_est = v.rtt + max(int(rto_min_ms * MS), 2 * v.rtt)
+            lo = int(lo_f * (v.rtt + rto_min_ms * MS))
+            yield v, lo, int(hi_f * rto_est + slack_ms * MS), quiet, rto_est
+
+
+def _prefilter_pairs(ctx, params):
+    jobs = list(_cork_jobs(ctx, params))
+    pre = cork._prefilter_all(ctx, jobs)
+    for v, lo, hi, quiet, _ in jobs:
+        new = v.new_pos
+        partial = ~v.s_super[new] & (v.s_len[new] < v.mss)
+        yield v, pre.get(2 * v.f + v.d), cork._cork_prefilter(v, new, partial, lo, hi, quiet)
+
+
+def _same_prefilter(got, want):
+    assert got[0].dtype == want[0].dtype and got[0].tolist() == want[0].tolist()
+    assert (got[1] is None) == (want[1] is None)
+    if want[1] is not None:
+        assert got[1].dtype == want[1].dtype and got[1].tolist() == want[1].tolist()
+    assert got[2] == want[2]
+
+
+@pytest.mark.parametrize("params", [(0.95, 1.25, 200.0, 20.0), (0.2, 3.0, 50.0, 0.0)])
+def test_prefilter_all_as_per_direction(traces, params):
+    """cork's prefilter of every timed direction at once = ``_cork_prefilter`` (the
+    per-direction function, kept for the directions it leaves) on the labelled traces;
+    most directions are answered at once."""
+    seen = {"at_once": 0, "left": 0, "todo": 0, "resets": 0}
+    for _label, t in traces:
+        for v, got, want in _prefilter_pairs(t.detect_context, params):
+            if got is None:
+                seen["left"] += 1
+                continue
+            if v.new_pos.size:
+                _same_prefilter(got, want)
+                seen["at_once"] += 1
+                seen["todo"] += want[0].size
+                seen["resets"] += int(want[1][-1]) if want[1] is not None else 0
+    assert seen["at_once"] > 40 and seen["todo"] > 20 and seen["resets"] > 20, seen
+
+
+def _tamper_y_backwards(ctx, v, a):
+    ts = ctx.packet_columns["ts"]
+    y = v.y_idx[: v.y_idx.size // 2] + a  # Y's first half: after Y's last packet
+    return ts, y, int(ts[v.y_idx[-1] + a]) + 1
+
+
+def _tamper_x_bad_backwards(ctx, v, a):
+    cols = ctx.seg_columns  # (pandas' arrays are read-only: a copy to change)
+    ts = cols["ts_ns"] = cols["ts_ns"].copy()
+    rows = np.flatnonzero(ctx.seg_dir_keys == 2 * v.f + v.d)
+    kind = ctx.seg_columns["kind"][rows]
+    bad = rows[(kind != "new") & (kind != "prev_not_captured")]
+    if bad.size < 2:
+        return None
+    return ts, bad[:1], int(ts[bad[-1]]) + 1  # the first retransmission after the last
+
+
+def _tamper_y_at_bound(ctx, v, a):
+    """A Y packet seen exactly at a partial segment's search bound (t − d_X + quiet)."""
+    ts = ctx.packet_columns["ts"]
+    quiet = v.tolerance() + v.coupling.late_ns
+    ys = v.y_ts
+    for j in v.new_pos[~v.s_super[v.new_pos] & (v.s_len[v.new_pos] < v.mss)].tolist():
+        t = int(v.p.ts[v.s_pi[j]])
+        bound = min(t - v.d_x + quiet, t - 1)
+        k = int(np.searchsorted(ys, bound, side="right"))
+        if 0 < k < ys.size and int(ys[k]) > bound and int(ys[k - 1]) < bound:
+            return ts, v.y_idx[k : k + 1] + a, bound
+    return None
+
+
+@pytest.mark.parametrize(
+    "label,tamper,left",
+    [
+        ("holds-server", _tamper_y_backwards, True),
+        ("retransmissions-client", _tamper_x_bad_backwards, True),
+        ("holds-server", _tamper_y_at_bound, False),
+        ("holds-client", _tamper_y_at_bound, False),
+    ],
+)
+def test_prefilter_all_tampered(traces, label, tamper, left):
+    """Times going backwards (Y's, or X's retransmissions'): that direction is left to
+    ``_cork_prefilter`` (which then loops over every partial segment: resets None); a Y
+    packet exactly at a segment's search bound: answered at once, as before."""
+    ctx = dict(traces)[label].detect_context
+    ctx._memo.clear()
+    params = (0.95, 1.25, 200.0, 20.0)
+    changed = 0
+    for v, got, _ in list(_prefilter_pairs(ctx, params)):
+        if got is None or (not left and not got[0].size):
+            continue
+        a = int(np.searchsorted(ctx.packet_flows, v.f))
+        hit = tamper(ctx, v, a)
+        if hit is None:
+            continue
+        arr, idx, value = hit
+        saved = arr[idx].copy()
+        try:
+            arr[idx] = value
+            ctx._memo.clear()
+            for w, got2, want in _prefilter_pairs(ctx, params):
+                if (w.f, w.d) == (v.f, v.d):
+                    changed += 1
+                    if left:
+                        assert got2 is None and want[1] is None
+                    else:
+                        _same_prefilter(got2, want)
+                elif got2 is not None and w.new_pos.size:
+                    _same_prefilter(got2, want)
+        finally:
+            arr[idx] = saved
+            ctx._memo.clear()
+    assert changed > 0
