@@ -297,6 +297,11 @@ class DetectContext:
         converted when a detector first reads it (:class:`_RecColumns`)."""
         return _RecColumns(self, _span(self._rec_key, f, d))
 
+    def rec_rows(self, f: int, d: int) -> slice:
+        """Direction (f, d)'s rows among every record (:meth:`rec_arrays` order): what
+        :meth:`rec_arrays` slices from a mask over all records."""
+        return _span(self._rec_key, f, d)
+
     def rec_column(self, c: str, rows: slice) -> np.ndarray:
         """Rows ``rows`` of records column ``c`` as :meth:`rec_arrays` gives it: whole
         columns converted once and kept (categoricals through their categories,

@@ -724,3 +724,41 @@ def test_prefilter_all_tampered(traces, label, tamper, left):
             arr[idx] = saved
             ctx._memo.clear()
     assert changed > 0
+
+
+def _same_values(a, b):
+    return a.dtype == b.dtype and all(
+        x == y or (x != x and y != y) for x, y in zip(a.tolist(), b.tolist(), strict=True)
+    )
+
+
+def test_app_record_rows_as_app_records(traces):
+    """tls_records: the application records of a direction from masks over all records =
+    ``app_records`` of its columns — with keys, and without them (TLS 1.3 records of the
+    handshake epoch: those after the first encrypted push unit are application data)."""
+    from pcapkit.detect import tls_records
+
+    without_keys = [
+        (f"{name} (no keys)", pcapkit.open(FIX / name, embedded_keys=False))
+        for name in ("tls_tiny_records/client.pcapng", "tls_sse_nagle/server.pcapng")
+        if (FIX / name).exists()
+    ]
+    seen = {"dirs": 0, "none": 0, "hidden": 0}
+    for label, t in [*traces, *without_keys]:
+        ctx = t.detect_context
+        for f in ctx.tcp_flows():
+            for d in (0, 1):
+                cols = ctx.rec_arrays(f, d)
+                want = tls_records.app_records({c: cols[c] for c in tls_records._REC_COLS})
+                keep = tls_records.app_record_rows(ctx, f, d)
+                assert keep.dtype == bool and keep.shape[0] == ctx.records_of(f, d).shape[0]
+                if not tls_records.n_rows(want):
+                    assert not keep.any(), (label, f, d)
+                    seen["none"] += 1
+                    continue
+                for c in tls_records._REC_COLS:
+                    assert _same_values(cols[c][keep], want[c]), (label, f, d, c)
+                seen["dirs"] += 1
+                epoch = cols["epoch"][keep]
+                seen["hidden"] += int((epoch == "handshake").sum())
+    assert seen["dirs"] > 10 and seen["none"] > 10 and seen["hidden"] > 0, seen
