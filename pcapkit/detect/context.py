@@ -238,6 +238,11 @@ class DetectContext:
     def segments_of(self, f: int, d: int) -> pd.DataFrame:
         return self._seg.iloc[_span(self._seg_key, f, d)]
 
+    def seg_rows(self, f: int, d: int) -> slice:
+        """Direction (f, d)'s rows among every segment (:attr:`seg_columns` order): what
+        :meth:`seg_arrays` slices, for a mask over all segments (:meth:`seg_kind_is`)."""
+        return _span(self._seg_key, f, d)
+
     def seg_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
         """:meth:`segments_of` as numpy columns (views, shared: read-only), ``kind`` as
         text; sliced once per direction and :meth:`memo` lifetime."""

@@ -86,7 +86,7 @@ from .constants import (
 )
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
-from .tcp_model import DirView, cost_stats, role_name, y_groups
+from .tcp_model import DirView, cost_stats, median_of, role_name, y_groups
 
 SPEC = DetectorSpec(
     kinds=(
@@ -769,7 +769,7 @@ def _cork_findings(
     x_role, y_role = role_name(d), role_name(1 - d)
     sender, receiver = ctx.endpoint(f, d), ctx.peer(f, d)
     stream = int(ctx.flow(f).stream)
-    svc = int(np.median(service)) if service else 0
+    svc = int(median_of(np.asarray(service))) if service else 0  # = np.median
     anchor_cost = {e["j"]: (e["hold"] - svc) / MS for e in events if e["anchor"] is None}
     costs = []
     for e in events:

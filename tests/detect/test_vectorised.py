@@ -367,7 +367,7 @@ def test_median_as_numpy():
         cases.append(a.astype(np.int64))
         cases.append(np.abs(a - np.median(a)))  # the float64 second step of the MAD
     for a in cases:
-        assert tcp_model._median(a) == float(np.median(a)), a
+        assert tcp_model.median_of(a) == float(np.median(a)), a
 
 
 # --- cork: when X had the request -------------------------------------------------------
@@ -762,3 +762,84 @@ def test_app_record_rows_as_app_records(traces):
                 epoch = cols["epoch"][keep]
                 seen["hidden"] += int((epoch == "handshake").sum())
     assert seen["dirs"] > 10 and seen["none"] > 10 and seen["hidden"] > 0, seen
+
+
+def test_ssr_kind_masks(traces):
+    """ssr's data and retransmission masks sliced from masks over every segment = the
+    direction's kinds compared as text (what ``seg_rows`` slices is ``seg_arrays``)."""
+    n = 0
+    for label, t in traces:
+        ctx = t.detect_context
+        for f in ctx.tcp_flows():
+            for d in (0, 1):
+                rows = ctx.seg_rows(f, d)
+                kind = ctx.seg_arrays(f, d)["kind"]
+                assert ctx.seg_columns["frame"][rows].tolist() == (
+                    ctx.seg_arrays(f, d)["frame"].tolist()
+                )
+                for values in (ssr.DATA_KINDS, ("retransmission", "out_of_order")):
+                    want = np.isin(kind.astype(str), values)
+                    got = np.zeros(kind.shape[0], bool)
+                    for x in values:
+                        got |= ctx.seg_kind_is(x)[rows]
+                    assert got.tolist() == want.tolist(), label
+                    n += int(want.sum())
+    assert n > 0
+
+
+def test_percentiles_as_numpy():
+    """cost_stats' p50/p95 = ``np.percentile(a, (50, 95))`` (numpy's linear method) on
+    100,000 arrays: sizes 1–60, costs as the detectors form them (ns differences / 1e6),
+    ties, negative values, huge and tiny magnitudes; not finite: numpy itself."""
+    rng = np.random.default_rng(1695)
+    cases = [np.array([2.5]), np.array([1.0, 3.0]), np.array([7.0] * 4), np.array([-1.0, 1.0])]
+    cases += [np.array([1.0, np.nan, 3.0]), np.array([np.inf, 1.0]), np.array([-np.inf, np.inf])]
+    for _ in range(30_000):
+        k = int(rng.integers(1, 61))
+        scale = 10 ** int(rng.integers(0, 13))
+        a = rng.integers(-scale, scale + 1, k) / MS
+        if rng.random() < 0.3:
+            a = np.round(a, int(rng.integers(0, 4)))  # ties
+        cases.append(a.astype(float))
+    with np.errstate(invalid="ignore"):  # (numpy's own arithmetic on ±inf)
+        for a in cases:
+            want = np.percentile(a, (50, 95)).tolist()
+            got = tcp_model._percentiles(a, (0.5, 0.95))
+            assert [repr(x) for x in got] == [repr(x) for x in want], a
+        for a in cases[:3000]:
+            p50, p95 = np.percentile(a, (50, 95)).tolist()  # cost_stats as it was
+            want = {
+                "count": int(a.size),
+                "total_ms": round(float(a.sum()), 3),
+                "p50_ms": round(p50, 3),
+                "p95_ms": round(p95, 3),
+                "max_ms": round(float(a.max()), 3),
+            }
+            assert repr(tcp_model.cost_stats(a.tolist())) == repr(want), a
+
+
+def test_kind_masks_in_views(traces):
+    """The views' kind tests sliced from masks over every segment = the text compared per
+    direction (DirView.s_new and x_bad_ts, hol's seg_new and seg_retx)."""
+    from pcapkit.detect import hol
+
+    n = {"new": 0, "bad": 0, "retx": 0}
+    for label, t in traces:
+        ctx = t.detect_context
+        extras = hol._PacketExtras(ctx.packets)
+        for f, d, v in _views(ctx):
+            k = v.s_kind
+            assert v.s_new.dtype == bool and v.s_new.tolist() == (k == "new").tolist(), label
+            want_bad = v.s_ts[(k != "new") & (k != "prev_not_captured")]
+            assert v.x_bad_ts.tolist() == want_bad.tolist(), label
+            h = hol._Dir(ctx, extras, f, d)
+            retx = (k == "retransmission") | (k == "spurious_retransmission")
+            assert h.seg_retx.tolist() == retx.tolist()
+            assert h.seg_new.tolist() == (k == "new").tolist()
+            rows = ctx.seg_rows(f, d)  # delivery's mask
+            got = ctx.seg_kind_is("new")[rows] | ctx.seg_kind_is("prev_not_captured")[rows]
+            assert got.tolist() == np.isin(k, ("new", "prev_not_captured")).tolist()
+            n["new"] += int(v.s_new.sum())
+            n["bad"] += want_bad.size
+            n["retx"] += int(retx.sum())
+    assert n["new"] > 100 and n["bad"] > 3 and n["retx"] > 3, n
