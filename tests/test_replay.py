@@ -290,8 +290,8 @@ def test_data_a_slow_reader_held_was_queued_when_the_limited_stretch_began() -> 
     sent it at the slow reader's window edge.  The plan writes what left during the
     finding's stretch when the stretch began, not at its wire times (17 writes 10–21 ms
     apart): the replay's own slow reader paces it, not the script as well — paced twice,
-    the sender paused with the window open and lost the finding (2 of 10 faithful replays
-    beside two CPU hogs, 1 of 8 quiet)."""
+    the sender paused with the window open and lost the finding (main: 3 of 10 faithful
+    replays at load ~7 and 1 of 8 quiet; with this plan 0 of 10 interleaved with them)."""
     with pcapkit.open(FIX / "receiver_limited" / "server.pcapng") as t:
         plan = derive(t, 0)
     truth = _truth("receiver_limited")["params"]

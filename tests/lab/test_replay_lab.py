@@ -319,11 +319,12 @@ def test_slow_reader_and_early_close_replayed(tmp_path: Path) -> None:
     """receiver_limited: the replay's client reads as slowly as the original's (the
     finding comes back); stream_timeout: the replay's client closes mid-response (its FIN
     before the server's, the response incomplete).  One attempt: the faithful replay that
-    lost the finding (1 of 8 quiet, 2 of 10 beside two CPU hogs) had its server paced
-    twice — by the script's write times and by the slow reader — and paused with the
-    window open (7 of 16 pauses at the edge, under the detector's half); the plan now
-    queues what the limited stretch sent when it began (0 of 18 lost, 6–17 of 10–20 at
-    the edge).  A failure shows the pauses at the edge."""
+    lost the finding had its server paced twice — by the script's write times and by the
+    slow reader — and paused with the window open (7 of 16 pauses at the edge, under the
+    detector's half); the plan now queues what the limited stretch sent when it began.
+    Lost: main 3 of 10 (interleaved A/B at load ~7) and 1 of 8 quiet; this plan 0 of 28
+    (those 10, 8 quiet, 10 beside two CPU hogs; 6–17 of 10–20 pauses at the edge).  A
+    failure shows the pauses at the edge."""
     s = _replay(tmp_path / "rl", "receiver_limited")
     kinds = s["runs"]["faithful"]["kinds"]
     assert "receiver_limited" in kinds, (kinds, _edge_pauses(tmp_path / "rl" / "faithful"))
