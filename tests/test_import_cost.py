@@ -41,3 +41,43 @@ def test_the_cli_loads_the_lab_only_when_a_lab_command_is_named() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True", "lab"]
+
+
+def _analyze_modules(capture: str, fmt: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules (starting with one of ``prefixes``) loaded by `pcapkit analyze --format
+    fmt capture`, run in a fresh process from the repository root."""
+    code = (
+        "import sys, io, contextlib; from pcapkit.cli import cli\n"
+        f"sys.argv = ['pcapkit', 'analyze', '--format', {fmt!r}, {capture!r}]\n"
+        "try:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()):\n"
+        "        cli.main(standalone_mode=False)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({prefixes!r})))"
+    )
+    root = __file__.rsplit("/tests/", 1)[0]
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    return list(eval(out.stdout.strip().splitlines()[-1]))  # noqa: S307 - our own list
+
+
+QUIC_MODULES = ("pcapkit.sessions.quic", "dissectors.quic", "dissectors.http3")
+
+
+def test_a_tcp_only_analyze_loads_no_quic_dissector() -> None:
+    """A capture without UDP has no QUIC connection: `analyze` (every format) does not
+    import the QUIC session layer or dissectors (~60 ms), and still reports TLS/HTTP."""
+    for fmt in ("json", "text", "html"):
+        loaded = _analyze_modules("fixtures/tls_sse_nagle/client.pcapng", fmt, QUIC_MODULES)
+        assert loaded == [], fmt
+    seen = _analyze_modules(
+        "fixtures/tls_sse_nagle/client.pcapng", "json", ("dissectors.tls", "dissectors.http1")
+    )
+    assert "dissectors.tls.record" in seen and "dissectors.http1" in seen
+
+
+def test_a_quic_analyze_loads_the_quic_dissector() -> None:
+    loaded = _analyze_modules("fixtures/h3_stream_complete/client.pcapng", "json", QUIC_MODULES)
+    assert "pcapkit.sessions.quic" in loaded and "dissectors.quic.connection" in loaded
