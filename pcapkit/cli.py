@@ -181,11 +181,17 @@ def _freeze_imports() -> None:
     analysis no longer walk them.  Measured, ``analyze --format json`` CPU best of 3
     (bulk / h2 / sse / quic, 100k packets): 1.38 → 1.19, 1.67 → 1.51, 2.99 → 2.58,
     1.18 → 0.97 s; peak RSS unchanged.  Not in a caller's process: a test session's
-    garbage would never be collected."""
+    garbage would never be collected.
+
+    The collector was off since :func:`main` for the commands that come here
+    (:data:`_Cli.GC_OFF_UNTIL_OPEN`): the imports (pandas, numpy, pyarrow, the
+    detectors) create no garbage worth collecting, and its collections during them cost
+    ~10 % of their time; it is on again from here."""
     if _FREEZE_GC:
         import gc
 
         gc.freeze()
+        gc.enable()
 
 
 def open_trace(
@@ -238,6 +244,7 @@ def open_for_analysis(
     n = shards_needed(size, budget)
     if not n:
         return open_trace(path, keylog, settings=settings)
+    _freeze_imports()
     from .sharded import ShardedTrace
 
     emit(
@@ -316,11 +323,21 @@ class _Cli(click.Group):
     imported only when it is named or listed, so `pcapkit analyze` does not pay for it."""
 
     LAZY = ("lab",)
+    # the commands that reach open_trace (or open_for_analysis): main() turns the cyclic
+    # GC off for the imports, _freeze_imports turns it on again; every other command
+    # has it on again as soon as it is named
+    GC_OFF_UNTIL_OPEN = frozenset(
+        ("analyze", "diff", "records", "requests", "export", "report", "slice")
+    )
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.LAZY})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.GC_OFF_UNTIL_OPEN:
+            import gc
+
+            gc.enable()
         if cmd_name in self.LAZY and cmd_name not in self.commands:
             try:
                 from .lab.cli import lab
@@ -1614,6 +1631,9 @@ def main() -> None:
 
     global _FREEZE_GC
     _FREEZE_GC = True
+    import gc
+
+    gc.disable()  # until the command's imports are done (_freeze_imports, _Cli.get_command)
     _arrow_system_allocator()
     _one_malloc_arena()
     try:
