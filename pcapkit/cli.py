@@ -320,9 +320,17 @@ def fail(message: str) -> None:
 
 class _Cli(click.Group):
     """The command group; ``lab`` (netns, forwarder, fixtures: ~0.1 s of imports) is
-    imported only when it is named or listed, so `pcapkit analyze` does not pay for it."""
+    imported only when it is named, so neither `pcapkit analyze` nor `pcapkit --help`
+    (which lists it with :data:`LAZY_HELP`) pays for it."""
 
     LAZY = ("lab",)
+    # what `pcapkit --help` lists for a lazy command not loaded yet: its docstring's
+    # first paragraph (tests/test_import_cost.py checks the listing against the
+    # command's own)
+    LAZY_HELP = {
+        "lab": "Real traffic under controlled delay and loss, captured at both ends (needs root)."
+    }
+    _listing = False
     # the commands that reach open_trace (or open_for_analysis): main() turns the cyclic
     # GC off for the imports, _freeze_imports turns it on again; every other command
     # has it on again as soon as it is named
@@ -339,12 +347,21 @@ class _Cli(click.Group):
 
             gc.enable()
         if cmd_name in self.LAZY and cmd_name not in self.commands:
+            if self._listing:  # its line in the command list, without importing it
+                return click.Command(cmd_name, help=self.LAZY_HELP[cmd_name])
             try:
                 from .lab.cli import lab
             except ImportError:
                 return None
             self.add_command(lab)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 @click.group(

@@ -32,7 +32,7 @@ def test_opening_a_capture_for_its_packets_loads_no_dissector() -> None:
 
 def test_the_cli_loads_the_lab_only_when_a_lab_command_is_named() -> None:
     """`pcapkit analyze` does not import the lab (netns, forwarder, certificates: ~0.1 s);
-    `pcapkit lab …` and `pcapkit --help` (which lists it) do."""
+    `pcapkit lab …` does."""
     code = (
         "import sys, click; from pcapkit.cli import cli; "
         "a = 'pcapkit.lab' in sys.modules; "
@@ -81,3 +81,36 @@ def test_a_tcp_only_analyze_loads_no_quic_dissector() -> None:
 def test_a_quic_analyze_loads_the_quic_dissector() -> None:
     loaded = _analyze_modules("fixtures/h3_stream_complete/client.pcapng", "json", QUIC_MODULES)
     assert "pcapkit.sessions.quic" in loaded and "dissectors.quic.connection" in loaded
+
+
+def test_help_lists_the_lab_without_importing_it_or_pandas() -> None:
+    """`pcapkit --help` lists every command, ``lab`` from ``_Cli.LAZY_HELP``: the same
+    text as once the lab is loaded, and neither the lab nor pandas is imported for it."""
+    code = (
+        "import sys, io, contextlib; from pcapkit.cli import cli\n"
+        "def show():\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out):\n"
+        "        try:\n"
+        "            cli.main(['--help'], standalone_mode=False)\n"
+        "        except SystemExit:\n"
+        "            pass\n"
+        "    return out.getvalue()\n"
+        "before = show()\n"
+        "heavy = sorted(m for m in ('pcapkit.lab', 'pcapkit.lab.cli', 'pandas', 'numpy') "
+        "if m in sys.modules)\n"
+        "import click; cli.get_command(click.Context(cli), 'lab')\n"
+        "print(repr((before, heavy, 'pcapkit.lab.cli' in sys.modules, show())))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    before, heavy, loaded, after = eval(out.stdout.strip().splitlines()[-1])  # noqa: S307
+    assert heavy == [] and loaded
+    assert "  lab " in before and "analyze" in before
+    assert before == after
+
+
+def test_the_lazy_help_is_the_commands_first_paragraph() -> None:
+    from pcapkit.cli import _Cli
+    from pcapkit.lab.cli import lab
+
+    assert _Cli.LAZY_HELP["lab"] == " ".join((lab.help or "").split("\n\n")[0].split())
