@@ -114,3 +114,34 @@ def test_the_lazy_help_is_the_commands_first_paragraph() -> None:
     from pcapkit.lab.cli import lab
 
     assert _Cli.LAZY_HELP["lab"] == " ".join((lab.help or "").split("\n\n")[0].split())
+
+
+def test_tls_without_keys_loads_no_cryptography() -> None:
+    """The record protection (and with it the ``cryptography`` package, ~10 ms) is built
+    only for a session with keys: the same fixture analysed without its embedded keys
+    never imports it, with them it does."""
+    root = __file__.rsplit("/tests/", 1)[0]
+    code = (
+        "import sys, pcapkit; from pathlib import Path\n"
+        "t = pcapkit.open(Path('fixtures/tls_sse_nagle/client.pcapng'), embedded_keys={keys})\n"
+        "t.findings; t.requests; t.tls; t.gaps\n"
+        "print(len(t.requests), 'cryptography' in sys.modules)"
+    )
+    for keys, want in (("False", "0 False"), ("True", "True")):
+        out = subprocess.run(
+            [sys.executable, "-c", code.format(keys=keys)],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+        )
+        got = out.stdout.split()
+        assert " ".join(got[-len(want.split()) :]) == want, (keys, got)
+    assert int(got[0]) > 0  # with its keys the fixture's HTTP is read
+
+
+def test_the_cipher_names_are_the_factories() -> None:
+    from dissectors.tls import crypto
+
+    assert crypto._AEAD_CIPHERS == set(crypto._aead_factories())
+    assert crypto._BLOCK_CIPHERS == set(crypto._block_ciphers())
