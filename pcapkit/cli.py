@@ -342,7 +342,7 @@ class _Cli(click.Group):
         return sorted({*super().list_commands(ctx), *self.LAZY})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.GC_OFF_UNTIL_OPEN:
+        if _FREEZE_GC and cmd_name not in self.GC_OFF_UNTIL_OPEN:  # a caller's GC: theirs
             import gc
 
             gc.enable()

@@ -85,3 +85,16 @@ def test_a_command_that_opens_no_capture_runs_with_the_collector_on() -> None:
         s = _gc_state(*args)
         assert s["enabled_at_exit"] == 1, args
         assert s["collections_before_freeze"] == -1, args  # nothing frozen
+
+
+def test_a_caller_process_keeps_its_collector_setting() -> None:
+    """Through CliRunner (not main()) no command touches the caller's collector."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        r = CliRunner().invoke(cli, ["thresholds"])
+        assert r.exit_code == 0, r.output
+        assert not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()
