@@ -1597,6 +1597,10 @@ def _packets_text(res: dict[str, Any]) -> str:
     line = f"sent {res['packets']} packets ({res['bytes']} B) in {res['seconds']} s: {res['packets_per_s']} packets/s"
     if err:
         line += f"; timing error p50 {err['p50']} µs, p99 {err['p99']} µs"
+    if res.get("send_retries"):
+        line += f"; {res['send_retries']} sends retried (the interface's queue was full)"
+    if res.get("dropped_at_iface"):
+        line += f"\nwarning: the interface dropped {res['dropped_at_iface']} frames (tx_dropped)"
     return line
 
 
