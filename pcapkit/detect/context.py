@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..net.decode import ACK, FIN, PSH, RST, SYN
+from ..net.tcp import KINDS
 from .constants import Coupling
 
 DIRS = ("c2s", "s2c")
@@ -280,7 +281,11 @@ class DetectContext:
     def seg_kind_is(self, value: str) -> np.ndarray:
         """Every segment (:attr:`seg_columns` order): ``kind == value`` — through the
         categories for a categorical (no object comparison per segment); kept for the
-        :meth:`memo` lifetime (read-only)."""
+        :meth:`memo` lifetime (read-only).  A value that is not a segment kind
+        (:data:`~pcapkit.net.tcp.KINDS`) is a ValueError, not a mask of False: a
+        misspelt kind ("spurious") silently matched nothing in receiver_limited."""
+        if value not in KINDS:
+            raise ValueError(f"not a segment kind: {value!r} (one of {', '.join(KINDS)})")
         key = ("ctx.seg_kind_is", value)
         got: np.ndarray | None = self._memo.get(key)
         if got is None:

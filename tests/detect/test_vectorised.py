@@ -516,10 +516,13 @@ def test_seg_kind_is(traces):
     for label, t in traces:
         ctx = t.detect_context
         kinds = ctx.seg_columns["kind"]
-        for value in ("new", "prev_not_captured", "retransmission", "nope"):
+        for value in ("new", "prev_not_captured", "retransmission", "spurious_retransmission"):
             got = ctx.seg_kind_is(value)
             assert got.dtype == bool and got.tolist() == (kinds == value).tolist(), label
             n += int(got.sum())
+        # a misspelt kind is an error, not a mask of False (receiver_limited read "spurious")
+        with pytest.raises(ValueError, match="not a segment kind: 'spurious'"):
+            ctx.seg_kind_is("spurious")
     assert n > 0
 
 
