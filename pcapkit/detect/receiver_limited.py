@@ -169,7 +169,9 @@ def _direction(
     at_edge = (edge >= 0) & (gap < limit)
     # no zero window and no retransmission inside the pause
     zero_t = y_ts[p.win[yi] == 0]
-    retx_t = s_ts[ctx.seg_kind_is("retransmission")[rows] | ctx.seg_kind_is("spurious_retransmission")[rows]]
+    retx_t = s_ts[
+        ctx.seg_kind_is("retransmission")[rows] | ctx.seg_kind_is("spurious_retransmission")[rows]
+    ]
     if at_edge.any():  # counted in sorted copies: every pause at once
         zs, rs = np.sort(zero_t), np.sort(retx_t)
         lo, hi = t_last - d_x, t_resume
