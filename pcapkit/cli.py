@@ -181,11 +181,17 @@ def _freeze_imports() -> None:
     analysis no longer walk them.  Measured, ``analyze --format json`` CPU best of 3
     (bulk / h2 / sse / quic, 100k packets): 1.38 → 1.19, 1.67 → 1.51, 2.99 → 2.58,
     1.18 → 0.97 s; peak RSS unchanged.  Not in a caller's process: a test session's
-    garbage would never be collected."""
+    garbage would never be collected.
+
+    The collector was off since :func:`main` for the commands that come here
+    (:data:`_Cli.GC_OFF_UNTIL_OPEN`): the imports (pandas, numpy, pyarrow, the
+    detectors) create no garbage worth collecting, and its collections during them cost
+    ~10 % of their time; it is on again from here."""
     if _FREEZE_GC:
         import gc
 
         gc.freeze()
+        gc.enable()
 
 
 def open_trace(
@@ -238,6 +244,7 @@ def open_for_analysis(
     n = shards_needed(size, budget)
     if not n:
         return open_trace(path, keylog, settings=settings)
+    _freeze_imports()
     from .sharded import ShardedTrace
 
     emit(
@@ -313,21 +320,48 @@ def fail(message: str) -> None:
 
 class _Cli(click.Group):
     """The command group; ``lab`` (netns, forwarder, fixtures: ~0.1 s of imports) is
-    imported only when it is named or listed, so `pcapkit analyze` does not pay for it."""
+    imported only when it is named, so neither `pcapkit analyze` nor `pcapkit --help`
+    (which lists it with :data:`LAZY_HELP`) pays for it."""
 
     LAZY = ("lab",)
+    # what `pcapkit --help` lists for a lazy command not loaded yet: its docstring's
+    # first paragraph (tests/test_import_cost.py checks the listing against the
+    # command's own)
+    LAZY_HELP = {
+        "lab": "Real traffic under controlled delay and loss, captured at both ends (needs root)."
+    }
+    _listing = False
+    # the commands that reach open_trace (or open_for_analysis): main() turns the cyclic
+    # GC off for the imports, _freeze_imports turns it on again; every other command
+    # has it on again as soon as it is named
+    GC_OFF_UNTIL_OPEN = frozenset(
+        ("analyze", "diff", "records", "requests", "export", "report", "slice")
+    )
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self.LAZY})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if _FREEZE_GC and cmd_name not in self.GC_OFF_UNTIL_OPEN:  # a caller's GC: theirs
+            import gc
+
+            gc.enable()
         if cmd_name in self.LAZY and cmd_name not in self.commands:
+            if self._listing:  # its line in the command list, without importing it
+                return click.Command(cmd_name, help=self.LAZY_HELP[cmd_name])
             try:
                 from .lab.cli import lab
             except ImportError:
                 return None
             self.add_command(lab)
         return super().get_command(ctx, cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True
+        try:
+            super().format_commands(ctx, formatter)
+        finally:
+            self._listing = False
 
 
 @click.group(
@@ -1563,6 +1597,10 @@ def _packets_text(res: dict[str, Any]) -> str:
     line = f"sent {res['packets']} packets ({res['bytes']} B) in {res['seconds']} s: {res['packets_per_s']} packets/s"
     if err:
         line += f"; timing error p50 {err['p50']} µs, p99 {err['p99']} µs"
+    if res.get("send_retries"):
+        line += f"; {res['send_retries']} sends retried (the interface's queue was full)"
+    if res.get("dropped_at_iface"):
+        line += f"\nwarning: the interface dropped {res['dropped_at_iface']} frames (tx_dropped)"
     return line
 
 
@@ -1614,6 +1652,9 @@ def main() -> None:
 
     global _FREEZE_GC
     _FREEZE_GC = True
+    import gc
+
+    gc.disable()  # until the command's imports are done (_freeze_imports, _Cli.get_command)
     _arrow_system_allocator()
     _one_malloc_arena()
     try:

@@ -98,6 +98,9 @@ TOLERANCE_PCT = 10.0
 ATTEMPTS = 3
 # Kinds that hold bytes in the sender's TCP: a unit they released was written earlier.
 HOLD_KINDS = ("nagle", "nagle_delayed_ack", "tcp_cork")
+# Findings whose interval the receive window paced the sender through: what it sent then
+# was queued when the interval began (see window_held)
+WINDOW_HELD_KINDS = ("zero_window", "receiver_limited")
 # A unit released within this long after a hold's end was released by it (the releasing
 # ACK and the released segment are consecutive frames; gaps.RELEASE_SLACK_NS).
 RELEASE_SLACK_NS = 1_000_000
@@ -803,7 +806,15 @@ def window_held(
     window's closing and its reopening (+ :data:`RELEASE_SLACK_NS`: the reopening ACK
     releases it at once) was written by then: the replay's sender must have it queued when
     the window closes, or the window never closes (its writes would follow the reader,
-    as the capture's wire times do).  Earlier units keep their times (never later ones)."""
+    as the capture's wire times do).  Earlier units keep their times (never later ones).
+
+    The same for a ``receiver_limited`` finding (a slow reader's window never closes, but
+    the sender waited at its edge): the PSH-terminated runs it sent at the reader's
+    cadence were queued when the limited stretch began.  Written at their wire times
+    instead, the replay's server was paced twice — by the script's delays and by the
+    replay's own slow reader — and when the two drifted out of phase it paused with the
+    window open (a faithful replay of fixtures/receiver_limited: 7 of 16 pauses at the
+    edge, under the detector's half, in 1 of 8 runs; the original: 11 of 13)."""
     out = list(ready)
     for k, u in enumerate(units):
         for start, end in closed.get(u["dir"], ()):
@@ -888,7 +899,7 @@ def derive(trace: Trace, flow: int) -> Plan:
             cause = fr.details.get("cause") if isinstance(fr.details, dict) else None
             if cause in ("nagle", "nagle_delayed_ack"):  # e.g. records coalesced by Nagle
                 kinds_by_dir[str(fr.dir)].add(str(cause))
-            if fr.kind == "zero_window" and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
+            if fr.kind in WINDOW_HELD_KINDS and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
                 closed[str(fr.dir)].append((int(fr.t_start_ns), int(fr.t_end_ns)))
             if fr.kind in HOLD_KINDS and pd.notna(fr.t_start_ns) and pd.notna(fr.t_end_ns):
                 holds[str(fr.dir)].append((int(fr.t_start_ns), int(fr.t_end_ns)))

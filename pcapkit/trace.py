@@ -420,10 +420,16 @@ class Trace:
     @cached_property
     def _quic(self) -> list[Any]:
         """One :class:`pcapkit.sessions.quic.QuicFlow` per QUIC connection."""
-        from .sessions.quic import quic_flow_ids, run_quic
-
         self._report("quic", 0.0)
         c, ft, buf = self._net.dec.cols, self._net.flows, self.raw.buf
+        if not (ft.proto == PROTO_UDP).any():
+            # no UDP flow, no QUIC connection: the QUIC dissectors (~60 ms of imports)
+            # are not loaded
+            self.raw.release()
+            self._report("quic", 1.0)
+            return []
+        from .sessions.quic import quic_flow_ids, run_quic
+
         ids = quic_flow_ids(buf, c["payload_off"], c["payload_caplen"], ft.proto, ft.first_idx)
         ids = self._in_detail(ids)
         out = run_quic(
@@ -464,6 +470,8 @@ class Trace:
     @cached_property
     def quic(self) -> pd.DataFrame:
         """One row per QUIC connection; see ``schema.describe("quic")``."""
+        if not self._quic:  # as summary_rows([]): no row (sessions.quic not imported)
+            return schema.frame("quic", n=0)
         from .sessions.quic import summary_rows
 
         rows = self._quic_table(summary_rows)
@@ -475,6 +483,8 @@ class Trace:
     @cached_property
     def quic_messages(self) -> pd.DataFrame:
         """QUIC frames (not PADDING) with the columns of ``schema.describe("messages")``."""
+        if not self._quic:  # as message_rows([]): no row
+            return schema.frame("messages", n=0)
         from .sessions.quic import message_rows
 
         m = self._quic_table(message_rows)
@@ -492,6 +502,8 @@ class Trace:
     @cached_property
     def quic_anomalies(self) -> list[dict[str, Any]]:
         """What the QUIC dissector could not parse (rows of the "anomalies" schema)."""
+        if not self._quic:  # as anomaly_rows([])
+            return []
         from .sessions.quic import anomaly_rows
 
         return self._quic_table(anomaly_rows)
@@ -499,6 +511,8 @@ class Trace:
     @cached_property
     def quic_packets(self) -> pd.DataFrame:
         """One row per QUIC packet; see ``schema.describe("quic_packets")``."""
+        if not self._quic:  # as packet_table([])
+            return schema.frame("quic_packets", n=0)
         from .sessions.quic import packet_table
 
         return self._quic_table(packet_table)
@@ -507,6 +521,8 @@ class Trace:
     def quic_frames(self) -> pd.DataFrame:
         """One row per frame of every decrypted QUIC packet (PADDING included); see
         ``schema.describe("quic_frames")``."""
+        if not self._quic:  # as frame_table([])
+            return schema.frame("quic_frames", n=0)
         from .sessions.quic import frame_table
 
         return self._quic_table(frame_table)
@@ -515,6 +531,8 @@ class Trace:
     def quic_tls(self) -> pd.DataFrame:
         """TLS handshake messages of the QUIC connections with their extensions' facts and
         transport parameters; see ``schema.describe("quic_tls")``."""
+        if not self._quic:  # as tls_table([])
+            return schema.frame("quic_tls", n=0)
         from .sessions.quic import tls_table
 
         return self._quic_table(tls_table)
@@ -522,6 +540,8 @@ class Trace:
     @cached_property
     def quic_handshake(self) -> pd.DataFrame:
         """Handshake milestones per QUIC connection; see ``schema.describe("quic_handshake")``."""
+        if not self._quic:  # as handshake_table([])
+            return schema.frame("quic_handshake", n=0)
         from .sessions.quic import handshake_table
 
         return self._quic_table(handshake_table)
@@ -616,9 +636,12 @@ class Trace:
         """Why each streamed response waited: the first event (TTFT) and every long gap,
         split into path, network findings and server time (:mod:`pcapkit.detect.gaps`)."""
         from .detect.gaps import attribute
-        from .sessions.quic import server_leg_ms
 
-        legs = {qf.flow: server_leg_ms(qf) for qf in self._quic}
+        legs: dict[int, float | None] = {}
+        if self._quic:
+            from .sessions.quic import server_leg_ms
+
+            legs = {qf.flow: server_leg_ms(qf) for qf in self._quic}
         return attribute(
             self.requests,
             self.messages,

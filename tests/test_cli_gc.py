@@ -39,3 +39,62 @@ def test_a_caller_process_is_not_frozen() -> None:
     r = CliRunner().invoke(cli, ["analyze", "--format", "json", str(FIXTURE)])
     assert r.exit_code in (0, 1), r.output
     assert gc.get_freeze_count() == before
+
+
+def _gc_state(*args: str) -> dict[str, int]:
+    """Run ``pcapkit ARGS`` through main() in a fresh process; the collector's state when
+    main() was called and when the imports were frozen (collections so far, all
+    generations; -1 when never frozen) and at exit (enabled, frozen objects)."""
+    code = (
+        "import atexit, gc, sys\n"
+        "seen = {'collections_before_freeze': -1}\n"
+        "real_freeze = gc.freeze\n"
+        "def freeze():\n"
+        "    seen['collections_before_freeze'] = sum(s['collections'] for s in gc.get_stats())\n"
+        "    seen['enabled_at_freeze'] = int(gc.isenabled())\n"
+        "    real_freeze()\n"
+        "gc.freeze = freeze\n"
+        "def report():\n"
+        "    seen['enabled_at_exit'] = int(gc.isenabled())\n"
+        "    seen['frozen'] = gc.get_freeze_count()\n"
+        "    sys.stderr.write(f'STATE={seen!r}\\n')\n"
+        "atexit.register(report)\n"
+        "sys.argv = ['pcapkit', *sys.argv[1:]]\n"
+        "from pcapkit.cli import main\n"
+        "seen['collections_at_main'] = sum(s['collections'] for s in gc.get_stats())\n"
+        "main()\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT
+    )
+    assert r.returncode in (0, 1), r.stderr
+    state: dict[str, int] = eval(r.stderr.rsplit("STATE=", 1)[1].splitlines()[0])  # noqa: S307
+    return state
+
+
+def test_the_collector_is_off_during_the_imports_and_on_for_the_analysis() -> None:
+    s = _gc_state("analyze", "--format", "json", str(FIXTURE))
+    # pandas, numpy, the detectors imported after main(): no collection
+    assert s["collections_before_freeze"] == s["collections_at_main"]
+    assert s["enabled_at_freeze"] == 0
+    assert s["enabled_at_exit"] == 1 and s["frozen"] > 20_000
+
+
+def test_a_command_that_opens_no_capture_runs_with_the_collector_on() -> None:
+    for args in (("thresholds",), ("limits",), ("lab", "--help")):
+        s = _gc_state(*args)
+        assert s["enabled_at_exit"] == 1, args
+        assert s["collections_before_freeze"] == -1, args  # nothing frozen
+
+
+def test_a_caller_process_keeps_its_collector_setting() -> None:
+    """Through CliRunner (not main()) no command touches the caller's collector."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        r = CliRunner().invoke(cli, ["thresholds"])
+        assert r.exit_code == 0, r.output
+        assert not gc.isenabled()
+    finally:
+        if was:
+            gc.enable()

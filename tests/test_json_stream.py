@@ -62,6 +62,8 @@ def test_one_walk_writer_equals_to_jsonable_then_dump() -> None:
     """The streamed writer converts and writes each value in one walk
     (``_dump_jsonable``): the same text as ``to_jsonable`` then ``json.dumps(indent=2)``
     for every kind of value a table cell can hold."""
+    from http import HTTPStatus  # an IntEnum: an int subclass
+
     import numpy as np
     import pandas as pd
 
@@ -91,6 +93,16 @@ def test_one_walk_writer_equals_to_jsonable_then_dump() -> None:
         {"a": [1, {"b": np.int64(3), "c": [float("nan"), pd.NA]}], "d": (np.float64(2.5),)},
         {1: "int key", "1": "text key"},  # to_jsonable's str(k) keeps the last
         {np.int64(2): [np.uint8(1)]},
+        # the fast paths (_dump_items, the dict values): only ints, only strs, mixed
+        [3, -1, 10**20],
+        (0, 7),
+        ["a", "é\x00", ""],
+        [1, True],
+        [True, False],
+        [1, 2.5, None, "x"],
+        [HTTPStatus.OK, 1],
+        {"s": "é", "i": 2**70, "n": None, "f": float("nan"), "g": -float("inf")},
+        {"z": -0.0, "b": True, "e": HTTPStatus.OK, "u": np.uint16(3), "l": [1, 2], "t": ("a",)},
     ]
     for v in values:
         for pad in ("", "    "):

@@ -285,6 +285,26 @@ def test_data_the_closed_window_held_was_queued_when_it_closed() -> None:
     assert server[reopen]["delay_ms"] > pause["pause_ms"]
 
 
+def test_data_a_slow_reader_held_was_queued_when_the_limited_stretch_began() -> None:
+    """receiver_limited: the server wrote its 160 KiB with one sendall (scenario.json) and
+    sent it at the slow reader's window edge.  The plan writes what left during the
+    finding's stretch when the stretch began, not at its wire times (17 writes 10–21 ms
+    apart): the replay's own slow reader paces it, not the script as well — paced twice,
+    the sender paused with the window open and lost the finding (main: 3 of 10 faithful
+    replays at load ~7 and 1 of 8 quiet; with this plan 0 of 10 interleaved with them)."""
+    with pcapkit.open(FIX / "receiver_limited" / "server.pcapng") as t:
+        plan = derive(t, 0)
+    truth = _truth("receiver_limited")["params"]
+    server = [u for u in plan.script["units"] if u["side"] == "server"]
+    assert sum(u["len"] for u in server) == truth["response_len"]
+    waits = [i for i, u in enumerate(server) if u["delay_ms"] > 5]
+    # two round-trip waits of slow start before the stretch (cwnd, not the reader) ...
+    assert [round(server[i]["delay_ms"]) for i in waits] == [30, 30]
+    # ... then, from the stretch on, the rest written at once (before: 17 more waits)
+    rest = server[waits[-1] + 1 :]
+    assert len(rest) > 17 and max(u["delay_ms"] for u in rest) < 1
+
+
 @pytest.mark.parametrize("fixture", ["ack_stall", "black_hole", "rto_tail_loss", "tls_sse_drop"])
 def test_held_and_lost_return_path_match_the_forwarder(fixture: str) -> None:
     """The client's packets held 1.5 s (ack_stall) or lost from the request on

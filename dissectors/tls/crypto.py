@@ -38,13 +38,17 @@ import hashlib
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Protocol
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers import BlockCipherAlgorithm, Cipher, algorithms, modes
-from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
+from functools import cache
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ..errors import DissectError, Malformed
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers import BlockCipherAlgorithm
+    from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
+
+# ``cryptography`` (~10 ms of imports) is loaded by the first record protection built
+# (:func:`_aead_factories`, :func:`_block_ciphers`): a capture without keys never needs it.
 
 __all__ = [
     "CIPHER_SUITES",
@@ -111,7 +115,7 @@ class CipherSuite:
     @property
     def supported(self) -> bool:
         """True if this module can decrypt the suite."""
-        return self.cipher in _AEAD_FACTORIES or self.cipher in _BLOCK_CIPHERS
+        return self.cipher in _AEAD_CIPHERS or self.cipher in _BLOCK_CIPHERS
 
     @property
     def hash_length(self) -> int:
@@ -455,22 +459,41 @@ class RecordProtection(Protocol):
         ...
 
 
-_AeadCipher = AESGCM | AESCCM | ChaCha20Poly1305
+if TYPE_CHECKING:
+    _AeadCipher = AESGCM | AESCCM | ChaCha20Poly1305
+
+# the ciphers of _aead_factories and _block_ciphers, known without importing cryptography
+_AEAD_CIPHERS: Final = frozenset(
+    (
+        "AES_128_GCM",
+        "AES_256_GCM",
+        "CHACHA20_POLY1305",
+        "AES_128_CCM",
+        "AES_256_CCM",
+        "AES_128_CCM_8",
+        "AES_256_CCM_8",
+    )
+)
+_BLOCK_CIPHERS: Final = frozenset(("AES_128_CBC", "AES_256_CBC", "3DES_EDE_CBC"))
 
 
 def _make_aead(cipher: str, key: bytes) -> _AeadCipher:
-    return _AEAD_FACTORIES[cipher](key)
+    return _aead_factories()[cipher](key)
 
 
-_AEAD_FACTORIES: Final[dict[str, Callable[[bytes], _AeadCipher]]] = {
-    "AES_128_GCM": AESGCM,
-    "AES_256_GCM": AESGCM,
-    "CHACHA20_POLY1305": ChaCha20Poly1305,
-    "AES_128_CCM": AESCCM,
-    "AES_256_CCM": AESCCM,
-    "AES_128_CCM_8": lambda k: AESCCM(k, tag_length=8),
-    "AES_256_CCM_8": lambda k: AESCCM(k, tag_length=8),
-}
+@cache
+def _aead_factories() -> dict[str, Callable[[bytes], _AeadCipher]]:
+    from cryptography.hazmat.primitives.ciphers.aead import AESCCM, AESGCM, ChaCha20Poly1305
+
+    return {
+        "AES_128_GCM": AESGCM,
+        "AES_256_GCM": AESGCM,
+        "CHACHA20_POLY1305": ChaCha20Poly1305,
+        "AES_128_CCM": AESCCM,
+        "AES_256_CCM": AESCCM,
+        "AES_128_CCM_8": lambda k: AESCCM(k, tag_length=8),
+        "AES_256_CCM_8": lambda k: AESCCM(k, tag_length=8),
+    }
 
 
 def _triple_des(key: bytes) -> BlockCipherAlgorithm | None:
@@ -481,11 +504,23 @@ def _triple_des(key: bytes) -> BlockCipherAlgorithm | None:
     return TripleDES(key)
 
 
-_BLOCK_CIPHERS: Final[dict[str, Callable[[bytes], BlockCipherAlgorithm | None]]] = {
-    "AES_128_CBC": algorithms.AES,
-    "AES_256_CBC": algorithms.AES,
-    "3DES_EDE_CBC": _triple_des,
-}
+@cache
+def _block_ciphers() -> dict[str, Callable[[bytes], BlockCipherAlgorithm | None]]:
+    from cryptography.hazmat.primitives.ciphers import algorithms
+
+    return {
+        "AES_128_CBC": algorithms.AES,
+        "AES_256_CBC": algorithms.AES,
+        "3DES_EDE_CBC": _triple_des,
+    }
+
+
+@cache
+def _invalid_tag() -> type[Exception]:
+    """cryptography's ``InvalidTag`` (loaded already: an AEAD was built to get here)."""
+    from cryptography.exceptions import InvalidTag
+
+    return InvalidTag
 
 
 def _xor_seq(iv: bytes, seq: int) -> bytes:
@@ -532,7 +567,7 @@ class Tls13Protection:
         )
         try:
             inner = self._aead.decrypt(_xor_seq(self._iv, seq), bytes(fragment), aad)
-        except InvalidTag:
+        except _invalid_tag():
             raise AuthenticationFailed("AEAD tag does not verify") from None
         stripped = inner.rstrip(b"\x00")
         if not stripped:
@@ -571,7 +606,7 @@ class Tls12AeadProtection:
         )
         try:
             plaintext = self._aead.decrypt(nonce, bytes(fragment[explicit:]), aad)
-        except InvalidTag:
+        except _invalid_tag():
             raise AuthenticationFailed("AEAD tag does not verify") from None
         return content_type, plaintext
 
@@ -591,7 +626,7 @@ class Tls12CbcProtection:
         *,
         encrypt_then_mac: bool,
     ) -> None:
-        algorithm = _BLOCK_CIPHERS[suite.cipher](key)
+        algorithm = _block_ciphers()[suite.cipher](key)
         if algorithm is None:
             raise ValueError(f"{suite.cipher} is not available in this cryptography build")
         self.suite = suite
@@ -649,6 +684,8 @@ class Tls12CbcProtection:
         if not ct or len(ct) % bs or (self._explicit_iv and len(iv) != bs):
             self._chain(body)
             raise Malformed(f"CBC ciphertext of {len(ct)} bytes is not a positive multiple of {bs}")
+        from cryptography.hazmat.primitives.ciphers import Cipher, modes
+
         dec = Cipher(self._algorithm, modes.CBC(iv)).decryptor()
         padded = dec.update(ct) + dec.finalize()
         self._chain(body)

@@ -77,10 +77,17 @@ def run_detectors(
     kwargs = resolve_thresholds(settings)
     ctx.set_coupling(Coupling(**kwargs.pop("tcp", {})))
     out: list[Finding] = []
+    # each finding's finding_order key, computed once (findings are not changed after
+    # their detector returns): ``ctx.prior`` is re-sorted only when findings were added
+    keys: list[tuple[Any, ...]] = []
+    ranked: list[int] = []  # positions in ``out``, worst first
     for det in DETECTORS:
         if only is not None and not (set(det.spec.kind_names) & only):
             continue
-        ctx.prior = sorted(out, key=finding_order)
+        if len(ranked) != len(out):
+            keys.extend(finding_order(f) for f in out[len(keys) :])
+            ranked = sorted(range(len(out)), key=keys.__getitem__)
+        ctx.prior = [out[i] for i in ranked]  # = sorted(out, key=finding_order)
         try:
             found = det.detect(ctx, **kwargs.get(det.name, {}))
             for f in found:
@@ -102,7 +109,8 @@ def run_detectors(
             errors.append(isolate("detect", exc, what=f"detector {det.name}"))
             continue
         out.extend(f for f in found if only is None or f.kind in only)
-    out.sort(key=finding_order)
+    keys.extend(finding_order(f) for f in out[len(keys) :])
+    out = [out[i] for i in sorted(range(len(out)), key=keys.__getitem__)]
     try:
         link_requests(out, ctx.requests)
     except Exception as exc:  # noqa: BLE001 - the findings stand without their join key

@@ -80,11 +80,8 @@ class Finding:
 
     @property
     def frames(self) -> list[int]:
-        seen: list[int] = []
-        for e in self.evidence:
-            if e.frame not in seen:
-                seen.append(e.frame)
-        return seen
+        """The evidence frames, each once, in evidence order."""
+        return list(dict.fromkeys(e.frame for e in self.evidence))
 
 
 def frame_filter(frames: list[int]) -> str:

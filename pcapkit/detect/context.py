@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..net.decode import ACK, FIN, PSH, RST, SYN
+from ..net.tcp import KINDS
 from .constants import Coupling
 
 DIRS = ("c2s", "s2c")
@@ -238,6 +239,11 @@ class DetectContext:
     def segments_of(self, f: int, d: int) -> pd.DataFrame:
         return self._seg.iloc[_span(self._seg_key, f, d)]
 
+    def seg_rows(self, f: int, d: int) -> slice:
+        """Direction (f, d)'s rows among every segment (:attr:`seg_columns` order): what
+        :meth:`seg_arrays` slices, for a mask over all segments (:meth:`seg_kind_is`)."""
+        return _span(self._seg_key, f, d)
+
     def seg_arrays(self, f: int, d: int) -> dict[str, np.ndarray]:
         """:meth:`segments_of` as numpy columns (views, shared: read-only), ``kind`` as
         text; sliced once per direction and :meth:`memo` lifetime."""
@@ -248,11 +254,63 @@ class DetectContext:
             got = self._memo[key] = {c: v[rows] for c, v in self._seg_np.items()}
         return got
 
+    # -- every direction at once (segmented passes over the sorted tables) ---------
+    @property
+    def packet_columns(self) -> Mapping[str, np.ndarray]:
+        """Every TCP packet's :class:`FlowPackets` columns, sorted by (flow, frame) — what
+        :meth:`packets_of` slices (read-only)."""
+        return self._p
+
+    @property
+    def packet_flows(self) -> np.ndarray:
+        """The flow of each row of :attr:`packet_columns` (sorted; read-only)."""
+        return self._pflow
+
+    @property
+    def seg_columns(self) -> Mapping[str, np.ndarray]:
+        """Every segment's :meth:`seg_arrays` columns, sorted by (flow, dir, frame) — what
+        :meth:`seg_arrays` slices (read-only)."""
+        return self._seg_np
+
+    @property
+    def seg_dir_keys(self) -> np.ndarray:
+        """Every segment's direction key ``2·flow + dir`` (:attr:`seg_columns` order,
+        sorted; read-only)."""
+        return self._seg_key
+
+    def seg_kind_is(self, value: str) -> np.ndarray:
+        """Every segment (:attr:`seg_columns` order): ``kind == value`` — through the
+        categories for a categorical (no object comparison per segment); kept for the
+        :meth:`memo` lifetime (read-only).  A value that is not a segment kind
+        (:data:`~pcapkit.net.tcp.KINDS`) is a ValueError, not a mask of False: a
+        misspelt kind ("spurious") silently matched nothing in receiver_limited."""
+        if value not in KINDS:
+            raise ValueError(f"not a segment kind: {value!r} (one of {', '.join(KINDS)})")
+        key = ("ctx.seg_kind_is", value)
+        got: np.ndarray | None = self._memo.get(key)
+        if got is None:
+            col = self._seg["kind"]
+            got = None
+            if isinstance(col.dtype, pd.CategoricalDtype):
+                cats = col.cat.categories.astype(str).to_numpy()
+                if all(isinstance(c, str) for c in cats.tolist()):
+                    # code −1 (missing) reads the appended False, as NaN == value does
+                    got = np.append(cats == value, False)[col.cat.codes.to_numpy()]
+            if got is None:
+                got = np.asarray(self._seg_np["kind"] == value, bool)
+            self._memo[key] = got
+        return got
+
     def rec_arrays(self, f: int, d: int) -> Mapping[str, np.ndarray]:
         """:meth:`records_of` as numpy columns (views): categorical and text columns as
         text, nullable integers as float with NaN for missing.  Each column is
         converted when a detector first reads it (:class:`_RecColumns`)."""
         return _RecColumns(self, _span(self._rec_key, f, d))
+
+    def rec_rows(self, f: int, d: int) -> slice:
+        """Direction (f, d)'s rows among every record (:meth:`rec_arrays` order): what
+        :meth:`rec_arrays` slices from a mask over all records."""
+        return _span(self._rec_key, f, d)
 
     def rec_column(self, c: str, rows: slice) -> np.ndarray:
         """Rows ``rows`` of records column ``c`` as :meth:`rec_arrays` gives it: whole

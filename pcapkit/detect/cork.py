@@ -86,7 +86,7 @@ from .constants import (
 )
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
-from .tcp_model import DirView, cost_stats, role_name
+from .tcp_model import DirView, cost_stats, median_of, role_name, y_groups
 
 SPEC = DetectorSpec(
     kinds=(
@@ -208,21 +208,27 @@ def detect(
     out: list[Finding] = []
     starts = _request_starts(ctx)
     none = np.zeros(0, np.int64)
+    jobs: list[tuple[DirView, int, int, int, int]] = []  # (view, lo, hi, quiet, rto_est)
     for f in ctx.tcp_flows():
         for d in (0, 1):
             v = DirView.timed(ctx, f, d)
             if v is None:
                 continue
-            units = _app_units(ctx, f, d)
             tol = v.tolerance()
             quiet = tol + v.coupling.late_ns
             rto_est = v.rtt + max(int(rto_min_ms * MS), 2 * v.rtt)
             lo = int(rto_low_factor * (v.rtt + rto_min_ms * MS))
             hi = int(rto_high_factor * rto_est + rto_high_slack_ms * MS)
-            # the client's own requests (never anchors); none for the server's direction
-            req = starts.get(f, none) if d == 0 else none
-            out.extend(_cork(ctx, v, units, lo, hi, quiet, rto_est, req))
-            out.extend(_coalescing(ctx, v, units, int(autocork_max_gap_ms * MS), quiet))
+            jobs.append((v, lo, hi, quiet, rto_est))
+    pre = _prefilter_all(ctx, jobs)
+    for v, lo, hi, quiet, rto_est in jobs:
+        f, d = v.f, v.d
+        units = _app_units(ctx, f, d)
+        # the client's own requests (never anchors); none for the server's direction
+        req = starts.get(f, none) if d == 0 else none
+        got = pre.get(2 * f + d)
+        out.extend(_cork(ctx, v, units, lo, hi, quiet, rto_est, req, got))
+        out.extend(_coalescing(ctx, v, units, int(autocork_max_gap_ms * MS), quiet))
     return out
 
 
@@ -264,8 +270,11 @@ def _cork(
     quiet: int,
     rto_est: int,
     starts: np.ndarray,
+    pre: Prefiltered | None = None,
 ) -> list[Finding]:
-    """``starts``: when X's HTTP requests became readable (X the client; else empty)."""
+    """``starts``: when X's HTTP requests became readable (X the client; else empty);
+    ``pre``: what :func:`_cork_prefilter` answers for this direction, when known
+    (:func:`_prefilter_all`)."""
     p = v.p
     new = v.new_pos
     if not new.size:
@@ -277,7 +286,9 @@ def _cork(
     events: list[dict[str, Any]] = []
     chain = False  # socket shown corked and not shown uncorked since
     slow_answers = 0
-    todo, resets, service = _cork_prefilter(v, new, partial, lo, hi, quiet)
+    if pre is None:
+        pre = _cork_prefilter(v, new, partial, lo, hi, quiet)
+    todo, resets, service = pre[0], pre[1], list(pre[2])
     # ``service``: prompt answers to requests, the application's service time (only its
     # median is read: the prefilter's answers first, then the loop's)
     seen = 0
@@ -480,6 +491,161 @@ def _cork_prefilter(
     return ppos[live], cum[:-1], service
 
 
+Prefiltered = tuple[np.ndarray, "np.ndarray | None", list[int]]
+
+
+def _prefilter_all(
+    ctx: DetectContext, jobs: list[tuple[DirView, int, int, int, int]]
+) -> dict[int, Prefiltered]:
+    """:func:`_cork_prefilter` of many directions at once (``jobs``: (view, lo, hi, quiet,
+    rto_est)), by direction key ``2·flow + dir``: one pass over all their partial
+    segments, each direction's searches in Y's packets and X's retransmissions made in
+    one sorted array (a group's number times a time bound plus the time).  A direction is
+    absent — :func:`_cork` then asks :func:`_cork_prefilter` itself — when its Y times or
+    X's retransmission times go backwards, when it has ≥ ``REQUESTS_AT_ONCE_MIN``
+    answers to Y's data to settle, or when the trace's times or frames do not fit."""
+    out: dict[int, Prefiltered] = {}
+    if not jobs:
+        return out
+    z = np.zeros(0, np.int64)
+    keys = np.array([2 * v.f + v.d for v, *_ in jobs], np.int64)
+    if keys.shape[0] > 1 and bool((keys[1:] <= keys[:-1]).any()):
+        return out
+    skey = ctx.seg_dir_keys
+    sa = np.searchsorted(skey, keys, side="left")
+    nseg = np.searchsorted(skey, keys, side="right") - sa
+    # every segment row of the jobs' directions, and its job
+    job = np.repeat(np.arange(keys.shape[0]), nseg)
+    first = np.cumsum(nseg) - nseg
+    rows = np.arange(job.shape[0]) - first[job] + sa[job]
+    # the views' own arrays, concatenated (the same values the per-view code reads)
+    cat = np.concatenate
+    views = [j[0] for j in jobs]
+    if any(v.s_frame.shape[0] != n for v, n in zip(views, nseg.tolist(), strict=True)):
+        return out
+    is_new = ctx.seg_kind_is("new")[rows]
+    pnc = ctx.seg_kind_is("prev_not_captured")[rows]
+    s_ts = cat([v.s_ts for v in views])
+    s_len = cat([v.s_len for v in views])
+    s_off = cat([v.s_off for v in views])
+    s_gap = cat([v.s_gap for v in views])
+    s_psh = cat([v.s_psh for v in views])
+    s_super = cat([v.s_super for v in views])
+    # the packet times of each segment (``p.ts[s_pi]``): packet rows by (flow, frame)
+    pc = ctx.packet_columns
+    pflow, pts = ctx.packet_flows, pc["ts"]
+    s_pi = cat([v.s_pi for v in views])
+    fstart = np.searchsorted(pflow, keys >> 1, side="left")
+    gpi = s_pi + fstart[job]
+    d_x = np.array([v.d_x for v in views], np.int64)
+    mss = np.array([v.mss for v in views], np.int64)
+    lo = np.array([j[1] for j in jobs], np.int64)
+    hi = np.array([j[2] for j in jobs], np.int64)
+    quiet = np.array([j[3] for j in jobs], np.int64)
+    if not pts.shape[0] or not s_ts.shape[0] or s_ts.dtype.kind not in "iu":
+        return out
+    # one time base for the grouped searches
+    base = min(int(pts.min()), int(s_ts.min()))
+    span = max(int(pts.max()), int(s_ts.max())) - base + 2
+    yg = y_groups(ctx)
+    gy, y0, ny = yg.span(keys)
+    if (int(keys.shape[0]) + int(yg.keys.shape[0]) + 2) * span >= 1 << 62:
+        return out
+    # Y's times per group, offset by the group; a group going backwards: that direction
+    # on its own
+    y_ts = pts[yg.yo] - base
+    ykey = yg.gid * span + y_ts
+    back_y = np.zeros(max(int(yg.keys.shape[0]), 1), bool)
+    if y_ts.shape[0] > 1:
+        down = np.flatnonzero((y_ts[1:] < y_ts[:-1]) & (yg.gid[1:] == yg.gid[:-1]))
+        back_y[yg.gid[down + 1]] = True
+    y_ackmax = pc["ack"][yg.yo]
+    # running max of Y's ACK per group: offset by the group (acks ≥ −1)
+    if y_ackmax.shape[0]:
+        m = int(y_ackmax.max()) + 2
+        if (int(yg.keys.shape[0]) + 1) * m >= 1 << 62:
+            return out
+        acc = yg.gid * m + (y_ackmax + 1)
+        np.maximum.accumulate(acc, out=acc)
+        y_ackmax = acc - yg.gid * m - 1
+    # X's retransmissions/probes (``x_bad_ts``) per job, offset by the job
+    bad = ~is_new & ~pnc
+    b_job, b_ts = job[bad], s_ts[bad] - base
+    bkey = b_job * span + b_ts
+    n_bad = np.bincount(b_job, minlength=keys.shape[0])
+    b0 = np.cumsum(n_bad) - n_bad
+    back_x = np.zeros(keys.shape[0], bool)
+    if b_ts.shape[0] > 1:
+        down = np.flatnonzero((b_ts[1:] < b_ts[:-1]) & (b_job[1:] == b_job[:-1]))
+        back_x[b_job[down + 1]] = True
+    # X's new segments: each one's position among its direction's (``new``)
+    nrow = np.flatnonzero(is_new)
+    n_job = job[nrow]
+    n_new = np.bincount(n_job, minlength=keys.shape[0])
+    n0 = np.cumsum(n_new) - n_new
+    npos = np.arange(nrow.shape[0]) - n0[n_job]
+    partial = ~s_super[nrow] & (s_len[nrow] < mss[n_job])
+    pr = nrow[partial]  # the partial segments' rows
+    jb = n_job[partial]
+    ppos = npos[partial]
+    t = pts[gpi[pr]].astype(np.int64)
+    bound = np.minimum(t - d_x[jb] + quiet[jb], t - 1) - base
+    g = gy[jb]
+    kb = np.searchsorted(ykey, g * span + np.clip(bound, -1, span - 1), side="right") - 1
+    kb = np.where(ny[jb] > 0, kb - y0[jb], -1)
+    has = kb >= 0
+    off = s_off[pr]
+    grow = y0[jb] + np.where(has, kb, 0)  # Y's packet kb as a YGroups row
+    grow = np.minimum(grow, max(yg.yo.shape[0] - 1, 0))
+    if yg.yo.shape[0]:
+        in_flight = np.where(has, y_ackmax[grow] < off, off > 0)
+        ib = yg.yo[grow]
+    else:
+        in_flight = off > 0
+        ib = np.zeros(pr.shape[0], np.int64)
+    reset = in_flight | (s_gap[pr] > 0)
+    live = ~reset & has
+    tb = pts[ib].astype(np.int64)
+    w = pc["win"][ib]
+    hold = t - tb - d_x[jb]
+    win_limited = (w == 0) | ((w > 0) & (w < s_len[pr]))
+    trouble = np.zeros(pr.shape[0], bool)
+    if b_ts.shape[0]:
+        # X's first retransmission at or after tb, when it came by t
+        a = np.searchsorted(bkey, jb * span + (tb - base), side="left") - b0[jb]
+        nb = n_bad[jb]
+        at = np.where(nb > 0, b0[jb] + np.minimum(a, nb - 1), 0)
+        trouble = (nb > 0) & (a < nb) & (b_ts[at] + base <= t)
+    ydata = (pc["length"][ib] > 0) & has if yg.yo.shape[0] else np.zeros(pr.shape[0], bool)
+    psh = s_psh[pr]
+    prev_ts = s_ts[nrow[np.maximum(np.flatnonzero(partial) - 1, 0)]]
+    close = (ppos > 0) & (t - prev_ts < lo[jb])
+    lo_j, hi_j, quiet_j = lo[jb], hi[jb], quiet[jb]
+    unchained = psh & (hold >= quiet_j) & ((hold < lo_j) | (hold > hi_j)) & close
+    settled = win_limited | trouble | (~ydata & ((hold < quiet_j) | (~psh & (hold < lo_j))))
+    settled |= ~ydata & unchained & (hold < lo_j)
+    reset |= live & settled
+    noop = live & ~settled & ~ydata & (~psh | unchained)
+    live &= ~settled & ~noop
+    n_req = np.bincount(jb[live & ydata], minlength=keys.shape[0])
+    # resets before each new segment, per direction: an exclusive running count
+    rc = np.zeros(nrow.shape[0] + 1, np.int64)
+    rc[np.flatnonzero(partial) + 1] = reset
+    np.cumsum(rc, out=rc)
+    n_part = np.bincount(jb, minlength=keys.shape[0])
+    p0 = np.cumsum(n_part) - n_part
+    ok = ~back_x & (n_req < REQUESTS_AT_ONCE_MIN) & ~(back_y[gy] & (ny > 0))
+    for i in np.flatnonzero(ok).tolist():
+        k = int(keys[i])
+        if not n_part[i]:
+            out[k] = (z, None, [])
+            continue
+        a0, a1 = int(n0[i]), int(n0[i] + n_new[i])
+        q0, q1 = int(p0[i]), int(p0[i] + n_part[i])
+        out[k] = (ppos[q0:q1][live[q0:q1]], rc[a0:a1] - rc[a0], [])
+    return out
+
+
 def _request_hold_all(
     v: DirView, kb: np.ndarray, tb: np.ndarray, t: np.ndarray, hold: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -603,7 +769,7 @@ def _cork_findings(
     x_role, y_role = role_name(d), role_name(1 - d)
     sender, receiver = ctx.endpoint(f, d), ctx.peer(f, d)
     stream = int(ctx.flow(f).stream)
-    svc = int(np.median(service)) if service else 0
+    svc = int(median_of(np.asarray(service))) if service else 0  # = np.median
     anchor_cost = {e["j"]: (e["hold"] - svc) / MS for e in events if e["anchor"] is None}
     costs = []
     for e in events:

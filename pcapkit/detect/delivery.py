@@ -165,7 +165,9 @@ def _timestamped(
     ctx: DetectContext, opts: Any, f: int, d: int, floor: int, hol: list[Any]
 ) -> list[Finding] | None:
     v = DirView.build(ctx, f, d)
-    new = np.isin(v.s_kind, ("new", "prev_not_captured"))
+    rows = ctx.seg_rows(f, d)  # = np.isin(v.s_kind, ("new", "prev_not_captured")), from
+    # masks over every segment made once
+    new = ctx.seg_kind_is("new")[rows] | ctx.seg_kind_is("prev_not_captured")[rows]
     idx = np.nonzero(new)[0]
     if idx.shape[0] < 3:
         return None

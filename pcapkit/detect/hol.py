@@ -347,11 +347,14 @@ class _Dir:
         self.seg_psh = v.s_psh
         self.seg_kind = v.s_kind
         self.seg_super = v.s_super
-        # the kind tests every hole asks, once per direction
-        # (two comparisons of the text array: np.isin over objects costs ~4× as much)
-        k = v.s_kind
-        self.seg_retx = (k == "retransmission") | (k == "spurious_retransmission")
-        self.seg_new = k == "new"
+        # the kind tests every hole asks, once per direction: masks over every segment
+        # made once (from the categories), sliced
+        rows = ctx.seg_rows(f, d)
+        self.seg_retx = (
+            ctx.seg_kind_is("retransmission")[rows]
+            | ctx.seg_kind_is("spurious_retransmission")[rows]
+        )
+        self.seg_new = v.s_new
         # segments starting below the highest byte sent before them: only these can
         # cover bytes of a hole opened by an earlier segment (a hole [a, b) opened at i
         # has b = off[i] < end[i] ≤ that maximum for every later segment)

@@ -143,8 +143,8 @@ def _direction(
     y_ts = p.ts[yi]
     y_edge = p.ack[yi] + p.win[yi]
     y_edge_max = np.maximum.accumulate(y_edge)
-    kind = seg["kind"]
-    new = kind == "new"
+    rows = ctx.seg_rows(f, d)  # the kinds as masks over every segment, made once
+    new = ctx.seg_kind_is("new")[rows]
     s_ts = seg["ts_ns"].astype(np.int64)
     s_end = seg["end"].astype(np.int64)
     s_frame = seg["frame"].astype(np.int64)
@@ -169,7 +169,9 @@ def _direction(
     at_edge = (edge >= 0) & (gap < limit)
     # no zero window and no retransmission inside the pause
     zero_t = y_ts[p.win[yi] == 0]
-    retx_t = s_ts[(kind == "retransmission") | (kind == "spurious")]
+    retx_t = s_ts[
+        ctx.seg_kind_is("retransmission")[rows] | ctx.seg_kind_is("spurious_retransmission")[rows]
+    ]
     if at_edge.any():  # counted in sorted copies: every pause at once
         zs, rs = np.sort(zero_t), np.sort(retx_t)
         lo, hi = t_last - d_x, t_resume

@@ -93,15 +93,6 @@ class Flight:
     end_ns: int
 
 
-def _one_of(kind: np.ndarray, values: tuple[str, ...]) -> np.ndarray:
-    """``np.isin(kind, values)`` for a text array and a few values: one comparison each
-    (``np.isin`` sorts an object array)."""
-    out = np.zeros(kind.shape[0], bool)
-    for x in values:
-        out |= kind == x
-    return out
-
-
 def flights_needed(burst: int, window: int) -> int:
     """Round trips to send ``burst`` segments from ``window``, doubling per RTT (slow start)."""
     n, sent, w = 0, 0, max(window, 1)
@@ -200,6 +191,12 @@ def detect(
     burst_continue_rtt: float = BURST_CONTINUE_RTT,
 ) -> list[Finding]:
     out: list[Finding] = []
+    # the kinds as masks over every segment, made once (comparing the text
+    # per direction cost one object comparison per segment and kind)
+    data_all = np.zeros(ctx.seg_dir_keys.shape[0], bool)
+    for x in DATA_KINDS:
+        data_all |= ctx.seg_kind_is(x)
+    rtx_all = ctx.seg_kind_is("retransmission") | ctx.seg_kind_is("out_of_order")
     for f in ctx.tcp_flows():
         rtt = ctx.rtt_ns(f)
         mss = ctx.eff_mss(f)
@@ -211,8 +208,8 @@ def detect(
             seg = ctx.seg_arrays(f, d)
             if not seg["frame"].shape[0]:
                 continue
-            kind = seg["kind"]
-            keep = _one_of(kind, DATA_KINDS)
+            rows = ctx.seg_rows(f, d)
+            keep = data_all[rows]  # = np.isin(seg["kind"], DATA_KINDS)
             if int(seg["wire_segments"][keep].sum()) < 2 * iw_segments:
                 continue  # too little data to restart from anything
             ts = seg["ts_ns"][keep]
@@ -221,20 +218,21 @@ def detect(
             end = seg["end"][keep]
             frames = seg["frame"][keep]
             wire = seg["wire_segments"][keep]
-            rtx = _one_of(kind[keep], ("retransmission", "out_of_order"))
+            rtx = rtx_all[rows][keep]
             ys = (p.dir == 1 - d) & (p.ack >= 0)
             ack_ts, ack_val = p.ts[ys], p.ack[ys]
             ack_frames = p.frame[ys]
             ack_sorted = np.sort(ack_ts)
             gaps = np.diff(ts)
             period_start = 0
-            for g in np.nonzero(gaps > rto)[0]:
-                g = int(g)
+            idles = np.nonzero(gaps > rto)[0].tolist()
+            end_max = np.maximum.accumulate(end)  # end_max[g] = end[: g + 1].max()
+            for i_idle, g in enumerate(idles):
                 pre = np.arange(period_start, g + 1)
                 post_start = g + 1
                 period_start = post_start
                 # everything sent before the idle was acknowledged before the burst
-                high = int(end[: g + 1].max())
+                high = int(end_max[g])
                 acked = np.nonzero((ack_val >= high) & (ack_ts <= ts[post_start]))[0]
                 if acked.shape[0] == 0:
                     continue
@@ -244,8 +242,7 @@ def detect(
                 if idle <= rto:
                     continue
                 # the burst: flights while each starts within burst_continue_rtt of the last
-                nxt_idle = np.nonzero(gaps[post_start:] > rto)[0]
-                burst_end = post_start + int(nxt_idle[0]) if nxt_idle.shape[0] else len(ts) - 1
+                burst_end = idles[i_idle + 1] if i_idle + 1 < len(idles) else len(ts) - 1
                 burst_fl = _flights(
                     ts,
                     wire,
@@ -273,9 +270,7 @@ def detect(
                 win = _window_before(p, d, int(ts[post_start]))
                 if win >= 0 and win < (f1 + 1) * mss:
                     continue  # the receiver's window, not cwnd, stopped the first flight
-                first_ack = np.nonzero(
-                    (ack_ts > ts[post_start]) & (ack_val > int(end[: g + 1].max()))
-                )[0]
+                first_ack = np.nonzero((ack_ts > ts[post_start]) & (ack_val > high))[0]
                 # cost: flights taken − flights from the pre-idle window (slow-start estimate)
                 pre_lossy = bool(rtx[pre].any())
                 pre_segments = int(wire[pre].sum())

@@ -131,7 +131,81 @@ def _data_acks(ctx: DetectContext, f: int, d: int) -> tuple[int, np.ndarray, np.
     packet indices) for the segments so acknowledged; None without new data or without a
     packet from the other side.  Once per direction and trace: the leg samples (§1.2)
     and the reaction jitter of the other side (:func:`reaction_jitter_ns`) both read it."""
+    every = ctx.memo(("tcp_model.all_data_acks",), lambda: _all_data_acks(ctx))
+    if every is not None:
+        return every.get(2 * f + d)  # type: ignore[no-any-return]
     return ctx.memo(("tcp_model.data_acks", f, d), lambda: _make_data_acks(ctx, f, d))  # type: ignore[no-any-return]
+
+
+_FRAME_BITS = 40  # a (flow, frame) pair as one int64: flow << 40 | frame
+_FLOW_MAX = 1 << 22
+
+
+def _all_data_acks(
+    ctx: DetectContext,
+) -> dict[int, tuple[int, np.ndarray, np.ndarray]] | None:
+    """:func:`_make_data_acks` of every direction at once, by direction key ``2·flow +
+    dir`` (absent: None): one pass over all new segments and all packets (segmented
+    searches: a group's number times a bound plus the value, so one sorted array holds
+    every direction's).  None when frames, flows or offsets do not fit those keys (then
+    each direction on its own)."""
+    pc = ctx.packet_columns
+    pflow = ctx.packet_flows
+    new = ctx.seg_kind_is("new")
+    nk = ctx.seg_dir_keys[new]
+    out: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
+    if not nk.shape[0] or not pflow.shape[0]:
+        return out
+    frame, ack = pc["frame"], pc["ack"]
+    sc = ctx.seg_columns
+    s_frame = sc["frame"][new].astype(np.int64, copy=False)
+    s_end = sc["end"][new].astype(np.int64, copy=False)
+    if (
+        int(nk[0]) < 0
+        or int(nk[-1]) >> 1 >= _FLOW_MAX
+        or int(pflow[0]) < 0
+        or int(pflow[-1]) >= _FLOW_MAX
+        or int(frame.min()) < 0
+        or int(frame.max()) >> _FRAME_BITS
+        or int(s_frame.min()) < 0
+        or int(s_frame.max()) >> _FRAME_BITS
+    ):
+        return None
+    n = pflow.shape[0]
+    nflow = nk >> 1
+    # the flow's packet index of each new segment (``searchsorted(p.frame, frame)``)
+    pkey = (pflow << _FRAME_BITS) | frame
+    gpi = np.searchsorted(pkey, (nflow << _FRAME_BITS) | s_frame, side="left")
+    del pkey
+    pi = gpi - np.searchsorted(pflow, nflow, side="left")
+    yg = y_groups(ctx)
+    yo, gid, gkeys = yg.yo, yg.gid, yg.keys
+    if not yo.shape[0]:
+        return out
+    v = ack[yo] + 1  # ≥ 0 (−1: no ACK)
+    if v.shape[0] and int(v.min()) < 0:
+        return None
+    m = int(v.max()) + 2
+    if (int(gkeys.shape[0]) + 1) * m >= 1 << 62 or (int(gkeys.shape[0]) + 1) * (n + 1) >= 1 << 62:
+        return None
+    # Y's running max ACK per group (+1), offset by the group: sorted as a whole
+    acc = gid * m + v
+    np.maximum.accumulate(acc, out=acc)
+    # each new segment's group among Y's
+    gc, lo, ny = yg.span(nk)
+    has_y = ny > 0
+    k = np.searchsorted(acc, gc * m + np.clip(s_end + 1, 0, m), side="left") - lo
+    pos0 = np.searchsorted(gid * (n + 1) + yo, gc * (n + 1) + gpi, side="right") - lo
+    ok = has_y & (k < ny) & (k >= pos0)
+    yloc = yo[np.where(ok, lo + k, 0)] - (gpi - pi)
+    # per direction: (number of new segments, pi[ok], Y's ACK packet index)
+    cut = np.flatnonzero(np.concatenate(([True], nk[1:] != nk[:-1], [True])))
+    for a, b in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+        if not bool(has_y[a]):
+            continue
+        sel = ok[a:b]
+        out[int(nk[a])] = (b - a, pi[a:b][sel], yloc[a:b][sel])
+    return out
 
 
 def _make_data_acks(
@@ -149,6 +223,51 @@ def _make_data_acks(
     k = np.searchsorted(ackmax, seg["end"][new].astype(np.int64, copy=False), side="left")
     ok = (k < y.size) & (k >= np.searchsorted(y, pi, side="right"))
     return n_new, pi[ok], y[k[ok]]
+
+
+@dataclass(frozen=True)
+class YGroups:
+    """Every direction's Y packets (the other side's: ``DirView.y_idx``) at once: ``yo``
+    the global packet indices (:attr:`DetectContext.packet_columns` rows) grouped by the
+    direction key ``2·flow + d`` of the direction they answer, in frame order within a
+    group; ``gid`` each row's group number, ``head`` each group's first row, ``keys``
+    each group's direction key (sorted)."""
+
+    yo: np.ndarray
+    gid: np.ndarray
+    head: np.ndarray
+    keys: np.ndarray
+
+    def span(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For each direction key: (its group number, clipped; first row; row count —
+        0 for a direction without Y packets)."""
+        if not self.keys.shape[0]:
+            z = np.zeros(keys.shape, np.int64)
+            return z, z, z
+        g = np.minimum(np.searchsorted(self.keys, keys, side="left"), self.keys.shape[0] - 1)
+        bounds = np.append(self.head, self.yo.shape[0])
+        n = np.where(self.keys[g] == keys, bounds[g + 1] - bounds[g], 0)
+        return g, bounds[g], n
+
+
+def y_groups(ctx: DetectContext) -> YGroups:
+    """:class:`YGroups` of the trace, built once per :meth:`DetectContext.memo` lifetime."""
+    return ctx.memo(("tcp_model.y_groups",), lambda: _y_groups(ctx))  # type: ignore[no-any-return]
+
+
+def _y_groups(ctx: DetectContext) -> YGroups:
+    pc = ctx.packet_columns
+    pflow, pdir = ctx.packet_flows, pc["dir"]
+    ok_dir = (pdir == 0) | (pdir == 1)  # a packet of no known direction is nobody's Y
+    ykey = pflow * 2 + (1 - pdir)
+    yo = np.flatnonzero(ok_dir)
+    yo = yo[np.argsort(ykey[yo], kind="stable")]
+    yk = ykey[yo]
+    head = np.flatnonzero(np.concatenate(([True], yk[1:] != yk[:-1]))) if yk.shape[0] else yo
+    gid = np.zeros(yk.shape[0], np.int64)
+    gid[head[1:]] = 1
+    np.cumsum(gid, out=gid)
+    return YGroups(yo, gid, head, yk[head])
 
 
 def relay_server(ctx: DetectContext, f: int) -> bool:
@@ -196,7 +315,7 @@ def cost_stats(costs: list[float]) -> dict[str, Any]:
     a = np.asarray(costs, dtype=float)
     if a.size == 0:
         return {"count": 0}
-    p50, p95 = np.percentile(a, (50, 95)).tolist()  # one call: the same values as two
+    p50, p95 = _percentiles(a, (0.5, 0.95))
     return {
         "count": int(a.size),
         "total_ms": round(float(a.sum()), 3),
@@ -204,6 +323,31 @@ def cost_stats(costs: list[float]) -> dict[str, Any]:
         "p95_ms": round(p95, 3),
         "max_ms": round(float(a.max()), 3),
     }
+
+
+def _percentiles(a: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """``np.percentile(a, 100·q).tolist()`` for a non-empty float64 array and fractions
+    ``qs`` (numpy's default "linear" method, its arithmetic step by step: virtual index
+    (n − 1)·q, then ``_lerp`` from the lower value below ½ and from the upper one from ½
+    on) — for a fraction of ``np.percentile``'s per-call cost on the small arrays of one
+    direction.  Not finite values or a −0.0 (numpy's partition may place it before
+    or after a 0.0): np.percentile itself."""
+    s = np.sort(a)
+    if not bool(np.isfinite(a).all()) or bool(np.any((a == 0) & np.signbit(a))):
+        return np.percentile(a, [100 * q for q in qs]).tolist()  # type: ignore[no-any-return]
+    n = s.shape[0]
+    out = []
+    for q in qs:
+        v = (n - 1) * q
+        if v >= n - 1:
+            out.append(float(s[n - 1]))
+            continue
+        i = int(v)  # floor: v ≥ 0
+        lo, hi = float(s[i]), float(s[i + 1])
+        t = v - i
+        diff = hi - lo
+        out.append(hi - diff * (1 - t) if t >= 0.5 else lo + diff * t)
+    return out
 
 
 def os_guess(d_ms: float) -> tuple[str, str]:
@@ -240,10 +384,10 @@ def reaction_jitter_ns(ctx: DetectContext, f: int, d: int, d_x: int) -> int | No
     lag = lag[lag < d_x + DELACK_TIMER_MIN_NS / 2]
     if lag.size < JITTER_MIN_SAMPLES:
         return None
-    return int(1.4826 * _median(np.abs(lag - _median(lag))))
+    return int(1.4826 * median_of(np.abs(lag - median_of(lag))))
 
 
-def _median(a: np.ndarray) -> float:
+def median_of(a: np.ndarray) -> float:
     """``float(np.median(a))`` of a non-empty array without NaN — the middle value, or the
     mean of the two middle ones as ``np.mean`` forms it (both as float64, added, halved) —
     for a fraction of ``np.median``'s per-call cost on the small arrays of one direction."""
@@ -343,6 +487,8 @@ class DirView:
         y = np.nonzero(p.dir == 1 - d)[0]
         y_ack = p.ack[y]
         kinds = seg["kind"]
+        rows = ctx.seg_rows(f, d)  # the kinds as masks over every segment, made once
+        s_new = ctx.seg_kind_is("new")[rows]
         s_ts = seg["ts_ns"].astype(np.int64, copy=False)
         mss_i = mss if mss is not None and mss > 0 else 0
         # X's segment size (gso_size) is min(Y's MSS option, X's own): known when X's SYN
@@ -353,7 +499,7 @@ class DirView:
             mss_i
             and np.any((seg["length"] == mss_i) & ~seg["super_segment"].astype(bool, copy=False))
         )
-        return cls(
+        view = cls(
             f=f,
             d=d,
             p=p,
@@ -382,9 +528,11 @@ class DirView:
             y_data=p.length[y] > 0,
             y_ts=p.ts[y],
             jitter=reaction_jitter_ns(ctx, f, d, d_x) if d_x is not None and legs_known else None,
-            x_bad_ts=s_ts[(kinds != "new") & (kinds != "prev_not_captured")],
+            x_bad_ts=s_ts[~s_new & ~ctx.seg_kind_is("prev_not_captured")[rows]],
             coupling=ctx.coupling,
         )
+        view.s_new = s_new  # (the cached property's value: kind == "new")
+        return view
 
     # -- "released by an ACK" (§1.1, §2.3) ------------------------------------------------
     def tolerance(self) -> int:

@@ -293,11 +293,38 @@ def app_records(recs: Cols) -> Cols:
     return {c: v[app] for c, v in recs.items()}
 
 
+def _app_masks(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`app_records`' two masks over every record (:meth:`DetectContext.rec_arrays`
+    order), built once per trace: (application data by type and epoch, application data
+    of the handshake epoch not decrypted — "hidden")."""
+    everything = slice(0, ctx.rec_dir_keys.shape[0])
+    is_app = ctx.rec_column("content_type", everything) == ContentType.APPLICATION_DATA.value
+    app = is_app & (ctx.rec_text_is("epoch", "application") | ctx.rec_text_is("epoch", "early"))
+    hidden = (
+        is_app & ctx.rec_text_is("epoch", "handshake") & ~ctx.rec_text_is("status", "decrypted")
+    )
+    return np.asarray(app, bool), np.asarray(hidden, bool)
+
+
+def app_record_rows(ctx: DetectContext, f: int, d: int) -> np.ndarray:
+    """The rows of direction (f, d)'s records (:meth:`DetectContext.rec_arrays`) that
+    :func:`app_records` keeps, from masks over all records made once."""
+    app, hidden = ctx.memo(("tls_records.app_masks",), lambda: _app_masks(ctx))
+    rows = ctx.rec_rows(f, d)
+    keep: np.ndarray = app[rows]
+    h = hidden[rows]
+    if h.any():
+        unit = ctx.rec_column("push_unit", rows)
+        keep = keep | (h & (unit > unit[np.nonzero(h)[0][0]]))
+    return keep
+
+
 def record_view(ctx: DetectContext, f: int, d: int) -> RecordView | None:
+    keep = app_record_rows(ctx, f, d)
+    if not keep.any():
+        return None  # (what app_records of the direction's columns leaves: no rows)
     all_recs = ctx.rec_arrays(f, d)
-    recs = app_records({c: all_recs[c] for c in _REC_COLS})
-    if not n_rows(recs):
-        return None
+    recs = {c: all_recs[c][keep] for c in _REC_COLS}
     tls = ctx.tls_row(f)
     version = None if tls is None else _s(tls.version)
     cipher = None if tls is None else _s(tls.cipher)

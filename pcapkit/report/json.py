@@ -226,23 +226,43 @@ def _dump_jsonable(v: Any, pad: str) -> str:
         if not v:
             return "{}"
         parts = []
+        sub = pad + "  "
         for k, x in v.items():
             if type(k) is not str:
                 return _dump(to_jsonable(v), pad)
-            parts.append(encode_basestring_ascii(k) + ": " + _dump_jsonable(x, pad + "  "))
+            tx = type(x)  # the commonest values written here, as _scalar writes them
+            if tx is str:
+                e = encode_basestring_ascii(x)
+            elif tx is int:
+                e = int.__repr__(x)
+            elif x is None:
+                e = "null"
+            elif tx is float:
+                e = _scalar(x, "null") or "null"  # a float's text: never None or empty
+            else:
+                e = _dump_jsonable(x, sub)
+            parts.append(encode_basestring_ascii(k) + ": " + e)
         return "{" + inner + ("," + inner).join(parts) + "\n" + pad + "}"
     if t is list or t is tuple or t is np.ndarray:
         if not len(v):
             return "[]"
-        return (
-            "["
-            + inner
-            + ("," + inner).join([_dump_jsonable(x, pad + "  ") for x in v])
-            + "\n"
-            + pad
-            + "]"
-        )
+        return "[" + inner + ("," + inner).join(_dump_items(v, pad + "  ")) + "\n" + pad + "]"
     return _dump(to_jsonable(v), pad)
+
+
+def _dump_items(v: Any, pad: str) -> list[str]:
+    """``[_dump_jsonable(x, pad) for x in v]``; a list or tuple of only ``int`` (not
+    bool) or only ``str`` — a finding's frames, its checks — at C speed
+    (``int.__repr__`` and ``encode_basestring_ascii`` are what :func:`_scalar` writes)."""
+    if type(v) is not np.ndarray:
+        kinds = set(map(type, v))
+        if len(kinds) == 1:
+            (only,) = kinds
+            if only is int:
+                return list(map(int.__repr__, v))
+            if only is str:
+                return list(map(encode_basestring_ascii, v))
+    return [_dump_jsonable(x, pad) for x in v]
 
 
 def write_analysis_json(

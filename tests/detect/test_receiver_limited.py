@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import pcapkit
@@ -60,3 +61,33 @@ def test_capped_fraction_is_what_separates_a_slow_reader():
     ) as t:
         f = t.findings
     assert "receiver_limited" in set(f.kind)
+
+
+def _with_resends_in_pauses(t, kind: str):
+    """SYNTHETIC: the receiver_limited fixture's segments plus, inside every pause of the
+    s2c direction, a resend of the last byte sent before it, of ``kind`` — a sender that
+    resent during a pause was not waiting for the reader (§11.5's trap)."""
+    from pcapkit.detect.context import DetectContext
+
+    seg = t.segments
+    s2c = seg[(seg.dir == "s2c") & (seg.kind == "new")].sort_values("frame")
+    ts = s2c.ts_ns.to_numpy()
+    at = ts[:-1][(ts[1:] - ts[:-1]) > 3_000_000]
+    extra = s2c[s2c.ts_ns.isin(at)].copy()
+    extra["ts_ns"] += (s2c.ts_ns.to_numpy()[1:][(ts[1:] - ts[:-1]) > 3_000_000] - at) // 2
+    extra["kind"] = kind
+    extra["new_bytes"] = 0
+    both = pd.concat([seg, extra]).sort_values(["flow", "dir", "frame", "ts_ns"], kind="stable")
+    both["kind"] = both["kind"].astype(seg["kind"].dtype)
+    return DetectContext(t.packets, t.flows, both.reset_index(drop=True), t.records, t.tls)
+
+
+@pytest.mark.parametrize("kind", ["retransmission", "spurious_retransmission"])
+def test_a_resend_inside_the_pause_is_not_a_reader_stall(kind):
+    from pcapkit.detect import receiver_limited
+
+    with pcapkit.open(FIX / "receiver_limited/server.pcapng") as t:
+        assert [f.kind for f in receiver_limited.detect(_with_resends_in_pauses(t, "new"))] == [
+            "receiver_limited"
+        ]
+        assert receiver_limited.detect(_with_resends_in_pauses(t, kind)) == []

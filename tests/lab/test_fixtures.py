@@ -257,7 +257,7 @@ def test_dropped_segment_missing_at_receiver_retransmitted_by_sender(name: str) 
     got = covering(cli, off)
     assert len(got) == 1, "the receiver must see only the retransmission"
     fill = got.iloc[0]
-    assert abs(fill["ts_ns"] - rtx["t_out_ns"]) < 2 * MS  # t_out is taken just after the write
+    assert abs(fill["ts_ns"] - rtx["t_out_ns"]) < 2 * MS  # t_out: the TUN write (µs)
     # the hole: later bytes arrived first, flagged as such by the reader
     later = cli[(cli["offset"] > off) & (cli["ts_ns"] < fill["ts_ns"])]
     assert len(later) >= 3 and later.iloc[0]["kind"] == "prev_not_captured"

@@ -92,22 +92,28 @@ def test_nagle_server_delayed_ack_matches_ground_truth(
     out, doc = lab_run("nagle_wwr")
     rows = tshark(out / "server.pcapng")  # receiver vantage: delack = ACK sent − S1 arrived
     truth = doc["ground_truth"]["exchanges"]
+    late: list[str] = []
     for i, (s1, _) in enumerate(exchange_segments(rows, doc)):
         if i == 0:
             continue
         ack = releasing_ack(rows, s1)
         delack_ms = (ack["ts_ns"] - s1["ts_ns"]) / MS
         assert 35 <= delack_ms <= 60, f"exchange {i + 1}: {delack_ms} ms is not Linux's delack"
-        # the forwarder measures from writing S1 to reading the ACK: the capture's interval
-        # plus one TUN hop each way, never less; the read waits for the userspace forwarder
-        # to be scheduled, which on a busy 2-core machine was seen to take ~1 ms (CI, with
-        # a fuzzer running beside it)
-        # the lower bound: the forwarder stamps S1's write after os.write() returns
-        # (forwarder.py _release_due), and the server's capture stamps S1 inside that write,
-        # so a preemption between the two makes the forwarder's interval the shorter one
-        # (−0.066 ms seen twice in 9 runs on 2026-12-02, quiet machine included)
+        # forwarder − capture = (ACK read − ACK captured) + (S1 captured − S1's write stamp):
+        # both ≥ 0 (the forwarder stamps S1 before its TUN write, and the server's capture
+        # stamps S1 inside that write), so the lower bound is exact.  Stamped after the
+        # write, S1's stamp came 12–243 µs after the capture's and this went to −0.066 ms
+        # (2 of 9 runs on 2026-12-02).
         slack = truth[i]["server_ack_delay_ms"] - delack_ms
-        assert -0.5 < slack < 3.0, f"exchange {i + 1}: forwarder − capture = {slack:.3f} ms"
+        assert slack >= 0, f"exchange {i + 1}: forwarder − capture = {slack:.3f} ms"
+        if slack >= 3.0:
+            late.append(f"exchange {i + 1}: {slack:.3f} ms")
+    # The upper bound is the two legs' scheduling: usually ~0.1 ms, but on the saturated
+    # 2-vCPU VM (load ~7, 2.6 % steal) the SCHED_FIFO forwarder read an ACK 4.4 ms after
+    # the capture and wrote a packet 1.9 ms after its stamp (8 runs, 208 / 168 packets),
+    # and one exchange of 35 measured 7.4 ms.  One such exchange per run is the machine's;
+    # two are not.
+    assert len(late) <= 1, f"forwarder − capture ≥ 3 ms: {late}"
     assert len(doc["ground_truth"]["summary"]["delayed_acks_ms"]) == doc["params"]["exchanges"] - 1
 
 
