@@ -573,10 +573,14 @@ SAMPLE = 16
 
 
 def _aligned(
-    buf: np.ndarray, idxs: list[DirectionIndex], kf: list[int], cnt: np.ndarray
+    buf: np.ndarray, idxs: list[DirectionIndex], kf: list[int], cnt: np.ndarray, pg: _Pager
 ) -> np.ndarray:
     """Per direction: enough of its first pieces (from ``kf``) start with a plausible
-    record header (content type and version major at the piece's first captured bytes)."""
+    record header (content type and version major at the piece's first captured bytes).
+
+    The samples are read in file order, a pager's window at a time, the mapping's
+    pages dropped between windows: read at once, each direction's first pieces faulted
+    in their ~2 MiB folios and stayed resident (bulk-1M: peak RSS 0.81 → 1.16 GB)."""
     m = np.minimum(cnt, SAMPLE).tolist()
     if not any(m):
         return np.zeros(len(idxs), bool)
@@ -586,8 +590,20 @@ def _aligned(
         for a in ("start", "cap_end", "buf_off")
     )
     ok = ce - st >= 2
-    h = rows_at(buf, np.where(ok, bo, 0), 2)
-    ok &= _PLAUSIBLE[h[:, 0], h[:, 1]]
+    at = np.where(ok, bo, 0)
+    order = np.argsort(at, kind="stable")
+    window = pg.limit << _REGION_SHIFT
+    edges = np.searchsorted(at[order], np.arange(0, buf.shape[0] + window, window)).tolist()
+    plausible = np.zeros(at.shape[0], bool)
+    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
+        if hi > lo:
+            h = rows_at(buf, at[order[lo:hi]], 2)
+            plausible[order[lo:hi]] = _PLAUSIBLE[h[:, 0], h[:, 1]]
+            if buf.shape[0] > window:
+                drop_pages(buf)
+                pg.seen.clear()
+                pg.last = -1
+    ok &= plausible
     d = np.repeat(np.arange(len(idxs)), m)
     hits = np.bincount(d[ok], minlength=len(idxs))
     return (hits > 0) & (hits * 4 >= np.asarray(m))
@@ -618,7 +634,7 @@ def speculate(
         for ix, s in zip(idxs, starts, strict=True)
     ]
     cnt_p = np.array([ix.start.shape[0] - k for ix, k in zip(idxs, kf, strict=True)], np.int64)
-    cnt_p[~_aligned(buf, idxs, kf, cnt_p)] = 0  # not worth a guess: left to walk_headers
+    cnt_p[~_aligned(buf, idxs, kf, cnt_p, pg)] = 0  # not worth a guess: left to walk_headers
     P = int(cnt_p.sum())
     if P == 0:
         return [None] * len(idxs)
