@@ -290,13 +290,11 @@ class DetectContext:
         got: np.ndarray | None = self._memo.get(key)
         if got is None:
             col = self._seg["kind"]
-            got = None
             if isinstance(col.dtype, pd.CategoricalDtype):
                 cats = col.cat.categories.astype(str).to_numpy()
-                if all(isinstance(c, str) for c in cats.tolist()):
-                    # code −1 (missing) reads the appended False, as NaN == value does
-                    got = np.append(cats == value, False)[col.cat.codes.to_numpy()]
-            if got is None:
+                # code −1 (missing) reads the appended False, as NaN == value does
+                got = np.append(cats == value, False)[col.cat.codes.to_numpy()]
+            else:
                 got = np.asarray(self._seg_np["kind"] == value, bool)
             self._memo[key] = got
         return got

@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 from array import array
 from bisect import bisect_right
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -516,6 +516,13 @@ class _Pager:
             self.last = reg
             self.new_region(reg)
 
+    def drop(self) -> None:
+        """Drop the mapping's pages now and forget the regions read (a pass that reads
+        a window at a time: :func:`_windows`)."""
+        drop_pages(self.buf)
+        self.seen.clear()
+        self.last = -1
+
     def new_region(self, reg: int) -> None:
         seen = self.seen
         if reg not in seen:
@@ -572,6 +579,21 @@ _HDR = np.dtype((np.void, HEADER_LENGTH))
 SAMPLE = 16
 
 
+def _windows(buf: np.ndarray, at: np.ndarray, pg: _Pager) -> Iterator[np.ndarray]:
+    """The indexes of buffer positions ``at``, in file order, a window of ``pg.limit``
+    2 MiB regions at a time; once the caller is done with a window the mapping's pages
+    are dropped (when the capture is bigger than one window), so a pass over positions
+    spread through a big capture keeps at most a window resident."""
+    order = np.argsort(at, kind="stable")
+    window = pg.limit << _REGION_SHIFT
+    edges = np.searchsorted(at[order], np.arange(0, buf.shape[0] + window, window)).tolist()
+    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
+        if hi > lo:
+            yield order[lo:hi]
+            if buf.shape[0] > window:
+                pg.drop()
+
+
 def _aligned(
     buf: np.ndarray, idxs: list[DirectionIndex], kf: list[int], cnt: np.ndarray, pg: _Pager
 ) -> np.ndarray:
@@ -591,18 +613,10 @@ def _aligned(
     )
     ok = ce - st >= 2
     at = np.where(ok, bo, 0)
-    order = np.argsort(at, kind="stable")
-    window = pg.limit << _REGION_SHIFT
-    edges = np.searchsorted(at[order], np.arange(0, buf.shape[0] + window, window)).tolist()
     plausible = np.zeros(at.shape[0], bool)
-    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
-        if hi > lo:
-            h = rows_at(buf, at[order[lo:hi]], 2)
-            plausible[order[lo:hi]] = _PLAUSIBLE[h[:, 0], h[:, 1]]
-            if buf.shape[0] > window:
-                drop_pages(buf)
-                pg.seen.clear()
-                pg.last = -1
+    for w in _windows(buf, at, pg):
+        h = rows_at(buf, at[w], 2)
+        plausible[w] = _PLAUSIBLE[h[:, 0], h[:, 1]]
     ok &= plausible
     d = np.repeat(np.arange(len(idxs)), m)
     hits = np.bincount(d[ok], minlength=len(idxs))
@@ -655,15 +669,9 @@ def speculate(
     # offset is inside the piece (walk_headers' inner loop): as buffer positions
     stop = base + np.minimum(ce - (HEADER_LENGTH - 1), en)
     fin = bo.copy()  # the buffer position where each piece's walk stopped
-    order = np.argsort(bo, kind="stable")
-    window = pg.limit << _REGION_SHIFT
-    dropping = buf.shape[0] > window
-    edges = np.searchsorted(bo[order], np.arange(0, buf.shape[0] + window, window)).tolist()
     batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []  # (pieces, pos, hdr, step)
-    for lo, hi in zip(edges[:-1], edges[1:], strict=False):
-        if hi <= lo:
-            continue
-        a = np.sort(order[lo:hi])  # in piece order: the scatter below goes forward
+    for w in _windows(buf, bo, pg):
+        a = np.sort(w)  # in piece order: the scatter below goes forward
         a = a[bo[a] < stop[a]]
         p, ps = bo[a], stop[a]
         step = 0
@@ -681,10 +689,6 @@ def speculate(
                 fin[a[~more]] = p[~more]
                 a, p, ps = a[more], p[more], ps[more]
             step += 1
-        if dropping:
-            drop_pages(buf)
-            pg.seen.clear()
-            pg.last = -1
     o = fin - base  # stream offsets where the walks stopped
     del fin, stop
     cnt = np.zeros(P, np.int64)
