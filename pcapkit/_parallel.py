@@ -7,8 +7,11 @@ Results come back in input order, so the output never depends on how many
 threads ran.
 
 Per-record Python loops hold the GIL and gain nothing from threads.  The
-classic-pcap record walk forks its second half into a child right after the file
-is mapped, while the process is still small (``pcapkit.io.reader._split_walk``).
+classic-pcap record walk is forked into two children before numpy and pandas are
+imported (:mod:`pcapkit.io.prefetch`, started by the CLI once the capture is named
+and by the first ``pcapkit.open``), so it runs on the other core during the
+imports; without a prefetch the reader forks the walk's second half right after
+the file is mapped (``pcapkit.io.reader._split_walk``).
 The TLS header walk stays in one process: forked out, it took 0.30 s on two
 processes as on one on the 1M-packet benchmark (fork 22 ms, the child's exit with
 a copy of a 1.4 GB address space, and page faults in both).

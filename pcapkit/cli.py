@@ -90,7 +90,7 @@ def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
     # no click existence checks: a missing, unreadable or wrong file is an input error
     # (exit 1, one line; open_trace), not a usage error
-    @click.argument("path", type=click.Path(allow_dash=True), metavar="CAPTURE")
+    @click.argument("path", type=click.Path(allow_dash=True), metavar="CAPTURE", callback=_prefetch)
     @click.option(
         "--keylog",
         type=click.Path(),
@@ -104,6 +104,18 @@ def trace_options(f: Callable[..., Any]) -> Callable[..., Any]:
         return f(*args, **kwargs)
 
     return wrapper
+
+
+def _prefetch(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """The capture's record walk starts in a forked child as soon as its path is parsed
+    (:mod:`pcapkit.io.prefetch`), while this process goes on importing pandas, pyarrow
+    and the detectors; the reader takes the child's offsets.  Not in a process that
+    loaded the tables already (nothing left to overlap)."""
+    if value != "-" and "pcapkit.trace" not in sys.modules:
+        from .io import prefetch
+
+        prefetch.start(value)
+    return value
 
 
 def limit_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -237,7 +249,13 @@ def open_for_analysis(
     """:func:`open_trace`, or — when the capture's analysis would not fit the memory this
     process may use — a :class:`pcapkit.sharded.ShardedTrace` over flow-hash shards in a
     temporary directory, merged (issue 20): the same report either way."""
-    from .sharded import CROSS_CONNECTION_KINDS, capture_bytes, memory_budget, shards_needed
+    from .sharded import (
+        CROSS_CONNECTION_KINDS,
+        PEAK_PER_BYTE,
+        capture_bytes,
+        memory_budget,
+        shards_needed,
+    )
 
     size = capture_bytes(path)
     budget = memory_budget() if size else None
@@ -266,10 +284,22 @@ def open_for_analysis(
             budget=budget,
         )
         if st.by == "connection":
+            pair = st.largest_pair * PEAK_PER_BYTE
+            why = (
+                f"one pair of hosts alone is too big (~{pair / 1e6:.0f} MB to analyse)"
+                if pair > (budget or 0)
+                else f"no count of {n}–{2 * n} shards keeps every pair of hosts within it"
+            )
             emit(
-                f"pcapkit: {path}: one pair of hosts alone is too big: sharded by connection; "
+                f"pcapkit: {path}: {why}: sharded by connection; "
                 f"findings that relate two connections ({', '.join(CROSS_CONNECTION_KINDS)}) "
                 "are only found within a shard",
+                err=True,
+            )
+        elif st.shards != n:
+            emit(
+                f"pcapkit: {path}: {st.shards} shards by pair of hosts (at {n}, two pairs "
+                "shared a shard too big for the budget)",
                 err=True,
             )
         return st, None

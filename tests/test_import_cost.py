@@ -145,3 +145,26 @@ def test_the_cipher_names_are_the_factories() -> None:
 
     assert crypto._AEAD_CIPHERS == set(crypto._aead_factories())
     assert crypto._BLOCK_CIPHERS == set(crypto._block_ciphers())
+
+
+def test_loading_the_trace_module_runs_no_collection_and_keeps_the_gc_setting() -> None:
+    """`pcapkit.Trace` (first use, and the first `pcapkit.open` call) imports pcapkit.trace
+    with pandas, numpy and pyarrow with the cyclic collector off: no collection during the import (there were ~150, one of
+    them full), and the collector is left as the caller had it (on or off)."""
+    code = (
+        "import gc, sys\n"
+        "off = sys.argv[1] == 'off'\n"
+        "import pcapkit\n"
+        "if off:\n"
+        "    gc.disable()\n"
+        "seen = []\n"
+        "gc.callbacks.append(lambda phase, info: seen.append(info['generation']))\n"
+        "pcapkit.Trace\n"
+        "assert 'pandas' in sys.modules\n"
+        "print(len(seen), gc.isenabled())\n"
+    )
+    for mode, enabled in (("on", "True"), ("off", "False")):
+        out = subprocess.run(
+            [sys.executable, "-c", code, mode], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.split() == ["0", enabled]

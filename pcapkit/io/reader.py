@@ -29,24 +29,22 @@ import functools
 import mmap
 import os
 import shutil
-import signal
 import stat
 import struct
 import sys
 import tempfile
-import threading
 import zlib
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from .._parallel import thread_count
 from ..errors import CaptureTooBroken, NotACapture
 from ..limits import Limits
+from . import prefetch
+from .prefetch import walk as _walk
 
 # Largest caplen accepted in a classic pcap record.  Wireshark's own limit for
 # "normal" link types is 262144 (WTAP_MAX_PACKET_SIZE_STANDARD); loopback
@@ -384,7 +382,7 @@ def read_capture(
     try:
         magic = bytes(mm[:4])
         if magic in PCAP_MAGICS:
-            cap = _read_pcap(mm, str(path), progress)
+            cap = _read_pcap(mm, str(path), progress, _prefetched(compressed, keep))
         elif len(magic) == 4 and struct.unpack("<I", magic)[0] == PCAPNG_SHB:
             cap = _read_pcapng(mm, str(path), progress)
         else:
@@ -392,6 +390,7 @@ def read_capture(
                 f"{path}: not a pcap or pcapng capture (first bytes {magic.hex() or 'none'})"
             )
     except BaseException:
+        prefetch.abandon_all()
         _close_all(keep)
         raise
     cap.compressed = compressed
@@ -405,7 +404,24 @@ def read_capture(
 # classic pcap
 
 
-def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCapture:
+def _prefetched(compressed: bool, keep: list[Any]) -> list[_SplitWalk] | None:
+    """The forked walk :func:`pcapkit.io.prefetch.start` began over this very file (the
+    one mapped: same device, inode, size and modification time), if any."""
+    if compressed or len(keep) != 2:
+        prefetch.abandon_all()
+        return None
+    try:
+        key = prefetch.file_key(os.fstat(keep[1].fileno()))
+    except (OSError, AttributeError, ValueError):
+        prefetch.abandon_all()
+        return None
+    got = prefetch.take(key)
+    return None if got is None else [_SplitWalk(pid, fd, start) for pid, fd, start in got]
+
+
+def _read_pcap(
+    mm: Any, path: str, progress: ProgressFn | None = None, pre: list[_SplitWalk] | None = None
+) -> RawCapture:
     n = len(mm)
     order, tick_ns, rec_hdr = PCAP_MAGICS[bytes(mm[:4])]
     if n < 24:
@@ -432,24 +448,30 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
     hdr_parts: list[np.ndarray] = []
     head_parts: list[np.ndarray] = []
     done = 0  # records whose headers are gathered
-    split = _split_walk(mm, buf, order, tick_ns, rec_hdr, limit)
-    stop = split.start if split is not None else n + 1
-    tail: np.ndarray | None = None  # the child's offsets, once joined
+    # children walking parts of the file, by start: forked before the imports
+    # (pcapkit.io.prefetch: from the first record, and from about the middle), or one
+    # forked now for the second half
+    if pre:
+        splits = list(pre)
+    else:
+        one = _split_walk(mm, order, rec_hdr)
+        splits = [] if one is None else [one]
     try:
         while off <= last:
+            nxt = splits[0] if splits else None
+            stop = nxt.start if nxt is not None else n + 1
             off = _walk(mm, off, min(last, stop - 1), rec_hdr, caplen_at, append, PROGRESS_EVERY)
-            if off >= stop and split is not None:
+            if nxt is not None and off >= stop:
+                splits.pop(0)
                 if off == stop:
                     try:
-                        tail, off = split.join()
+                        tail, off = nxt.join()
+                        offs.extend(array("q", tail.tobytes()))
                     except OSError:
-                        pass  # the child failed: walk on from here alone
-                else:  # the child started off the chain: walk on alone
-                    split.abandon()
-                split, stop = None, n + 1
-            if tail is not None:
-                offs.extend(array("q", tail.tobytes()))
-            elif len(offs) == done:
+                        pass  # the child failed: walk on from here
+                else:  # the child started off the chain: walk on without it
+                    nxt.abandon()
+            if len(offs) == done:
                 continue
             for a in range(done, len(offs), PROGRESS_EVERY):
                 chunk = np.array(offs[a : a + PROGRESS_EVERY], dtype=np.int64)
@@ -461,11 +483,9 @@ def _read_pcap(mm: Any, path: str, progress: ProgressFn | None = None) -> RawCap
                 if progress:
                     progress(min(hi, n) / n)
             done = len(offs)
-            if tail is not None:
-                break
     finally:
-        if split is not None:
-            split.abandon()
+        for sp in splits:
+            sp.abandon()
     rec = np.frombuffer(offs, dtype=np.int64).copy() if len(offs) else np.zeros(0, np.int64)
     hdr = np.concatenate(hdr_parts) if hdr_parts else np.zeros((0, 4), np.int64)
     caplen = hdr[:, 2]
@@ -540,32 +560,6 @@ SPLIT_MIN_BYTES = 64 << 20
 # its own page tables: measured on the 1M-packet benchmark, the two finish together
 # at about half.
 SPLIT_AT = 0.52
-# A resynchronisation candidate must start a chain of this many plausible headers.
-SYNC_DEPTH = 8
-# Plausible timestamps of a candidate lie within this many seconds of the first record's.
-SYNC_MAX_SKEW_S = 10 * 365 * 86400
-# The first resynchronisation window (bytes); a wider one follows if it holds no chain.
-SYNC_FIRST_REACH = 1 << 14
-
-
-def _walk(
-    mm: Any,
-    off: int,
-    last: int,
-    rec_hdr: int,
-    caplen_at: Callable[[Any, int], tuple[int, ...]],
-    append: Callable[[int], None],
-    count: int,
-) -> int:
-    """Follow caplen from record header to header: ``append`` each offset up to
-    ``last`` (at most ``count`` of them); return where the walk stopped.  The only
-    per-record loop of the classic-pcap reader, for this process and the forked child."""
-    for _ in repeat(None, count):
-        if off > last:
-            break
-        append(off)
-        off += rec_hdr + caplen_at(mm, off + 8)[0]
-    return off
 
 
 class _SplitWalk:
@@ -589,12 +583,7 @@ class _SplitWalk:
 
     def abandon(self) -> None:
         if self.pid:
-            try:
-                os.close(self.fd)
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except OSError:
-                pass
+            prefetch.abandon(self.pid, self.fd)
             self.pid = 0
 
 
@@ -607,73 +596,7 @@ def _read_all(fd: int) -> bytes:
         parts.append(b)
 
 
-def _sync_point(
-    buf: np.ndarray, lo: int, order: str, tick_ns: int, rec_hdr: int, limit: int
-) -> int | None:
-    """The first offset in [lo, lo + one record) that starts a plausible chain of headers.
-
-    Plausible: captured length within the limit and not above the original length,
-    sub-second part below one second, seconds within SYNC_MAX_SKEW_S of the first
-    record's, and the same for SYNC_DEPTH records followed by their lengths (or
-    until the file ends exactly).  A wrong pick costs only time: the caller uses
-    the chain from here only if the serial walk lands on it.
-    """
-    n = buf.shape[0]
-    if n < 24 + 16:
-        return None
-    sec0 = int(_gather_words(buf, np.array([24]), order, 1)[0, 0])
-    # most records are a few KB: look there first, then one whole record's reach
-    for reach in (SYNC_FIRST_REACH, rec_hdr + limit + 1):
-        found = _first_chain(
-            buf, lo, min(lo + reach, n - rec_hdr), sec0, order, tick_ns, rec_hdr, limit
-        )
-        if found is not None:
-            return found
-    return None
-
-
-def _first_chain(
-    buf: np.ndarray,
-    lo: int,
-    hi: int,
-    sec0: int,
-    order: str,
-    tick_ns: int,
-    rec_hdr: int,
-    limit: int,
-) -> int | None:
-    """The first offset in [lo, hi) starting SYNC_DEPTH plausible headers (see _sync_point)."""
-    n = buf.shape[0]
-    if hi <= lo:
-        return None
-    origin = np.arange(lo, hi, dtype=np.int64)  # candidate starts
-    cand = origin.copy()  # where each candidate's chain has got to
-    frac_max = 1_000_000_000 // tick_ns
-    for _ in range(SYNC_DEPTH):
-        inside = cand <= n - 16
-        w = np.zeros((cand.shape[0], 4), np.int64)
-        if inside.any():
-            w[inside] = _gather_words(buf, cand[inside], order, 4)
-        at_end = cand == n
-        ok = at_end | (
-            inside
-            & (w[:, 2] <= limit)
-            & (w[:, 2] <= w[:, 3])
-            & (w[:, 1] < frac_max)
-            & (np.abs(w[:, 0] - sec0) <= SYNC_MAX_SKEW_S)
-            & (cand + rec_hdr + w[:, 2] <= n)
-        )
-        keep = np.nonzero(ok)[0]
-        if keep.shape[0] == 0:
-            return None
-        origin = origin[keep]
-        cand = np.where(at_end[keep], n, cand[keep] + rec_hdr + w[keep, 2])
-    return int(origin[0])
-
-
-def _split_walk(
-    mm: Any, buf: np.ndarray, order: str, tick_ns: int, rec_hdr: int, limit: int
-) -> _SplitWalk | None:
+def _split_walk(mm: Any, order: str, rec_hdr: int) -> _SplitWalk | None:
     """Fork a child that walks the second half of a big classic pcap, or None.
 
     Only on Linux (where it is measured and tested; on macOS not every system
@@ -681,33 +604,17 @@ def _split_walk(
     thread is allowed (:func:`pcapkit._parallel.thread_count`) and this process runs
     a single thread (forking a multi-threaded process can deadlock).
     """
-    n = buf.shape[0]
-    if (
-        n < SPLIT_MIN_BYTES
-        or not sys.platform.startswith("linux")
-        or not hasattr(os, "fork")
-        or thread_count() < 2
-        or threading.active_count() > 1
-    ):
+    n = len(mm)
+    if n < SPLIT_MIN_BYTES or not prefetch.forking_allowed():
         return None
-    start = _sync_point(buf, int(n * SPLIT_AT), order, tick_ns, rec_hdr, limit)
+    start = prefetch.sync_point(mm, int(n * SPLIT_AT), order, rec_hdr)
     if start is None:
         return None
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child: walk, send the offsets, leave without any cleanup
-        code = 1
-        try:
-            os.close(r)
-            offs = array("q", [0])  # slot 0: where the walk ends
-            caplen_at = struct.Struct(order + "I").unpack_from
-            offs[0] = _walk(mm, start, n - rec_hdr, rec_hdr, caplen_at, offs.append, n)
-            view = memoryview(offs.tobytes())
-            while view:
-                view = view[os.write(w, view) :]
-            code = 0
-        finally:
-            os._exit(code)
+        os.close(r)
+        prefetch.child_walk(mm, start, order, rec_hdr, w)
     os.close(w)
     return _SplitWalk(pid, r, start)
 

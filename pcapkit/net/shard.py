@@ -125,13 +125,27 @@ class ShardResult:
     anomalies: list[dict[str, object]] = field(default_factory=list)  # of the read
 
 
+def epb_bytes(caplen: np.ndarray) -> np.ndarray:
+    """The length of the Enhanced Packet Block :func:`shard_capture` writes for a frame
+    of each captured length (32 bytes of block around the data padded to 4)."""
+    out: np.ndarray = 32 + ((caplen + 3) & ~3)
+    return out
+
+
+def packet_frames(cap: RawCapture) -> np.ndarray:
+    """Which frames of ``cap`` a shard copies: not those that are not packets (journal
+    entries, a bad interface)."""
+    out: np.ndarray = (cap.iface >= 0) & (cap.linktype != LINKTYPE_NONE)
+    return out
+
+
 def _epbs(cap: RawCapture, rows: np.ndarray) -> np.ndarray:
     """Enhanced Packet Blocks (little-endian, nanosecond ticks) of ``rows``: the headers
     and trailers are written with numpy, only the data copy loops."""
     if rows.shape[0] == 0:
         return np.zeros(0, "<u4")
     cl = cap.caplen[rows]
-    blen = 32 + ((cl + 3) & ~3)
+    blen = epb_bytes(cl)
     starts = np.zeros(rows.shape[0], np.int64)
     np.cumsum(blen[:-1], out=starts[1:])
     total = int(starts[-1] + blen[-1])
@@ -200,9 +214,7 @@ def shard_capture(
             if cap.frames == 0:
                 continue
             k = shard_index(cap, n, by)
-            # frames that are not packets (journal entries, bad interface): not copied
-            lt = cap.linktype
-            keep = (cap.iface >= 0) & (lt != LINKTYPE_NONE)
+            keep = packet_frames(cap)
             orig = np.arange(win.first_frame + 1, win.first_frame + cap.frames + 1, dtype="<u8")
             for j in range(n):
                 rows = np.nonzero((k == j) & keep)[0]

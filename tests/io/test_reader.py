@@ -495,19 +495,20 @@ def test_split_walk_started_off_the_chain_is_abandoned(tmp_path, monkeypatch, sp
 
 
 def test_split_walk_child_failure_falls_back(tmp_path, monkeypatch, split_spy):
-    import pcapkit.io.reader as R
 
     frames = [udp_frame(b"q" * ((i * 53) % 1300)) for i in range(300)]
     p = _pcap(tmp_path / "c.pcap", frames)
     serial = _serial(monkeypatch, p)
-    real_array = R.array
+    from pcapkit.io import prefetch
+
+    real_array = prefetch.array
 
     def child_breaks(typecode, *init):  # only the child builds its array with an initialiser
         if init and init[0] == [0]:
             raise RuntimeError("child walk fails")
         return real_array(typecode, *init)
 
-    monkeypatch.setattr(R, "array", child_breaks)
+    monkeypatch.setattr(prefetch, "array", child_breaks)
     _same(_walked(p), serial)
     assert split_spy == {"join": 1, "abandon": 0, "failed": 1}
 
