@@ -113,6 +113,13 @@ def list_cmd(as_json: bool) -> None:
     is_flag=True,
     help="Also capture halfway along the path (middle.pcapng; each delay split in halves).",
 )
+@click.option(
+    "--forwarder-log",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also write the forwarder's own log here (JSON: each packet's read and release "
+    "time, the stalls of the machine it logged).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print scenario.json instead of a summary.")
 def run_cmd(
     name: str,
@@ -126,6 +133,7 @@ def run_cmd(
     cc: str | None,
     sets: tuple[str, ...],
     middle: bool,
+    forwarder_log: str | None,
     as_json: bool,
 ) -> None:
     """Run scenario NAME; write both captures (keys embedded) and scenario.json to -o DIR.
@@ -152,7 +160,7 @@ def run_cmd(
     try:
         require_root()
         middle = middle or bool(overrides.pop("middle", False))  # --set middle=true too
-        doc = run(name, outdir, middle=middle, **overrides)
+        doc = run(name, outdir, middle=middle, forwarder_log=forwarder_log, **overrides)
     except KeyError as e:
         click.echo(f"pcapkit lab: {e.args[0]}", err=True)
         raise SystemExit(ExitCode.USAGE) from None

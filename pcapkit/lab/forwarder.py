@@ -92,6 +92,10 @@ DEFAULT_REORDER_EXTRA_NS = 5_000_000  # a reordered packet is held 5 ms more tha
 STOP_POLL_NS = 50_000_000  # the loop re-checks its stop flag at least every 50 ms
 SPIN_NS = 250_000  # the last 250 µs before a release are polled, not slept: select() wake-up
 #   latency on the lab VMs is ~150 µs (p50), which would add ~0.3 ms to every RTT
+STALL_NS = 1_000_000  # a late wake-up, or a pass of the loop, this long is logged as a stall
+WATCH_NS = 2_000_000  # the lab's forwarder wakes at least this often, so that a stall which
+#   delays the read of an arriving packet (nothing due yet) is seen too: ~500 wake-ups/s
+MAX_STALLS = 10_000
 MAX_DRAIN_PER_WAKEUP = 256  # packets read from one TUN per wake-up before servicing timers
 REALTIME_PRIORITY = 10  # SCHED_FIFO, low among RT priorities: above every normal task (so
 #   the scenario's apps cannot delay a release), below kernel RT threads
@@ -602,6 +606,26 @@ class RealClock:
     monotonic_ns = staticmethod(time.monotonic_ns)
     time_ns = staticmethod(time.time_ns)
 
+    def __init__(self) -> None:
+        self._schedstat: int | None = None
+        self._schedstat_tried = False
+
+    def run_delay_ns(self) -> int | None:
+        """ns this thread has spent runnable but not running (``/proc/thread-self/schedstat``'s
+        run_delay), or None where the kernel does not say."""
+        if not self._schedstat_tried:
+            self._schedstat_tried = True
+            try:
+                self._schedstat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            except OSError:
+                self._schedstat = None
+        if self._schedstat is None:
+            return None
+        try:
+            return int(os.pread(self._schedstat, 128, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            return None
+
     def wait(self, ports: Sequence[Port], timeout_ns: int) -> list[int]:
         fds = [p.fileno() for p in ports]
         try:
@@ -754,9 +778,22 @@ class Forwarder:
         *,
         spin_ns: int = 0,
         tap: Tap | None = None,
+        watch_ns: int = 0,
     ) -> None:
         self.ports = ports
         self.spin_ns = spin_ns
+        # With ``watch_ns``, waits last at most that long, and every time the loop was not
+        # where it should have been for more than STALL_NS is logged as [wall ns it began,
+        # ns]: a wake-up that came late after its timeout, a wake-up the kernel kept on the
+        # run queue (schedstat run_delay), or a pass of releasing and reading that took that
+        # long by the wall clock.  The forwarder's own work per pass is tens of µs; such a
+        # pass is the machine's (this VM's kernel is PREEMPT_NONE: a SCHED_FIFO task waits
+        # for another task's kernel code to yield; or the hypervisor took the vCPU, and that
+        # time is charged to the forwarder as CPU time: 2026-12-02, passes that read one
+        # packet took 75 ms of wall and 40 ms of "CPU"), so what was due or arriving in it
+        # is late by the machine.
+        self.watch_ns = watch_ns
+        self.stalls: list[list[int]] = []
         self.tap = tap
         self.clock: Clock = clock if clock is not None else RealClock()
         self.impairment = Impairment(config)
@@ -781,16 +818,40 @@ class Forwarder:
             # a packet read from the client side (C2S) is written to the server side port
             self.ports[1 - direction].send(pkt)
 
+    def _stalled(self, start_mono: int, ns: int) -> None:
+        """Log [wall ns, ns] for a stall that began at ``start_mono`` (monotonic)."""
+        if ns > STALL_NS and len(self.stalls) < MAX_STALLS:
+            clock = self.clock
+            self.stalls.append([clock.time_ns() - (clock.monotonic_ns() - start_mono), ns])
+
     def run_once(self, max_wait_ns: int = STOP_POLL_NS) -> None:
         """Release what is due, wait for input or the next release, read what arrived."""
         clock = self.clock
+        watch = self.watch_ns
+        run_delay = getattr(clock, "run_delay_ns", None) if watch else None
+        if watch:
+            t0 = clock.monotonic_ns()
         self._release_due()
         nxt = self.impairment.next_due_ns()
-        timeout = max_wait_ns if nxt is None else min(max_wait_ns, nxt - clock.monotonic_ns())
+        now = clock.monotonic_ns()
+        if watch:
+            self._stalled(t0, now - t0)
+        timeout = max_wait_ns if nxt is None else min(max_wait_ns, nxt - now)
         if self.spin_ns and nxt is not None:
             # sleep until SPIN_NS before the release, then poll (timeout 0) until it is due
             timeout = timeout - self.spin_ns if timeout > self.spin_ns else 0
+        if watch:
+            timeout = min(timeout, watch)
+        queued0 = run_delay() if run_delay is not None else None
         ready = clock.wait(self.ports, max(0, timeout))
+        woke = clock.monotonic_ns()
+        waited = woke - now
+        if watch:
+            # late after the timeout, or woken (by a packet) but left on the run queue
+            late = waited - max(0, timeout)
+            if queued0 is not None and run_delay is not None:
+                late = max(late, run_delay() - queued0)
+            self._stalled(woke - late, late)
         for i in ready:
             port = self.ports[i]
             for _ in range(MAX_DRAIN_PER_WAKEUP):
@@ -799,6 +860,9 @@ class Forwarder:
                     break
                 self.impairment.ingress(i, pkt, clock.monotonic_ns(), clock.time_ns())
         self._release_due()
+        if watch:
+            # by the wall clock: the hypervisor's time is charged to this thread as CPU time
+            self._stalled(woke, clock.monotonic_ns() - woke)
 
     def run(self, until: Callable[[], bool] | None = None) -> None:
         """Loop until ``stop()`` is called (signal handler) or ``until()`` is true."""
@@ -817,6 +881,7 @@ class Forwarder:
             "trace_columns": list(TRACE_COLUMNS),
             "trace": imp.trace,
             "trace_truncated": imp.trace_truncated,
+            "stalls": self.stalls,
         }
 
 
@@ -850,7 +915,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("the config splits the delay around a middle tap: --middle FILE is required")
     fd_c, fd_s = (int(x) for x in args.fds.split(","))
     tap = MiddleTap(args.middle) if args.middle else None
-    fwd = Forwarder((TunPort(fd_c), TunPort(fd_s)), config, spin_ns=SPIN_NS, tap=tap)
+    fwd = Forwarder(
+        (TunPort(fd_c), TunPort(fd_s)), config, spin_ns=SPIN_NS, tap=tap, watch_ns=WATCH_NS
+    )
 
     def _on_signal(signum: int, frame: object) -> None:
         fwd.stop()

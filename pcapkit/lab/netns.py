@@ -365,6 +365,7 @@ def no_forwarder_log() -> dict[str, Any]:
         "trace_truncated": False,
         "realtime": None,
         "spin_ns": None,
+        "stalls": [],
     }
 
 

@@ -49,7 +49,10 @@ the captures' clock, ``*_ms`` are float milliseconds)::
               null, packets, dropped_by_kernel: null (not a kernel capture), bytes,
               truncated, split_ms {c2s [before, after], s2c [...]}}},
     forwarder {stats, events [{event, dir, payload_index, t_ns, proto, src_port, dst_port,
-               seq, rel_seq, len}], trace_truncated, tun_tx_dropped {cli, srv}},
+               seq, rel_seq, len}], trace_truncated, tun_tx_dropped {cli, srv},
+               stalls [[t_ns, ns]] (from wall time t_ns the forwarder was ns late waking
+               or ns in one pass of its loop: the machine's scheduling, not the path;
+               see forwarder.Forwarder)},
     ground_truth {scenario-specific; always includes handshake [{rtt_ms, ...}]}
 
 The key log is never printed; it lives only inside the pcapng files.
@@ -285,20 +288,34 @@ def _check_direct_path(sc: Scenario, params: dict[str, Any], middle: bool) -> No
 
 
 def run(
-    name: str, outdir: str | os.PathLike[str], *, middle: bool = False, **overrides: Any
+    name: str,
+    outdir: str | os.PathLike[str],
+    *,
+    middle: bool = False,
+    forwarder_log: str | os.PathLike[str] | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """Run scenario ``name``; write both captures and scenario.json to ``outdir``.
 
     ``overrides`` replace scenario parameters (see ``list_scenarios()[i]["defaults"]``),
     e.g. ``run("nagle_wwr", "out", delay_ms=20, drop_c2s=[3])``.  ``middle=True`` also
     writes ``middle.pcapng``, the vantage halfway along the path (TUN topology only).
+    ``forwarder_log`` names a file for the forwarder's own log (JSON: its per-packet trace
+    of read and release times, ``trace_columns``, stalls, events), kept out of ``outdir``.
     Needs root.
     """
-    return run_scenario(registry.get(name), outdir, middle=middle, **overrides)
+    return run_scenario(
+        registry.get(name), outdir, middle=middle, forwarder_log=forwarder_log, **overrides
+    )
 
 
 def run_scenario(
-    sc: Scenario, outdir: str | os.PathLike[str], *, middle: bool = False, **overrides: Any
+    sc: Scenario,
+    outdir: str | os.PathLike[str],
+    *,
+    middle: bool = False,
+    forwarder_log: str | os.PathLike[str] | None = None,
+    **overrides: Any,
 ) -> dict[str, Any]:
     """:func:`run` for a scenario object that is not in the registry (a replay's, built
     per capture by :mod:`pcapkit.lab.reenact`)."""
@@ -382,6 +399,8 @@ def run_scenario(
             cap_stats = {role: cap.stop() for role, cap in caps.items()}
             tun_drops = lb.tun_drops()
             fwd = lb.stop_forwarder()
+            if forwarder_log is not None:
+                Path(forwarder_log).write_text(json.dumps(fwd), encoding="utf-8")
             topology = lb.topo.as_dict()
             middle_src = lb.middle_path
         if any(tun_drops.values()):
@@ -468,6 +487,7 @@ def run_scenario(
             "tun_tx_dropped": tun_drops,
             "realtime": fwd.get("realtime"),
             "spin_ns": fwd.get("spin_ns"),
+            "stalls": fwd.get("stalls", []),
         },
         "ground_truth": truth,
     }

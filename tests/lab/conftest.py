@@ -7,6 +7,7 @@ tested elsewhere; here tshark is the independent judge).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -91,6 +92,17 @@ def tshark_rows(path: Path, display_filter: str = "tcp") -> list[dict[str, Any]]
     return rows
 
 
+def forwarder_log_path(out: Path) -> Path:
+    """Where :func:`lab_run` keeps a run's forwarder log (``run(forwarder_log=...)``)."""
+    return out.with_name(out.name + ".forwarder.json")
+
+
+@pytest.fixture(scope="session")
+def forwarder_log() -> Callable[[Path], dict[str, Any]]:
+    """``forwarder_log(out) -> the forwarder's own log`` of a :func:`lab_run` output dir."""
+    return lambda out: json.loads(forwarder_log_path(out).read_text(encoding="utf-8"))
+
+
 @pytest.fixture(scope="session")
 def lab_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[Path, Doc]]:
     """``lab_run(name, **overrides) -> (outdir, scenario.json)``, memoised per session."""
@@ -104,7 +116,8 @@ def lab_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., tuple[Pat
         key = (name, repr(sorted(overrides.items())))
         if key not in cache:
             out = tmp_path_factory.mktemp(name)
-            cache[key] = (out, run(name, out, **overrides))
+            # the forwarder's own log (per-packet read/release times) beside, not in, ``out``
+            cache[key] = (out, run(name, out, forwarder_log=forwarder_log_path(out), **overrides))
         return cache[key]
 
     return _run

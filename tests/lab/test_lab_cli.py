@@ -137,6 +137,24 @@ def test_without_root_clear_error_and_exit_1(
     assert not any(tmp_path.iterdir())
 
 
+def test_cli_run_passes_the_forwarder_log_path(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--forwarder-log FILE`` reaches ``run(forwarder_log=...)``; without it, None."""
+    seen: list[object] = []
+
+    def fake_run(name: str, outdir: str, **kw: object) -> dict[str, object]:
+        seen.append(kw.get("forwarder_log", "missing"))
+        raise RootRequiredError("needs root (test)")
+
+    monkeypatch.setattr("pcapkit.lab.cli.require_root", lambda: None)
+    monkeypatch.setattr("pcapkit.lab.cli.run", fake_run)
+    log = str(tmp_path / "fwd.json")
+    CliRunner().invoke(lab, ["run", "nagle_wwr", "-o", str(tmp_path), "--forwarder-log", log])
+    CliRunner().invoke(lab, ["run", "nagle_wwr", "-o", str(tmp_path)])
+    assert seen == [log, None]
+
+
 def test_cli_unknown_scenario_or_parameter_is_usage_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

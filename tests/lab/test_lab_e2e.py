@@ -133,27 +133,156 @@ def test_nodelay_both_writes_leave_together(
     assert doc["expected"] == [] and doc["variant"] == "control"
 
 
+# The path's fidelity, and its tolerance for the machine's stalls.  The forwarder releases
+# a packet ≈ 50 µs after its due time, and never before it (the exact bound below).  But
+# this VM's kernel is PREEMPT_NONE on 2 vCPUs: a SCHED_FIFO forwarder woken while another
+# task runs kernel code waits until that task yields, and the hypervisor can take the vCPU.
+# Beside two CPU hogs (load 6–8, 2026-12-02) 3 of 27 nagle_wwr runs had such a stall: the
+# forwarder's own trace released packets 1.2, 6.5 and 10–26 ms after their due time (the
+# last delaying the three packets due during it), the other 24 none above 0.75 ms; with a
+# second lab run beside them, 3 of 10 had stalls of 10–675 ms.  So the forwarder logs every
+# time it was not where it should have been for more than 1 ms (forwarder.STALL_NS): a
+# wake-up late after its timeout or kept on the run queue, a pass of its loop that long by
+# the wall clock (the hypervisor's time is charged to it as CPU time: one pass that read
+# one packet took 75 ms of wall and 40 ms of "CPU", 2026-12-02, load 6).  Each packet's
+# one-way time is taken apart with the forwarder's trace: *read* (sender's capture → the
+# forwarder's read), *hold* (read → release: the forwarder's own part, the delay) and
+# *delivery* (release → receiver's capture).  The hold is late by more than 10 % of the
+# delay only inside a logged stall.  Read and delivery are the kernel's: a wake-up of an
+# idle vCPU the hypervisor took is seen by no clock of the forwarder's, but each wait ends
+# by WATCH_NS, so a read later than WATCH_NS + STALL_NS is in a logged stall (CI, 2026-12-02:
+# a FIN 1.9 ms late with none logged, the read leg as far as the old test could tell), and
+# a delivery later than STALL_NS (the write hands the packet to the receiver's stack in the
+# forwarder's pass) too.
+LATE_FRACTION = 0.1  # of the one-way delay: beyond it a hold is late
+WATCH_NS = 2 * MS  # pcapkit.lab.forwarder.WATCH_NS: the longest wait
+STALL_NS = 1 * MS  # pcapkit.lab.forwarder.STALL_NS: a longer lapse is logged
+
+
+def _key(r: Doc) -> tuple[Any, ...]:
+    return (r["src"], r["sport"], r["dport"], r["seq"], r["ack"], r["len"], r["syn"], r["ackf"])
+
+
+def passes(cli: Rows, srv: Rows, log: Doc) -> list[tuple[Doc, int, int, int, int]]:
+    """(packet at its sender, sent, read by the forwarder, released by it, arrived) for every
+    packet of both directions: the sender's capture, the forwarder's trace and the receiver's
+    capture list each direction's packets in the same order (no drop, no reorder here)."""
+    cols = log["trace_columns"]
+    trace = [dict(zip(cols, r, strict=True)) for r in log["trace"]]
+    assert not log["trace_truncated"] and all(t["action"] == "fwd" for t in trace)
+    out = []
+    for sent, got, src, d in ((cli, srv, CLIENT_IP, "c2s"), (srv, cli, SERVER_IP, "s2c")):
+        a = [r for r in sent if r["src"] == src]
+        b = [r for r in got if r["src"] == src]
+        t = sorted((x for x in trace if x["dir"] == d), key=lambda x: x["t_in_ns"])
+        assert len(a) == len(t) == len(b), (d, len(a), len(t), len(b))
+        for ra, tr, rb in zip(a, t, b, strict=True):
+            assert (_key(ra), tr["len"], bool(tr["flags"] & 2)) == (_key(rb), ra["len"], ra["syn"])
+            out.append((ra, ra["ts_ns"], tr["t_in_ns"], tr["t_out_ns"], rb["ts_ns"]))
+    return sorted(out, key=lambda x: x[1])
+
+
+def machine_share(
+    legs: list[tuple[Doc, int, int, int, int]], delay: float, logged: list[list[int]]
+) -> tuple[dict[tuple[Any, ...], int], list[str]]:
+    """({packet: ns of its one-way time beyond the delay that is the machine's}, [late
+    packets nothing logged explains]) of :func:`passes`' ``legs``, by the rules above.  The
+    logged stalls [t, ns] that overlap a lapse's interval [a, b] (from up to WATCH_NS
+    before each was logged) explain it when it is no longer than they are together, plus
+    WATCH_NS and the leg's allowance."""
+
+    def logged_for(a: int, b: int, lapse: int, allowance: int) -> bool:
+        # stalls come in runs (2026-12-02: a hold 38.2 ms late over two of 13.2 + 34.6 ms)
+        within = [ns for t, ns in logged if t - WATCH_NS <= b and a <= t + ns]
+        return bool(within) and lapse <= sum(within) + WATCH_NS + allowance
+
+    share: dict[tuple[Any, ...], int] = {}
+    unexplained = []
+    for r, sent, t_in, t_out, got in legs:
+        read, hold, delivery = t_in - sent, t_out - t_in - delay, got - t_out
+        legs = (  # (what, lapse, interval, allowed unlogged, allowance beside a stall)
+            ("read", read, (sent, t_in), WATCH_NS + STALL_NS, STALL_NS),
+            ("hold", hold, (t_in + delay, t_out), LATE_FRACTION * delay, LATE_FRACTION * delay),
+            ("delivery", delivery, (t_out, got), STALL_NS, STALL_NS),
+        )
+        mine = 0
+        for what, lapse, (a, b), unlogged, allowance in legs:
+            if lapse <= unlogged:
+                mine += max(0, lapse) if what != "hold" else 0
+            elif logged_for(a, b, lapse, allowance):
+                mine += lapse
+            else:
+                side = "c2s" if r["src"] == CLIENT_IP else "s2c"
+                unexplained.append(
+                    f"{side} seq {r['seq']} len {r['len']}: {what} {lapse / MS:.2f} ms "
+                    f"(read {read / MS:.2f}, hold +{hold / MS:.2f}, delivery {delivery / MS:.2f})"
+                )
+        share[_key(r)] = mine
+    return share, unexplained
+
+
+@pytest.mark.parametrize("name", ["nagle_wwr", "nagle_wwr_nodelay"])
+def test_every_packet_takes_the_configured_delay(
+    name: str,
+    lab_run: Callable[..., tuple[Path, Doc]],
+    tshark: Callable[..., Rows],
+    forwarder_log: Callable[[Path], Doc],
+) -> None:
+    """Each packet's one-way delay, its sender's capture to its receiver's: never less than
+    the configured delay (the forwarder never releases early); the forwarder's hold within
+    10 % above it, read and delivery within the machine's unlogged lapses, or each inside a
+    stall of the machine the forwarder logged."""
+    out, doc = lab_run(name)
+    log = forwarder_log(out)
+    assert log["stalls"] == doc["forwarder"]["stalls"]
+    delay = doc["params"]["delay_ms"] * MS
+    cli, srv = tshark(out / "client.pcapng"), tshark(out / "server.pcapng")
+    legs = passes(cli, srv, log)
+    assert len(legs) == len(cli) >= 30  # every packet seen at both ends and by the forwarder
+    early = [(r["seq"], (got - sent) / MS) for r, sent, _, _, got in legs if got - sent < delay]
+    assert not early, f"released before the delay: {early}"
+    assert all(t_out - t_in >= delay for _, _, t_in, t_out, _ in legs)
+    _, unexplained = machine_share(legs, delay, log["stalls"])
+    stalls = [(t, round(ns / MS, 2)) for t, ns in log["stalls"]]
+    assert not unexplained, f"late outside the machine's stalls {stalls}: {unexplained}"
+
+
 @pytest.mark.parametrize("name", ["nagle_wwr", "nagle_wwr_nodelay"])
 def test_handshake_rtt_within_10_percent(
-    name: str, lab_run: Callable[..., tuple[Path, Doc]], tshark: Callable[..., Rows]
+    name: str,
+    lab_run: Callable[..., tuple[Path, Doc]],
+    tshark: Callable[..., Rows],
+    forwarder_log: Callable[[Path], Doc],
 ) -> None:
+    """The handshake RTT at each end (SYN→SYN/ACK at the client, SYN/ACK→ACK at the
+    server) is 2 × delay within 10 %, never less, once what the machine added to a leg is
+    taken out (test_every_packet_takes_the_configured_delay)."""
     out, doc = lab_run(name)
-    target = 2 * doc["params"]["delay_ms"] * MS
+    delay = doc["params"]["delay_ms"] * MS
+    target = 2 * delay
+    cli, srv = tshark(out / "client.pcapng"), tshark(out / "server.pcapng")
+    log = forwarder_log(out)
+    machine, _ = machine_share(passes(cli, srv, log), delay, log["stalls"])
     for role in ("client", "server"):
         # at each end one leg is ≈ 0, so SYN→SYN/ACK (client) or SYN/ACK→ACK (server) is RTT
-        rows = tshark(out / f"{role}.pcapng")
+        rows = cli if role == "client" else srv
         if role == "client":
-            rtt = handshake_rtt_ns(rows)
+            first = next(r for r in rows if r["syn"] and not r["ackf"] and r["src"] == CLIENT_IP)
+            last = next(r for r in rows if r["syn"] and r["ackf"] and r["src"] == SERVER_IP)
         else:
-            synack = next(r for r in rows if r["syn"] and r["ackf"])
-            ack = next(
+            first = next(r for r in rows if r["syn"] and r["ackf"])
+            last = next(
                 r
                 for r in rows
-                if r["src"] == CLIENT_IP and not r["syn"] and r["ts_ns"] > synack["ts_ns"]
+                if r["src"] == CLIENT_IP and not r["syn"] and r["ts_ns"] > first["ts_ns"]
             )
-            rtt = ack["ts_ns"] - synack["ts_ns"]
-        assert abs(rtt - target) <= 0.1 * target, f"{role}: {rtt / MS:.3f} ms"
+        rtt = last["ts_ns"] - first["ts_ns"]
         assert rtt >= target  # the forwarder never releases early
+        # the rest of the RTT (the other leg, the peer's turn-around) is held to the 10 %
+        stall = machine.get(_key(first), 0) + machine.get(_key(last), 0)
+        assert rtt - stall - target <= LATE_FRACTION * target, (
+            f"{role}: {rtt / MS:.3f} ms, of which {stall / MS:.3f} ms the machine's"
+        )
 
 
 def test_fixture_files_and_metadata(
@@ -189,7 +318,16 @@ def test_rerun_gives_the_same_packet_structure(
     out1, doc1 = lab_run("nagle_wwr_nodelay", exchanges=5, drop_c2s=[3])
     doc2 = run("nagle_wwr_nodelay", tmp_path, exchanges=5, drop_c2s=[3])
     for role in ("client", "server"):
-        assert structure(out1 / f"{role}.pcapng") == structure(tmp_path / f"{role}.pcapng")
+        a, b = structure(out1 / f"{role}.pcapng"), structure(tmp_path / f"{role}.pcapng")
+        # (failed once beside CPU hogs, 2026-12-02, not reproduced in 14 reruns: say where)
+        i = next(
+            (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
+        )
+        assert a == b, (
+            f"{role}: {len(a)} vs {len(b)} data segments, first difference at {i}: "
+            f"{a[max(0, i - 2) : i + 3]} vs {b[max(0, i - 2) : i + 3]}; stalls "
+            f"{doc1['forwarder']['stalls']} / {doc2['forwarder']['stalls']}"
+        )
     strip = [
         {k: v for k, v in e.items() if k not in ("t_ns", "seq", "src_port")}
         for e in doc1["forwarder"]["events"]
@@ -263,10 +401,22 @@ def test_tls_sse_first_token_late_only_with_nagle(
     rtt = pos["path"]["rtt_ms"]
     # positive: the first event waits behind the client's delayed ACK of the 2nd ticket
     assert pos["ground_truth"]["first_event_latency_ms"] >= one_way + rtt + 30
-    assert ctl["ground_truth"]["first_event_latency_ms"] < one_way + 5
     delacks = pos["ground_truth"]["summary"]["client_delayed_acks_ms"]
     assert delacks and all(35 <= d <= 60 for d in delacks), delacks  # Linux delack, §2.1
-    assert ctl["ground_truth"]["summary"]["late_events"] <= 2
+    # control: no event is held — each leaves the server's stack at once and reaches the
+    # client's interface one delay later (the forwarder's trace), but where a stall of the
+    # machine the forwarder logged explains it.  Not the client app's read: a normal-priority
+    # Python process beside two CPU hogs read events 4.6–12.8 ms after they arrived (load
+    # 7–9, 6 runs, 27 events late by that alone: the old "≤ 2 events later than one way +
+    # 5 ms at the app" failed 4 of 6), which is the scheduler's, not Nagle's.
+    stalls = ctl["forwarder"]["stalls"]
+    for e in ctl["ground_truth"]["events"]:
+        assert e["left_ms"] is not None and e["arrived_ms"] is not None, e
+        if e["left_ms"] > 5 or e["arrived_ms"] > one_way + 5:
+            end = e["write_ns"] + e["arrived_ms"] * MS
+            assert any(t - WATCH_NS <= end and e["write_ns"] <= t + ns for t, ns in stalls), (
+                f"control event {e['n']} held: {e}; stalls {stalls}"
+            )
     for doc in (pos, ctl):
         assert doc["ground_truth"]["summary"]["events_read"] == doc["params"]["events"]
         assert doc["sockets"]["client"]["TCP_NODELAY"] is True

@@ -11,6 +11,7 @@ import random
 import socket
 import struct
 import time
+from collections.abc import Sequence
 
 import pytest
 
@@ -22,6 +23,7 @@ from pcapkit.lab.forwarder import (
     ForwarderConfig,
     Impairment,
     MemoryPort,
+    Port,
     VirtualClock,
     decrement_ttl,
     ipv4_header_checksum,
@@ -294,6 +296,129 @@ def test_real_clock_loop_never_releases_early() -> None:
     assert min(lags) >= 10 * MS  # never early
     for s in (a_out, a_in, b_out, b_in):
         s.close()
+
+
+class _StallingClock(VirtualClock):
+    """A virtual clock whose wait ending at ``at_ns`` oversleeps by ``stall_ns`` (the kernel
+    not running the forwarder: what the lab's CI machine does now and then)."""
+
+    def __init__(self, at_ns: int, stall_ns: int) -> None:
+        super().__init__(start_ns=0)
+        self.at_ns, self.stall_ns = at_ns, stall_ns
+
+    def wait(self, ports: Sequence[Port], timeout_ns: int) -> list[int]:
+        ready = super().wait(ports, timeout_ns)
+        if not ready and self.now >= self.at_ns and self.stall_ns:
+            self.now += self.stall_ns
+            self.stall_ns = 0
+        return ready
+
+
+def test_watch_logs_the_stall_that_made_a_release_late() -> None:
+    """Packets at 0, 1, 2 and 20 ms, 5 ms delay; the wait that should end at 5 ms (the
+    first release) wakes 6 ms late.  The three releases due in it leave 6, 5, 4 ms late,
+    the last one on time, and the stall log says when and how long; without ``watch_ns``
+    nothing is logged."""
+    for watch in (2 * MS, 0):
+        clock = _StallingClock(at_ns=5 * MS, stall_ns=6 * MS)
+        cport, sport = MemoryPort(clock), MemoryPort(clock)
+        cfg = ForwarderConfig(c2s=DirectionConfig(delay_ns=5 * MS))
+        fwd = Forwarder((cport, sport), cfg, clock, watch_ns=watch)
+        for i in (0, 1, 2, 20):
+            cport.inject(i * MS, tcp(i, b"x"))
+        drain(fwd, cport, sport)
+        assert [(t, parse_packet(p).seq) for t, p in sport.sent] == [
+            (11 * MS, 0),
+            (11 * MS, 1),
+            (11 * MS, 2),
+            (25 * MS, 20),
+        ]
+        want = [[clock.wall_offset + 5 * MS, 6 * MS]] if watch else []
+        assert fwd.result()["stalls"] == want
+
+
+class _SlowPort(_DgramPort):
+    """A port whose send sleeps ``pause_s`` the first time: the forwarder off the CPU while
+    releasing (a TUN write running the receiver's stack, the hypervisor's steal)."""
+
+    def __init__(self, sock: socket.socket, pause_s: float) -> None:
+        super().__init__(sock)
+        self.pause_s = pause_s
+
+    def send(self, pkt: bytes) -> None:
+        time.sleep(self.pause_s)
+        self.pause_s = 0.0
+        super().send(pkt)
+
+
+class _BusyPort(_SlowPort):
+    """A port whose first send spins ``pause_s`` on the CPU: time the hypervisor took from
+    the vCPU is charged to the forwarder as CPU time, so a pass is judged by the wall."""
+
+    def send(self, pkt: bytes) -> None:
+        end = time.monotonic() + self.pause_s
+        while time.monotonic() < end:
+            pass
+        self.pause_s = 0.0
+        _DgramPort.send(self, pkt)
+
+
+@pytest.mark.parametrize("port", [_SlowPort, _BusyPort])
+def test_watch_logs_a_long_pass_outside_the_wait(port: type[_SlowPort]) -> None:
+    """Real clock: a release that takes 5 ms (asleep, or spinning on the CPU) is logged as
+    a stall of about that long; the waits themselves log nothing on an idle loop."""
+    a_out, a_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    b_out, b_in = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    fwd = Forwarder(
+        (_DgramPort(a_in), port(b_in, 0.005)),
+        ForwarderConfig(c2s=DirectionConfig(delay_ns=1 * MS)),
+        watch_ns=2 * MS,
+    )
+    t0 = time.time_ns()
+    a_out.send(tcp(1, b"x"))
+    while fwd.impairment.stats["c2s_out"] < 1:
+        fwd.run_once(max_wait_ns=20 * MS)
+    busy = [s for s in fwd.stalls if s[1] >= 4 * MS]
+    assert busy and all(t0 <= t <= time.time_ns() and ns < 50 * MS for t, ns in busy), fwd.stalls
+    for s in (a_out, a_in, b_out, b_in):
+        s.close()
+
+
+class _QueuedClock(VirtualClock):
+    """A virtual clock whose kernel kept the forwarder ``queued_ns`` on the run queue after
+    the packet arriving at ``at_ns`` woke it (schedstat's run_delay)."""
+
+    def __init__(self, at_ns: int, queued_ns: int) -> None:
+        super().__init__(start_ns=0)
+        self.at_ns, self.queued_ns, self.run_delay = at_ns, queued_ns, 0
+
+    def run_delay_ns(self) -> int:
+        return self.run_delay
+
+    def wait(self, ports: Sequence[Port], timeout_ns: int) -> list[int]:
+        ready = super().wait(ports, timeout_ns)
+        if ready and self.now >= self.at_ns and self.queued_ns:
+            self.now += self.queued_ns
+            self.run_delay += self.queued_ns
+            self.queued_ns = 0
+        return ready
+
+
+def test_watch_logs_a_wake_up_left_on_the_run_queue() -> None:
+    """A packet at 1 ms wakes the forwarder (inside its 2 ms wait, so not late after any
+    timeout), but it runs 1.5 ms later: logged from 1 ms, 1.5 ms long, from run_delay."""
+    clock = _QueuedClock(at_ns=1 * MS, queued_ns=3 * MS // 2)
+    cport, sport = MemoryPort(clock), MemoryPort(clock)
+    fwd = Forwarder(
+        (cport, sport),
+        ForwarderConfig(c2s=DirectionConfig(delay_ns=5 * MS)),
+        clock,
+        watch_ns=2 * MS,
+    )
+    cport.inject(1 * MS, tcp(1, b"x"))
+    drain(fwd, cport, sport)
+    assert [t for t, _ in sport.sent] == [int(7.5 * MS)]  # read 1.5 ms late, held 5 ms
+    assert fwd.result()["stalls"] == [[clock.wall_offset + 1 * MS, 3 * MS // 2]]
 
 
 # --------------------------------------------------------------------------- issue 22 stalls

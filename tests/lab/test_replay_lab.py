@@ -254,7 +254,14 @@ def test_h2_window_remedy_removes_the_flow_control_stall(tmp_path: Path) -> None
     rem = runs["remedy-h2-window=16777216"]
     assert "h2_flow_control_stall" not in rem["kinds"]
     assert rem["remedy"]["addressed_gone"] is True
-    assert rem["ttlb_ms"] < runs["faithful"]["ttlb_ms"]
+    # (failed once beside CPU hogs at load ~8, 2026-12-02: 185.9 vs 164.6 ms; 96–127 ms in 9
+    # reruns; not diagnosed — the message says whether the forwarder logged a stall then)
+    stalls = {
+        r: json.loads((tmp_path / r / "scenario.json").read_text())["forwarder"]["stalls"]
+        for r in ("faithful", "remedy-h2-window=16777216")
+        if (tmp_path / r / "scenario.json").is_file()
+    }
+    assert rem["ttlb_ms"] < runs["faithful"]["ttlb_ms"], (rem["ttlb_ms"], stalls)
     with pcapkit.open(tmp_path / "remedy-h2-window=16777216" / "server.pcapng") as t:
         req = t.requests
         assert len(req) == 1 and int(req["response_body_bytes"].iloc[0]) == 160 * 1024

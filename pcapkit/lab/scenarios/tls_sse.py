@@ -186,15 +186,24 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
 def ground_truth(run: RunData) -> dict[str, Any]:
     pkts = truth.packets(run.forwarder)
     reads = {e["n"]: e["read_ns"] for e in run.client["events"]}
+    # the first server payload packet the forwarder read at or after each write: when the
+    # event left the server's stack (Nagle holds it there) and reached the client's
+    # interface — apart from when the client app, a normal-priority process, got to read it
+    s2c = sorted(
+        (p.t_in_ns, p.t_out_ns) for p in truth.data_packets(pkts, "s2c") if p.t_out_ns is not None
+    )
     events = []
     for w in run.server["events"]:
         r = reads.get(w["n"])
+        wire = next((x for x in s2c if x[0] >= w["write_ns"]), None)
         events.append(
             {
                 "n": w["n"],
                 "write_ns": w["write_ns"],
                 "read_ns": r,
                 "latency_ms": truth.ms(None if r is None else r - w["write_ns"]),
+                "left_ms": truth.ms(None if wire is None else wire[0] - w["write_ns"]),
+                "arrived_ms": truth.ms(None if wire is None else wire[1] - w["write_ns"]),
             }
         )
     lat = sorted(e["latency_ms"] for e in events if e["latency_ms"] is not None)
@@ -217,6 +226,8 @@ def ground_truth(run: RunData) -> dict[str, Any]:
             "latency_ms_max": lat[-1] if lat else None,
             # an event is "late" when it needed more than the one-way delay + 5 ms
             "late_events": sum(1 for x in lat if x > float(one_way) + 5.0),
+            # ... and held in the server's stack more than 5 ms (what Nagle does)
+            "held_events": sum(1 for e in events if (e["left_ms"] or 0.0) > 5.0),
             "client_delayed_acks_ms": [w["wait_ms"] for w in waits if w["delayed"]],
         },
     }
