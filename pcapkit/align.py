@@ -415,8 +415,7 @@ def records_table(
     n = rc.n
     # aligned a slice of directions at a time (every value is per direction): the
     # temporaries of align_all stay a few MB however many records the capture has
-    group = data.pop("_group")
-    g_first = np.searchsorted(group, np.arange(len(indexes) + 1)).tolist()
+    g_first = rc.group_start.tolist()
     al: dict[str, np.ndarray] = {}
     g0 = 0
     while g0 < len(indexes):
@@ -427,7 +426,7 @@ def records_table(
         rows = np.concatenate(seg_rows[g0:g1])
         seg_group = np.repeat(np.arange(g1 - g0), [r.shape[0] for r in seg_rows[g0:g1]])
         part = align_all(
-            group[r0:r1] - g0,
+            np.repeat(np.arange(g1 - g0), np.diff(g_first[g0 : g1 + 1])),
             data["offset"][r0:r1],
             data["length"][r0:r1],
             indexes[g0:g1],
@@ -440,7 +439,6 @@ def records_table(
             al[c][r0:r1] = v
         del part
         g0 = g1
-    del group
     data.update(al)
     # header-walked records with bytes never captured are incomplete
     incomplete = data.pop("_bulk") & (al["missing_bytes"] > 0)

@@ -92,9 +92,18 @@ class _RecColumns(Mapping[str, np.ndarray]):
         return len(self._ctx._rec.columns)
 
 
+_I32 = np.iinfo(np.int32)
+
+
 def _span(keys: np.ndarray, f: int, d: int) -> slice:
-    """The rows of direction (f, d) in a table sorted by the key ``flow * 2 + dir``."""
-    k = f * 2 + d
+    """The rows of direction (f, d) in a table sorted by the key ``flow * 2 + dir``
+    (int64, or int32 when every key fits: :attr:`DetectContext.rec_dir_keys`)."""
+    k: Any = f * 2 + d
+    if keys.dtype == np.int32:
+        if not _I32.min <= k <= _I32.max:  # no such key: where it would be
+            at = 0 if k < 0 else keys.shape[0]
+            return slice(at, at)
+        k = np.int32(k)  # (a Python int would make numpy search an int64 copy)
     return slice(
         int(np.searchsorted(keys, k, side="left")), int(np.searchsorted(keys, k, side="right"))
     )
@@ -189,16 +198,24 @@ class DetectContext:
                 # already in (flow, dir, offset) order, as Trace.records is: the stable
                 # sort would be the identity (no copy of the table)
                 self._rec = records.reset_index(drop=True)
-                self._rec_key = key
             else:
                 ro = np.lexsort((ro_off, rd, rf))
                 self._rec = records.iloc[ro].reset_index(drop=True)
-                self._rec_key = key[ro]
+                key = key[ro]
             del rf, rd, ro_off
+            # one int32 per record where every key fits (half the memory: 30 MiB at
+            # 7.9 M records), else int64
+            fits = _I32.min <= int(key.min()) and int(key.max()) <= _I32.max
+            self._rec_key = key.astype(np.int32) if fits else key
+            del key
         else:
             self._rec = records
             self._rec_key = np.zeros(0, np.int64)
         self._rec_np: dict[str, np.ndarray] = {}  # records columns, converted when read
+        # nullable integer columns: (values in their own dtype, missing mask or None),
+        # converted to float per slice (a float64 copy of a whole Int16 column is 4× it)
+        self._rec_int: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        self._rec_other: set[str] = set()  # columns known not to be nullable integers
         # categoricals of text: (codes, categories + NaN as objects), looked up per slice
         self._rec_cat: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         # the sorted segments as numpy columns (kind as text), sliced per direction
@@ -235,6 +252,44 @@ class DetectContext:
             b = np.searchsorted(self._pflow, f, side="right")
             got = self._memo[key] = FlowPackets(**{k: v[a:b] for k, v in self._p.items()})
         return got
+
+    def packets_of_many(self, flows: list[int]) -> list[FlowPackets]:
+        """:meth:`packets_of` of each of ``flows`` (one search for all of them; the same
+        memoised objects)."""
+        fl = np.asarray(flows, np.int64)
+        lo = np.searchsorted(self._pflow, fl, side="left").tolist()
+        hi = np.searchsorted(self._pflow, fl, side="right").tolist()
+        out: list[FlowPackets] = []
+        for f, a, b in zip(flows, lo, hi, strict=True):
+            key = ("ctx.packets_of", f)
+            got: FlowPackets | None = self._memo.get(key)
+            if got is None:
+                got = self._memo[key] = FlowPackets(**{k: v[a:b] for k, v in self._p.items()})
+            out.append(got)
+        return out
+
+    def seg_bounds(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """For each direction key ``2·flow + dir``: its first and end row among every
+        segment (:meth:`seg_rows` of each, in one search)."""
+        return (
+            np.searchsorted(self._seg_key, keys, side="left"),
+            np.searchsorted(self._seg_key, keys, side="right"),
+        )
+
+    def seg_arrays_many(
+        self, fds: list[tuple[int, int]], lo: list[int], hi: list[int]
+    ) -> list[dict[str, np.ndarray]]:
+        """:meth:`seg_arrays` of each direction ``(f, d)`` of ``fds``, whose rows are
+        ``lo[i]:hi[i]`` (:meth:`seg_bounds`): the same memoised dicts."""
+        out: list[dict[str, np.ndarray]] = []
+        cols = list(self._seg_np.items())
+        for (f, d), a, b in zip(fds, lo, hi, strict=True):
+            key = ("ctx.seg_arrays", f, d)
+            got: dict[str, np.ndarray] | None = self._memo.get(key)
+            if got is None:
+                got = self._memo[key] = {c: v[a:b] for c, v in cols}
+            out.append(got)
+        return out
 
     def segments_of(self, f: int, d: int) -> pd.DataFrame:
         return self._seg.iloc[_span(self._seg_key, f, d)]
@@ -318,6 +373,13 @@ class DetectContext:
         v = self._rec_np.get(c)
         if v is not None:
             return v[rows]
+        got = self._rec_int.get(c) or (None if c in self._rec_other else self._rec_ints(c))
+        if got is not None:
+            vals, missing = got
+            out = vals[rows].astype(np.float64)
+            if missing is not None:
+                out[missing[rows]] = np.nan
+            return out
         cat = self._rec_cat.get(c)
         if cat is not None:  # a categorical of text: its categories at the slice's codes
             return cat[1][cat[0][rows]]
@@ -350,10 +412,44 @@ class DetectContext:
             self._rec_np[c] = v
         return v[rows]
 
+    def _rec_ints(self, c: str) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """Records column ``c`` as (values, missing mask or None) when it is a nullable
+        integer column (kept), else None."""
+        if c not in self._rec.columns:
+            return None
+        col = self._rec[c]
+        dt = col.dtype
+        if not (
+            isinstance(dt, pd.api.extensions.ExtensionDtype)
+            and not isinstance(dt, pd.CategoricalDtype)
+            and dt.kind in "iu"
+        ):
+            self._rec_other.add(c)
+            return None
+        missing = col.isna().to_numpy(bool)
+        vals = col.to_numpy(dtype=dt.numpy_dtype, na_value=0)  # type: ignore[attr-defined]
+        self._rec_int[c] = got = (vals, missing if missing.any() else None)
+        return got
+
+    def rec_int_is(self, c: str, value: int) -> np.ndarray:
+        """Every record (in :meth:`rec_arrays` order): whether numeric column ``c`` equals
+        ``value`` — ``rec_column(c, all rows) == value`` (a missing value: False),
+        without a float copy of a nullable integer column."""
+        got = self._rec_int.get(c) or self._rec_ints(c)
+        if got is None:
+            return np.asarray(self.rec_column(c, slice(0, self._rec_key.shape[0])) == value, bool)
+        vals, missing = got
+        eq = np.asarray(vals == value, bool)
+        if missing is not None:
+            eq &= ~missing
+        return eq
+
     @property
     def rec_dir_keys(self) -> np.ndarray:
         """Every record's direction key ``2·flow + dir``, sorted (the :meth:`rec_arrays`
-        order; read-only)."""
+        order; read-only): int32 when every key fits, else int64 — search it with keys of
+        its own dtype (``keys.dtype.type(k)``; a Python int or an int64 array makes numpy
+        search an int64 copy of it)."""
         return self._rec_key
 
     def rec_text_is(self, c: str, value: str) -> np.ndarray:
@@ -391,6 +487,10 @@ class DetectContext:
         if coupling != self.coupling:
             self.coupling = coupling
             self._memo.clear()
+
+    def memoised(self, key: tuple[Any, ...]) -> bool:
+        """Whether :meth:`memo` holds ``key`` (made in this memo lifetime)."""
+        return key in self._memo
 
     def memo(self, key: tuple[Any, ...], make: Any) -> Any:
         """``make()`` once per key for this trace: per-direction views that several

@@ -86,7 +86,15 @@ from .constants import (
 )
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
-from .tcp_model import DirView, cost_stats, median_of, role_name, y_groups
+from .tcp_model import (
+    DirView,
+    backwards,
+    cost_stats,
+    grouped,
+    median_of,
+    role_name,
+    y_groups,
+)
 
 SPEC = DetectorSpec(
     kinds=(
@@ -144,6 +152,9 @@ def _app_units(ctx: DetectContext, f: int, d: int) -> Units:
     return fr[rows], n[rows]
 
 
+_CHUNK = 1 << 20  # records per step of _all_app_units' key building
+
+
 def _all_app_units(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_app_units` of every direction at once: (direction key ``2·flow + dir``,
     frame, records) sorted by key and frame, one row per frame carrying complete
@@ -153,31 +164,39 @@ def _all_app_units(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray, np.ndarr
     if not key.shape[0]:
         return z, z, z
     everything = slice(0, key.shape[0])
-    ct = ctx.rec_column("content_type", everything)
     first = ctx.rec_column("first_frame", everything).astype(np.int64, copy=False)
     last = ctx.rec_column("last_byte_frame", everything).astype(np.int64, copy=False)
     # application_data outside the handshake epoch ("plaintext" when the capture starts
     # mid-stream; a TLS 1.3 handshake record without keys shows outer type 23 too, but
     # its epoch is "handshake")
-    ok = (ct == ContentType.APPLICATION_DATA.value) & ~ctx.rec_text_is("epoch", "handshake")
+    ok = ctx.rec_int_is("content_type", ContentType.APPLICATION_DATA.value)
+    ok &= ~ctx.rec_text_is("epoch", "handshake")
     ok &= first == last
-    k, fr = key[ok], first[ok]
-    del ok
-    if not k.shape[0]:
+    n_ok = int(np.count_nonzero(ok))
+    if not n_ok:
         return z, z, z
-    if int(fr.min()) >= 0 and int(fr.max()) < 1 << 40 and int(k[-1]) < 1 << 22:
-        # one int64 per (direction, frame), built and sorted in place (a transient of two
-        # columns of the selected records, not seven): one sort instead of a two-key
-        # lexsort, a stable one (timsort, fast on runs: the frames are in order but for
-        # a few records behind holes)
-        k <<= 40
-        k |= fr
-        del fr
+    lo_fr, hi_fr = int(first.min(where=ok, initial=0)), int(first.max(where=ok, initial=0))
+    if lo_fr >= 0 and hi_fr < 1 << 40 and int(key[-1]) < 1 << 22:
+        # one int64 per (direction, frame) of the selected records, filled a chunk of
+        # records at a time (no full-size copy of the keys and of the frames first)
+        # and sorted in place: one sort instead of a two-key lexsort, a stable one
+        # (timsort, fast on runs: the frames are in order but for a few records behind
+        # holes)
+        k = np.empty(n_ok, np.int64)
+        w = 0
+        for a in range(0, key.shape[0], _CHUNK):
+            m = ok[a : a + _CHUNK]
+            c = key[a : a + _CHUNK][m].astype(np.int64) << 40  # (int32 keys)
+            c |= first[a : a + _CHUNK][m]
+            k[w : w + c.shape[0]] = c
+            w += c.shape[0]
+        del ok, c
         k.sort(kind="stable")
         head = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
         n = np.diff(np.append(head, k.shape[0]))
         u = k[head]
         return u >> 40, u & ((1 << 40) - 1), n.astype(np.int64)
+    k, fr = key[ok].astype(np.int64), first[ok]
     o = np.lexsort((fr, k))
     k, fr = k[o], fr[o]
     head = np.flatnonzero(np.concatenate(([True], (k[1:] != k[:-1]) | (fr[1:] != fr[:-1]))))
@@ -525,6 +544,8 @@ def _prefilter_all(
         return out
     is_new = ctx.seg_kind_is("new")[rows]
     pnc = ctx.seg_kind_is("prev_not_captured")[rows]
+    del rows  # (each full-size temporary dropped after its last use: this pass sets
+    # analyze's peak at sse-1M)
     s_ts = cat([v.s_ts for v in views])
     s_len = cat([v.s_len for v in views])
     s_off = cat([v.s_off for v in views])
@@ -537,6 +558,7 @@ def _prefilter_all(
     s_pi = cat([v.s_pi for v in views])
     fstart = np.searchsorted(pflow, keys >> 1, side="left")
     gpi = s_pi + fstart[job]
+    del s_pi
     d_x = np.array([v.d_x for v in views], np.int64)
     mss = np.array([v.mss for v in views], np.int64)
     lo = np.array([j[1] for j in jobs], np.int64)
@@ -544,43 +566,32 @@ def _prefilter_all(
     quiet = np.array([j[3] for j in jobs], np.int64)
     if not pts.shape[0] or not s_ts.shape[0] or s_ts.dtype.kind not in "iu":
         return out
-    # one time base for the grouped searches
-    base = min(int(pts.min()), int(s_ts.min()))
-    span = max(int(pts.max()), int(s_ts.max())) - base + 2
+    # each direction's searches in Y's times and X's retransmission times, made in one
+    # sorted array each (grouped); a group going backwards: that direction on its own
     yg = y_groups(ctx)
     gy, y0, ny = yg.span(keys)
-    if (int(keys.shape[0]) + int(yg.keys.shape[0]) + 2) * span >= 1 << 62:
-        return out
-    # Y's times per group, offset by the group; a group going backwards: that direction
-    # on its own
-    y_ts = pts[yg.yo] - base
-    ykey = yg.gid * span + y_ts
-    back_y = np.zeros(max(int(yg.keys.shape[0]), 1), bool)
-    if y_ts.shape[0] > 1:
-        down = np.flatnonzero((y_ts[1:] < y_ts[:-1]) & (yg.gid[1:] == yg.gid[:-1]))
-        back_y[yg.gid[down + 1]] = True
-    y_ackmax = pc["ack"][yg.yo]
-    # running max of Y's ACK per group: offset by the group (acks ≥ −1)
-    if y_ackmax.shape[0]:
-        m = int(y_ackmax.max()) + 2
-        if (int(yg.keys.shape[0]) + 1) * m >= 1 << 62:
-            return out
-        acc = yg.gid * m + (y_ackmax + 1)
-        np.maximum.accumulate(acc, out=acc)
-        y_ackmax = acc - yg.gid * m - 1
-    # X's retransmissions/probes (``x_bad_ts``) per job, offset by the job
+    n_yg = int(yg.keys.shape[0])
+    y_ts = pts[yg.yo]
+    y_times = grouped(yg.gid, y_ts, n_yg)
+    back_y = backwards(yg.gid, y_ts, n_yg)
+    y_acks = grouped(yg.gid, pc["ack"][yg.yo], n_yg)  # ACKs ≥ −1
+    del y_ts
+    # X's retransmissions/probes (``x_bad_ts``) per job
     bad = ~is_new & ~pnc
-    b_job, b_ts = job[bad], s_ts[bad] - base
-    bkey = b_job * span + b_ts
+    b_job, b_ts = job[bad], s_ts[bad].astype(np.int64, copy=False)
+    del bad, pnc
     n_bad = np.bincount(b_job, minlength=keys.shape[0])
     b0 = np.cumsum(n_bad) - n_bad
-    back_x = np.zeros(keys.shape[0], bool)
-    if b_ts.shape[0] > 1:
-        down = np.flatnonzero((b_ts[1:] < b_ts[:-1]) & (b_job[1:] == b_job[:-1]))
-        back_x[b_job[down + 1]] = True
+    x_bad = grouped(b_job, b_ts, int(keys.shape[0]))
+    back_x = backwards(b_job, b_ts, int(keys.shape[0]))
+    if y_times is None or y_acks is None or x_bad is None:
+        return out
+    y_ackmax = y_acks.running_max()  # running max of Y's ACK per group
+    del y_acks
     # X's new segments: each one's position among its direction's (``new``)
     nrow = np.flatnonzero(is_new)
     n_job = job[nrow]
+    del is_new, job
     n_new = np.bincount(n_job, minlength=keys.shape[0])
     n0 = np.cumsum(n_new) - n_new
     npos = np.arange(nrow.shape[0]) - n0[n_job]
@@ -588,10 +599,11 @@ def _prefilter_all(
     pr = nrow[partial]  # the partial segments' rows
     jb = n_job[partial]
     ppos = npos[partial]
+    del n_job, npos
     t = pts[gpi[pr]].astype(np.int64)
-    bound = np.minimum(t - d_x[jb] + quiet[jb], t - 1) - base
-    g = gy[jb]
-    kb = np.searchsorted(ykey, g * span + np.clip(bound, -1, span - 1), side="right") - 1
+    del gpi
+    bound = np.minimum(t - d_x[jb] + quiet[jb], t - 1)
+    kb = y_times.search(gy[jb], bound, "right") - 1
     kb = np.where(ny[jb] > 0, kb - y0[jb], -1)
     has = kb >= 0
     off = s_off[pr]
@@ -612,10 +624,10 @@ def _prefilter_all(
     trouble = np.zeros(pr.shape[0], bool)
     if b_ts.shape[0]:
         # X's first retransmission at or after tb, when it came by t
-        a = np.searchsorted(bkey, jb * span + (tb - base), side="left") - b0[jb]
+        a = x_bad.search(jb, tb, "left") - b0[jb]
         nb = n_bad[jb]
         at = np.where(nb > 0, b0[jb] + np.minimum(a, nb - 1), 0)
-        trouble = (nb > 0) & (a < nb) & (b_ts[at] + base <= t)
+        trouble = (nb > 0) & (a < nb) & (b_ts[at] <= t)
     ydata = (pc["length"][ib] > 0) & has if yg.yo.shape[0] else np.zeros(pr.shape[0], bool)
     psh = s_psh[pr]
     prev_ts = s_ts[nrow[np.maximum(np.flatnonzero(partial) - 1, 0)]]

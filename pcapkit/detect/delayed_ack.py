@@ -56,12 +56,18 @@ from .constants import (
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
 from .tcp_model import (
+    VIEWS_AT_ONCE,
     DirView,
     accepted_holds,
+    backwards,
     cost_stats,
+    grouped,
     os_guess,
     role_name,
     scan_holds,
+    scan_holds_all,
+    view_segment_rows,
+    y_groups,
 )
 
 SPEC = DetectorSpec(
@@ -114,20 +120,37 @@ def detect(
 ) -> list[Finding]:
     """Delayed ACKs that a waiting sender paid for (``delayed_ack``)."""
     out: list[Finding] = []
-    for f in ctx.tcp_flows():
-        for d in (0, 1):
-            v = DirView.timed(ctx, f, d)
-            if v is None or not v.y_idx.size:
-                continue
-            events = _events(
-                ctx,
-                v,
-                delack_timer_min_ms=delack_timer_min_ms,
-                ack_delay_max_ms=ack_delay_max_ms,
-            )
-            if events:
-                out.extend(_findings(ctx, v, events))
+    views = [
+        v
+        for f in ctx.tcp_flows()
+        for d in (0, 1)
+        if (v := DirView.timed(ctx, f, d)) is not None and v.y_idx.size
+    ]
+    pre = _prefix_all(ctx, views, delack_timer_min_ms, ack_delay_max_ms)
+    # the hold scans of the directions with candidates (nagle asks for the same ones)
+    scan_holds_all(
+        ctx,
+        [v for v in views if (c := pre.get(2 * v.f + v.d)) is None or c[0].size],
+        delack_timer_min_ms=delack_timer_min_ms,
+        ack_delay_max_ms=ack_delay_max_ms,
+    )
+    for v in views:
+        got = pre.get(2 * v.f + v.d)
+        if got is not None and not got[0].size:
+            continue  # no candidate ACK: _events would say [] before the hold scan
+        events = _events(
+            ctx,
+            v,
+            delack_timer_min_ms=delack_timer_min_ms,
+            ack_delay_max_ms=ack_delay_max_ms,
+            pre=got,
+        )
+        if events:
+            out.extend(_findings(ctx, v, events))
     return out
+
+
+Candidates = tuple[np.ndarray, np.ndarray, np.ndarray]  # (cand, jl, jr)
 
 
 def _events(
@@ -136,6 +159,7 @@ def _events(
     *,
     delack_timer_min_ms: float,
     ack_delay_max_ms: float,
+    pre: Candidates | None = None,
 ) -> list[dict[str, Any]]:
     p = v.p
     tol = v.tolerance()
@@ -143,45 +167,11 @@ def _events(
     new = v.new_pos
     if not new.size:
         return []
-    n_end = v.s_end[new]
     prev_max = np.concatenate(([-1], v.y_ackmax[:-1]))
     pure = ~v.y_data & ((p.flags[v.y_idx] & (SYN | FIN | RST)) == 0)
-    cand = np.nonzero(pure & (v.y_ack > prev_max) & (v.y_ack > 0))[0]
-    # vectorised prefilter: the ACK ends on a segment boundary and D is in the window
-    jl_all = np.searchsorted(n_end, np.maximum(prev_max[cand], 0), side="right")
-    jr_all = np.searchsorted(n_end, v.y_ack[cand], side="right")
-    ok = (jr_all > jl_all) & (jr_all < new.size)
-    cand = cand[ok]
-    jl_all, jr_all = jl_all[ok], jr_all[ok]
-    delay = p.ts[v.y_idx[cand]] - p.ts[v.s_pi[new[jl_all]]] - v.d_y
-    keep = (delay >= delack_timer_min_ms * MS) & (delay <= ack_delay_max_ms * MS)
-    cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
-    # the loop's other tests that need only this ACK and its segments, for all at once:
-    # the ACK ends on a segment boundary, X sent nothing more before it and sent again
-    # after it, the every-second-segment rule did not fire, the ACK released S2 and the
-    # gap before S2 is not shorter than a round trip
-    if cand.size:
-        ia_all = v.y_idx[cand]
-        ack_all = v.y_ack[cand]
-        s_last_all = new[jr_all - 1]
-        i2_all = v.s_pi[new[jr_all]]
-        cw = np.zeros(new.size + 1, np.int64)
-        np.cumsum(v.s_wire[new], out=cw[1:])
-        wire_all = cw[jr_all] - cw[jl_all]
-        ta_all = p.ts[ia_all]
-        t2_all = p.ts[i2_all]
-        lag_all = t2_all - ta_all
-        gap_all = t2_all - p.ts[v.s_pi[s_last_all]]
-        una_all = np.maximum(prev_max[cand], 0)
-        keep = (
-            (n_end[jr_all - 1] == ack_all)
-            & (v.s_pi[s_last_all] <= ia_all)
-            & (i2_all >= ia_all)
-            & ~((ack_all - una_all > v.mss) & (wire_all > 1))
-            & v.coupled(lag_all, tol, late)
-            & ~(gap_all < v.rtt - tol)
-        )
-        cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
+    if pre is None:
+        pre = _prefix(v, tol, late, delack_timer_min_ms, ack_delay_max_ms)
+    cand, jl_all, jr_all = pre
     if not cand.size:
         return []
     scan = scan_holds(
@@ -259,6 +249,173 @@ def _events(
             for e in inferred:
                 e["clocked"] = (share, n_opp)
     return events
+
+
+def _prefix(
+    v: DirView, tol: int, late: int, delack_timer_min_ms: float, ack_delay_max_ms: float
+) -> Candidates:
+    """The candidate ACKs of direction ``v`` (positions in ``y_idx``) and the new
+    segments each acknowledged (``new[jl:jr]``): Y's pure ACKs that acknowledged new data
+    ending on a segment boundary, ``delack_timer_min_ms`` … ``ack_delay_max_ms`` after
+    the first of them, with X sending nothing more before it and again after it
+    (coupled), the every-second-segment rule not firing and the gap before S2 not shorter
+    than a round trip: every test of :func:`_events` that needs only this ACK and its
+    segments, for all ACKs at once."""
+    p = v.p
+    new = v.new_pos
+    n_end = v.s_end[new]
+    prev_max = np.concatenate(([-1], v.y_ackmax[:-1]))
+    pure = ~v.y_data & ((p.flags[v.y_idx] & (SYN | FIN | RST)) == 0)
+    cand = np.nonzero(pure & (v.y_ack > prev_max) & (v.y_ack > 0))[0]
+    # the ACK ends on a segment boundary and D is in the window
+    jl_all = np.searchsorted(n_end, np.maximum(prev_max[cand], 0), side="right")
+    jr_all = np.searchsorted(n_end, v.y_ack[cand], side="right")
+    ok = (jr_all > jl_all) & (jr_all < new.size)
+    cand = cand[ok]
+    jl_all, jr_all = jl_all[ok], jr_all[ok]
+    delay = p.ts[v.y_idx[cand]] - p.ts[v.s_pi[new[jl_all]]] - v.d_y
+    keep = (delay >= delack_timer_min_ms * MS) & (delay <= ack_delay_max_ms * MS)
+    cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
+    # the ACK ends on a segment boundary, X sent nothing more before it and sent again
+    # after it, the every-second-segment rule did not fire, the ACK released S2 and the
+    # gap before S2 is not shorter than a round trip
+    if cand.size:
+        ia_all = v.y_idx[cand]
+        ack_all = v.y_ack[cand]
+        s_last_all = new[jr_all - 1]
+        i2_all = v.s_pi[new[jr_all]]
+        cw = np.zeros(new.size + 1, np.int64)
+        np.cumsum(v.s_wire[new], out=cw[1:])
+        wire_all = cw[jr_all] - cw[jl_all]
+        ta_all = p.ts[ia_all]
+        t2_all = p.ts[i2_all]
+        lag_all = t2_all - ta_all
+        gap_all = t2_all - p.ts[v.s_pi[s_last_all]]
+        una_all = np.maximum(prev_max[cand], 0)
+        keep = (
+            (n_end[jr_all - 1] == ack_all)
+            & (v.s_pi[s_last_all] <= ia_all)
+            & (i2_all >= ia_all)
+            & ~((ack_all - una_all > v.mss) & (wire_all > 1))
+            & v.coupled(lag_all, tol, late)
+            & ~(gap_all < v.rtt - tol)
+        )
+        cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
+    return cand, jl_all, jr_all
+
+
+def _prefix_all(
+    ctx: DetectContext, views: list[DirView], delack_timer_min_ms: float, ack_delay_max_ms: float
+) -> dict[int, Candidates]:
+    """:func:`_prefix_at_once` in passes of ``VIEWS_AT_ONCE`` views (its temporaries stay
+    small: one pass over every view took ~the capture's size at 1M packets)."""
+    out: dict[int, Candidates] = {}
+    for a in range(0, len(views), VIEWS_AT_ONCE):
+        out.update(
+            _prefix_at_once(
+                ctx, views[a : a + VIEWS_AT_ONCE], delack_timer_min_ms, ack_delay_max_ms
+            )
+        )
+    return out
+
+
+def _prefix_at_once(
+    ctx: DetectContext, views: list[DirView], delack_timer_min_ms: float, ack_delay_max_ms: float
+) -> dict[int, Candidates]:
+    """:func:`_prefix` of many directions at once (``views``, in direction key order), by
+    direction key ``2·flow + dir``: one pass over all their Y packets and new segments,
+    each direction's searches in its new segments' ends made in one sorted array
+    (:func:`~pcapkit.detect.tcp_model.grouped`).  A direction is absent — :func:`_events`
+    then asks :func:`_prefix` itself — when its new segments' ends go backwards, or
+    when the trace's values do not fit the grouped keys."""
+    out: dict[int, Candidates] = {}
+    got = view_segment_rows(ctx, views) if views else None
+    if got is None:
+        return out
+    keys, job, rows = got
+    nj = int(keys.shape[0])
+    jobs = np.arange(nj)
+    nrow = np.flatnonzero(ctx.seg_kind_is("new")[rows])  # X's new segments
+    n_job = job[nrow]
+    n_new = np.bincount(n_job, minlength=nj)
+    n0 = np.cumsum(n_new) - n_new
+    sc = ctx.seg_columns
+    srow = rows[nrow]
+    n_end = sc["end"][srow].astype(np.int64, copy=False)
+    n_wire = sc["wire_segments"][srow].astype(np.int64, copy=False)
+    pc = ctx.packet_columns
+    pts, pack = pc["ts"], pc["ack"]
+    fstart = np.searchsorted(ctx.packet_flows, keys >> 1, side="left")
+    # the flow's packet index of each new segment, as a row of the packet columns
+    n_pi = np.concatenate([v.s_pi for v in views])[nrow] + fstart[n_job]
+    # Y's packets of each view (``y_idx``), as rows of the packet columns
+    yg = y_groups(ctx)
+    _g, y0, ny = yg.span(keys)
+    if any(v.y_idx.shape[0] != n for v, n in zip(views, ny.tolist(), strict=True)):
+        return out
+    y_job = np.repeat(jobs, ny)
+    yfirst = np.cumsum(ny) - ny
+    ypos = np.arange(y_job.shape[0]) - yfirst[y_job]  # position in y_idx
+    ygi = yg.yo[ypos + y0[y_job]]
+    y_ack = pack[ygi]
+    ya = grouped(y_job, y_ack, nj)
+    ends = grouped(n_job, n_end, nj)
+    if ya is None or ends is None:
+        return out
+    prev_max = np.empty(y_ack.shape[0], np.int64)
+    if y_ack.shape[0]:
+        prev_max[1:] = ya.running_max()[:-1]
+        prev_max[yfirst[ny > 0]] = -1
+    pure = (pc["length"][ygi] <= 0) & ((pc["flags"][ygi] & (SYN | FIN | RST)) == 0)
+    cand = np.flatnonzero(pure & (y_ack > prev_max) & (y_ack > 0))
+    cj = y_job[cand]
+    una = np.maximum(prev_max[cand], 0)
+    ack = y_ack[cand]
+    jl = ends.search(cj, una, "right") - n0[cj]
+    jr = ends.search(cj, ack, "right") - n0[cj]
+    ok = (jr > jl) & (jr < n_new[cj])
+    cand, cj, una, ack, jl, jr = cand[ok], cj[ok], una[ok], ack[ok], jl[ok], jr[ok]
+    d_x = np.array([v.d_x for v in views], np.int64)[cj]
+    d_y = np.array([v.d_y for v in views], np.int64)[cj]
+    mss = np.array([v.mss for v in views], np.int64)[cj]
+    tol = np.array([v.tolerance() for v in views], np.int64)[cj]
+    late = np.array([v.coupling.late_ns for v in views], np.int64)[cj]
+    ia = ygi[cand]
+    ta = pts[ia]
+    delay = ta - pts[n_pi[n0[cj] + jl]] - d_y
+    keep = (delay >= delack_timer_min_ms * MS) & (delay <= ack_delay_max_ms * MS)
+    cw = np.zeros(nrow.shape[0] + 1, np.int64)
+    np.cumsum(n_wire, out=cw[1:])
+    g_l, g_r = n0[cj] + jl, n0[cj] + jr  # rows among the new segments
+    g_r = np.minimum(g_r, max(nrow.shape[0] - 1, 0))  # (jr < n_new where ok)
+    last_pi = n_pi[g_r - 1]
+    i2 = n_pi[g_r]
+    wire = cw[g_r] - cw[g_l]
+    t2 = pts[i2]
+    dev = t2 - ta - d_x  # DirView.coupled
+    keep &= (
+        (n_end[g_r - 1] == ack)
+        & (last_pi <= ia)
+        & (i2 >= ia)
+        & ~((ack - una > mss) & (wire > 1))
+        & (dev >= -tol)
+        & (dev <= tol + late)
+        & ~(t2 - pts[last_pi] < d_x + d_y - tol)
+    )
+    cand, cj, jl, jr = cand[keep], cj[keep], jl[keep], jr[keep]
+    local = cand - yfirst[cj]
+    n_c = np.bincount(cj, minlength=nj)
+    cut = np.cumsum(n_c).tolist()
+    back = backwards(n_job, n_end, nj)
+    z = np.zeros(0, np.int64)
+    a = 0
+    for i, b in enumerate(cut):
+        if back[i]:
+            a = b
+            continue
+        out[int(keys[i])] = (local[a:b], jl[a:b], jr[a:b]) if b > a else (z, z, z)
+        a = b
+    return out
 
 
 def _ack_clocked_share(

@@ -55,6 +55,7 @@ retransmission's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -66,7 +67,7 @@ from .base import Evidence, Finding, frame_filter
 from .constants import FLIGHT_GAP_MIN_NS
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
-from .tcp_model import DirView
+from .tcp_model import DirView, grouped
 
 SPEC = DetectorSpec(
     kinds=(
@@ -118,6 +119,10 @@ REORDER_STALL_MIN_NS = 100_000_000
 # Evidence sizes: enough frames to open in Wireshark, not every packet.
 MAX_DUPACK_FRAMES = 3
 MAX_VICTIM_FRAMES = 5
+
+# a direction with this many holes asks Y's ACKs about all of them at once (one sort of
+# Y's ACKs, then searches); with fewer, a mask over Y's ACKs per hole is cheaper
+HOLES_AT_ONCE_MIN = 8
 
 _RETX_KINDS = frozenset({"retransmission", "out_of_order", "spurious_retransmission"})
 
@@ -355,6 +360,8 @@ class _Dir:
             | ctx.seg_kind_is("spurious_retransmission")[rows]
         )
         self.seg_new = v.s_new
+        # the segments a repair can be (kind in _RETX_KINDS), ascending
+        self.seg_resent = np.nonzero(self.seg_retx | ctx.seg_kind_is("out_of_order")[rows])[0]
         # segments starting below the highest byte sent before them: only these can
         # cover bytes of a hole opened by an earlier segment (a hole [a, b) opened at i
         # has b = off[i] < end[i] ≤ that maximum for every later segment)
@@ -384,6 +391,139 @@ class _Dir:
         # hole in P's view of X's own data is P missing X's segments, not the receiver's
         # view — what the receiver held shows in its ACKs
         self.at_sender = v.legs_known and v.d_x <= max(500_000, v.d_y // 10) < v.d_y
+        self._ctx = ctx
+        self._recs: dict[str, np.ndarray] | None = None
+        self._rec_min: np.ndarray | None = None
+
+    def any_record_behind(self, hole_end: int, t_rx: int) -> bool:
+        """Some record of X at or after ``hole_end`` had its last byte at P before
+        ``t_rx`` (what :func:`_victims_at_sender` lists, asked once per episode as one
+        search: a suffix minimum of the arrival times over the records in offset order;
+        True — ask the records — when their offsets are not in order)."""
+        if self._rec_min is None:
+            off = self.recs["offset"]
+            if off.shape[0] > 1 and not bool((off[1:] >= off[:-1]).all()):
+                self._rec_min = np.zeros(0)
+            else:
+                # fmin: a missing time (NaN) is no record, as ``NaN < t`` is False
+                self._rec_min = np.fmin.accumulate(self.recs["last_byte_ts_ns"][::-1])[::-1]
+        off = self.recs["offset"]
+        if off.shape[0] and not self._rec_min.shape[0]:
+            return True
+        i = int(np.searchsorted(off, hole_end, side="left"))
+        return i < off.shape[0] and bool(self._rec_min[i] < t_rx)
+
+    @cached_property
+    def has_records(self) -> bool:
+        rows = self._ctx.rec_rows(self.f, self.d)
+        return bool(rows.stop > rows.start)
+
+    @cached_property
+    def rec_end(self) -> np.ndarray:
+        """Each record's end offset (``offset + length``), made once per direction."""
+        return self.recs["offset"] + self.recs["length"]  # type: ignore[no-any-return]
+
+    @property
+    def recs(self) -> dict[str, np.ndarray]:
+        """X's records columns that HoL reads (``ctx.rec_arrays``), read once per
+        direction, not once per episode; empty when the direction has no records."""
+        if self._recs is None:
+            r = self._ctx.rec_arrays(self.f, self.d)
+            if r["flow"].shape[0]:
+                off = r["offset"]
+                self._recs = {
+                    "offset": off,
+                    "length": r["length"],
+                    "last_byte_ts_ns": r["last_byte_ts_ns"],
+                    "last_byte_frame": r["last_byte_frame"],
+                    "last_ts_ns": r["last_ts_ns"],
+                    "last_frame": r["last_frame"],
+                    "content_type": r["content_type"],  # float, NaN when missing
+                }
+            else:
+                self._recs = {}
+        return self._recs
+
+    @cached_property
+    def _frames_rising(self) -> bool:
+        f = self.seg_frame
+        return f.shape[0] < 2 or bool((f[1:] > f[:-1]).all())
+
+    @cached_property
+    def _end_top(self) -> np.ndarray:
+        return np.maximum.accumulate(self.seg_end) if self.seg_end.shape[0] else self.seg_end
+
+    def first_covering_before(self, h: int, j: int) -> list[int]:
+        """``[i]``: the first segment carrying byte h (``off <= h < end``) if its frame is
+        before segment j's, else ``[]``.  None can come before the first segment whose
+        running maximum end passes h: the scan starts there (was a mask over every
+        segment per period)."""
+        if not self._frames_rising:
+            cover = np.nonzero((self.seg_off <= h) & (self.seg_end > h))[0]
+            got = [i for i in cover.tolist() if self.seg_frame[i] < self.seg_frame[j]]
+            return got[:1]
+        i0 = int(np.searchsorted(self._end_top, h, side="right"))
+        if i0 >= j:
+            return []
+        c = np.nonzero((self.seg_off[i0:j] <= h) & (self.seg_end[i0:j] > h))[0]
+        return [i0 + int(c[0])] if c.shape[0] else []
+
+    def first_sent_behind(self, i: int, hole_end: int, t_rx: int, j: int) -> int | None:
+        """The first segment after segment i (frame order) at or beyond ``hole_end`` seen
+        before ``t_rx``; the segments up to the retransmission j are asked first."""
+        if not self._frames_rising:
+            k = np.nonzero(
+                (self.seg_frame > self.seg_frame[i])
+                & (self.seg_off >= hole_end)
+                & (self.seg_ts < t_rx)
+            )[0]
+            return int(k[0]) if k.shape[0] else None
+        for lo, hi in ((i + 1, max(j, i + 1)), (max(j, i + 1), self.seg_off.shape[0])):
+            k = np.nonzero((self.seg_off[lo:hi] >= hole_end) & (self.seg_ts[lo:hi] < t_rx))[0]
+            if k.shape[0]:
+                return lo + int(k[0])
+        return None
+
+    def acked_past(self, a: np.ndarray, frame_hi: np.ndarray) -> np.ndarray:
+        """Per (a, frame_hi): some ACK of Y before frame ``frame_hi`` is beyond ``a`` — a
+        search of Y's running maximum ACK (Y's frames ascending); all True (ask each)
+        when Y's frames are not in order."""
+        n = self.y_frame.shape[0]
+        if not n:
+            return np.zeros(a.shape, bool)
+        if n > 1 and not bool((self.y_frame[1:] > self.y_frame[:-1]).all()):
+            return np.ones(a.shape, bool)
+        k = np.searchsorted(self.y_frame, frame_hi, side="left")  # ACKs before frame_hi
+        top = np.maximum.accumulate(self.y_ack)
+        return (k > 0) & (top[np.maximum(k - 1, 0)] > a)
+
+    def dupacks_all(
+        self, h: np.ndarray, frame_lo: np.ndarray, frame_hi: np.ndarray
+    ) -> list[list[int]] | None:
+        """:meth:`dupacks_at` for many (h, lo, hi) at once, as lists: Y's eligible ACKs
+        sorted by (ACK, frame), each question's answer one range of them (two grouped
+        searches).  None when Y's frames are not in order or the keys do not fit int64
+        (then ask :meth:`dupacks_at`)."""
+        m = self.y_pure
+        if self.sack_ok:
+            m = m & (self.y_sack > 0)
+        e = np.nonzero(m)[0]
+        if not e.shape[0]:
+            return [[] for _ in range(h.shape[0])]
+        fr = self.y_frame[e]
+        if e.shape[0] > 1 and not bool((fr[1:] > fr[:-1]).all()):
+            return None
+        order = np.argsort(self.y_ack[e], kind="stable")
+        e, fr = e[order], fr[order]  # by ACK value, frames ascending within one value
+        vals, head = np.unique(self.y_ack[e], return_index=True)
+        gid = np.repeat(np.arange(vals.shape[0]), np.diff(np.append(head, e.shape[0])))
+        got = grouped(gid, fr, vals.shape[0])
+        if got is None:
+            return None
+        g = np.minimum(np.searchsorted(vals, h), vals.shape[0] - 1)
+        lo = got.search(g, frame_lo, "right")
+        hi = np.where(vals[g] == h, got.search(g, frame_hi, "left"), lo)
+        return [e[u:w].tolist() for u, w in zip(lo.tolist(), hi.tolist(), strict=True)]
 
     def dupacks_at(self, h: int, frame_lo: int, frame_hi: int) -> np.ndarray:
         """Indices into y_* of Y's pure ACKs pinned at h with frame in (lo, hi)."""
@@ -411,8 +551,9 @@ def _flow_dir(
     _, d_y = ctx.sender_receiver_legs(f, d)
     holes = _holes_at_p(x, rtt, loss_min_rtt_fraction, reorder_window_no_rtt_ms, min_dupacks)
     out: list[Finding] = []
+    spans = _Spans([(h.a, h.b) for h in holes])
     for ep in _episodes([h for h in holes if h.status == "ok"]):
-        fnd = _finding_from_holes(ctx, x, ep, holes, min_episode_ms)
+        fnd = _finding_from_holes(ctx, x, ep, holes, min_episode_ms, spans=spans)
         if fnd is not None:
             out.append(fnd)
     # a hole filled by the late original (reordering on the path, often the tail of a
@@ -420,12 +561,17 @@ def _flow_dir(
     # finding, its cause named — not a loss, and not the records' size
     for ep in _episodes([h for h in holes if h.status == "reordering"]):
         fnd = _finding_from_holes(
-            ctx, x, ep, holes, max(min_episode_ms, REORDER_FELT_NS / 1e6), cause="reordering"
+            ctx,
+            x,
+            ep,
+            holes,
+            max(min_episode_ms, REORDER_FELT_NS / 1e6),
+            cause="reordering",
+            spans=spans,
         )
         if fnd is not None:
             out.append(fnd)
-    covered = [(h.a, h.b) for h in holes]
-    out.extend(_ack_stream_episodes(ctx, x, covered, d_y, loss_min_rtt_fraction, min_episode_ms))
+    out.extend(_ack_stream_episodes(ctx, x, spans, d_y, loss_min_rtt_fraction, min_episode_ms))
     return out
 
 
@@ -436,6 +582,7 @@ def _holes_at_p(
     x: _Dir, rtt: int | None, frac: float, no_rtt_ms: float, min_dupacks: int
 ) -> list[_Hole]:
     holes: list[_Hole] = []
+    laters: list[np.ndarray] = []
     for i in np.nonzero(x.seg_gap > 0)[0].tolist():
         b = int(x.seg_off[i])
         a = b - int(x.seg_gap[i])
@@ -458,23 +605,40 @@ def _holes_at_p(
             if not missing:
                 h.fill_i, h.t_fill = j, int(x.seg_ts[j])
                 break
-        fill_frame = int(x.seg_frame[h.fill_i]) if h.fill_i is not None else 1 << 62
-        open_frame = int(x.seg_frame[i])
+        holes.append(h)
+        laters.append(later)
+    if not holes:
+        return holes
+    # what Y's ACKs say of every hole at once (searches, not a mask over Y per hole)
+    fill_frame = np.array(
+        [int(x.seg_frame[h.fill_i]) if h.fill_i is not None else 1 << 62 for h in holes],
+        np.int64,
+    )
+    open_frame = x.seg_frame[np.array([h.open_i for h in holes], np.int64)]
+    hole_a = np.array([h.a for h in holes], np.int64)
+    maybe_acked = x.acked_past(hole_a, fill_frame)
+    dup_lists = (
+        x.dupacks_all(hole_a, open_frame - 1, fill_frame + 1)
+        if len(holes) >= HOLES_AT_ONCE_MIN
+        else None
+    )
+    for q, h in enumerate(holes):
+        a, b, i = h.a, h.b, h.open_i
         # capture drop: Y acknowledged bytes of the hole before P saw them (an ACK that
         # advances as the fill arrives in pieces acknowledges only what P saw)
-        if _acked_unseen(x, a, b, i, fill_frame):
+        if maybe_acked[q] and _acked_unseen(x, a, b, i, int(fill_frame[q]), laters[q]):
             h.status = "capture_drop"
-            holes.append(h)
             continue
         if h.fill_i is None:
             h.status = "unfilled"
-            holes.append(h)
             continue
-        dup = x.dupacks_at(a, open_frame - 1, fill_frame + 1)
-        h.dupacks = dup.tolist()
+        h.dupacks = (
+            dup_lists[q]
+            if dup_lists is not None
+            else x.dupacks_at(a, int(open_frame[q]) - 1, int(fill_frame[q]) + 1).tolist()
+        )
         if len(h.dupacks) < min_dupacks:
             h.status = "no_dupack"
-            holes.append(h)
             continue
         h.checks.append(
             f"not a capture drop: the receiver's ACKs stayed at the hole ({len(h.dupacks)} "
@@ -484,38 +648,33 @@ def _holes_at_p(
         j, t_fill = h.fill_i, h.t_fill
         assert j is not None and t_fill is not None
         dur = t_fill - h.t_open
-        resent_after = _overlapping_after(x, j, a, b)
-        resent_after = resent_after[x.seg_retx[resent_after]]
         ts_fill, ts_open = int(x.seg_tsval[j]), int(x.seg_tsval[i])
         if ts_fill >= 0 and ts_open >= 0:
             if not _later(ts_fill, ts_open):
                 h.status = "reordering"
-                holes.append(h)
                 continue
             h.ts_confirmed = True
             h.checks.append(
                 f"not reordering: the fill was sent after the data behind the hole "
                 f"(TSval {ts_fill} > {ts_open})"
             )
-        elif resent_after.shape[0]:
+            continue
+        resent_after = _overlapping_after(x, j, a, b)
+        if x.seg_retx[resent_after].any():
             # the hole's range was sent again after the fill: the fill may have been the
             # original (the later copy spurious) — or itself a retransmission followed by
             # more (an RTO backing off): not a loss for sure, not reordering for sure
             h.status = "ambiguous"
-            holes.append(h)
             continue
-        else:
-            floor = frac * rtt if rtt else no_rtt_ms * 1e6
-            if dur < floor:
-                h.status = "reordering"
-                holes.append(h)
-                continue
-            h.checks.append(
-                f"not reordering: the hole lasted {dur / 1e6:.1f} ms, longer than a "
-                f"reordered original would ({floor / 1e6:.1f} ms"
-                + (f" = {frac:g} RTT)" if rtt else ", Wireshark's ooo window)")
-            )
-        holes.append(h)
+        floor = frac * rtt if rtt else no_rtt_ms * 1e6
+        if dur < floor:
+            h.status = "reordering"
+            continue
+        h.checks.append(
+            f"not reordering: the hole lasted {dur / 1e6:.1f} ms, longer than a "
+            f"reordered original would ({floor / 1e6:.1f} ms"
+            + (f" = {frac:g} RTT)" if rtt else ", Wireshark's ooo window)")
+        )
     return holes
 
 
@@ -527,13 +686,17 @@ def _overlapping_after(x: _Dir, i: int, a: int, b: int) -> np.ndarray:
     return cand[(x.seg_off[cand] < b) & (x.seg_end[cand] > a)]
 
 
-def _acked_unseen(x: _Dir, a: int, b: int, open_i: int, fill_frame: int) -> bool:
+def _acked_unseen(
+    x: _Dir, a: int, b: int, open_i: int, fill_frame: int, later: np.ndarray | None = None
+) -> bool:
     """Y acknowledged bytes of the hole [a, b) that P had not seen by then (before the frame
-    that completed the fill): the receiver had them, the capture point missed them."""
+    that completed the fill): the receiver had them, the capture point missed them.
+    ``later``: ``_overlapping_after(x, open_i, a, b)`` when the caller has it."""
     ys = np.nonzero((x.y_ack > a) & (x.y_frame < fill_frame))[0]
     if not ys.shape[0]:
         return False
-    later = _overlapping_after(x, open_i, a, b)
+    if later is None:
+        later = _overlapping_after(x, open_i, a, b)
     fr, so, se = x.seg_frame[later], x.seg_off[later], x.seg_end[later]
     for k in ys.tolist():
         ack, f = int(x.y_ack[k]), int(x.y_frame[k])
@@ -564,41 +727,89 @@ def _episodes(holes: list[_Hole]) -> list[list[_Hole]]:
     return eps
 
 
+class _Spans:
+    """A direction's holes [a, b) sorted by a, with the running maximum of b: whether a
+    unit [o, e) touches any of them (``o < b and a < e``), or a byte h lies in one
+    (``a <= h < b``), is one search per question — the holes with ``a < e`` (``a <= h``)
+    are a prefix, and one of them reaches past o (h) iff its maximum b does.  Was a
+    Python ``any()`` over every hole per unit and episode."""
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        a = np.array([s[0] for s in spans], np.int64)
+        b = np.array([s[1] for s in spans], np.int64)
+        order = np.argsort(a, kind="stable")
+        self.a = a[order]
+        self.b_max = np.maximum.accumulate(b[order]) if b.shape[0] else b
+
+    def touches(self, o: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Per unit [o, e): it overlaps a hole."""
+        if not self.a.shape[0]:
+            return np.zeros(o.shape, bool)
+        m = np.searchsorted(self.a, e, side="left")  # holes with a < e
+        return (m > 0) & (self.b_max[np.maximum(m - 1, 0)] > o)
+
+    def holds(self, h: np.ndarray) -> np.ndarray:
+        """Per byte offset h: it lies in a hole."""
+        if not self.a.shape[0]:
+            return np.zeros(h.shape, bool)
+        m = np.searchsorted(self.a, h, side="right")  # holes with a <= h
+        return (m > 0) & (self.b_max[np.maximum(m - 1, 0)] > h)
+
+
 def _units_at_p(
-    ctx: DetectContext, x: _Dir, ep: list[_Hole], all_holes: list[_Hole]
+    ctx: DetectContext,
+    x: _Dir,
+    ep: list[_Hole],
+    all_holes: list[_Hole],
+    spans: _Spans | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """(victims, hit units, unit name) for an episode seen as a hole at P."""
+    """(victims, hit units, unit name) for an episode seen as a hole at P (``spans``:
+    :class:`_Spans` of ``all_holes``, made once per direction by the caller)."""
     t0 = min(h.t_open for h in ep)
     t1 = max(h.t_fill for h in ep if h.t_fill is not None)
     a0 = min(h.a for h in ep)
-    spans = [(h.a, h.b) for h in all_holes]
-    recs = ctx.rec_arrays(x.f, x.d)
     victims: list[dict[str, Any]] = []
     hit: list[dict[str, Any]] = []
-    if recs["flow"].shape[0]:
-        off = recs["offset"]
-        end = off + recs["length"]
+    recs = x.recs
+    if recs:
+        end = x.rec_end
         lb_ts = recs["last_byte_ts_ns"]
-        lb_fr = recs["last_byte_frame"]
         rd_ts = recs["last_ts_ns"]
-        rd_fr = recs["last_frame"]
-        ctype = recs["content_type"]  # float, NaN when missing
-        for k in np.nonzero((end > a0) & (rd_ts >= t0) & (lb_ts <= t1))[0].tolist():
-            o, e = int(off[k]), int(end[k])
-            touches = any(o < sb and sa < e for sa, sb in spans)
+        sel = np.nonzero((end > a0) & (rd_ts >= t0) & (lb_ts <= t1))[0]
+        if not sel.shape[0]:
+            return victims, hit, "TLS record"
+        if spans is None:
+            spans = _Spans([(h.a, h.b) for h in all_holes])
+        off_s = recs["offset"][sel]
+        end_s = end[sel]
+        touch = spans.touches(off_s, end_s).tolist()
+        lb_s = lb_ts[sel].tolist()
+        rd_s = rd_ts[sel].tolist()
+        for o, e, ct, lbf, lb, rdf, rd, touches in zip(
+            off_s.tolist(),
+            end_s.tolist(),
+            recs["content_type"][sel].tolist(),
+            recs["last_byte_frame"][sel].tolist(),
+            lb_s,
+            recs["last_frame"][sel].tolist(),
+            rd_s,
+            touch,
+            strict=True,
+        ):
+            o, e, lb, rd = int(o), int(e), int(lb), int(rd)
             u = {
                 "offset": o,
                 "length": e - o,
-                "content_type": int(ctype[k]),
-                "arrived_frame": int(lb_fr[k]),
-                "arrived_ns": int(lb_ts[k]),
-                "readable_frame": int(rd_fr[k]),
-                "readable_ns": int(rd_ts[k]),
-                "wait_ms": (int(rd_ts[k]) - int(lb_ts[k])) / 1e6,
+                "content_type": int(ct),
+                "arrived_frame": int(lbf),
+                "arrived_ns": lb,
+                "readable_frame": int(rdf),
+                "readable_ns": rd,
+                "wait_ms": (rd - lb) / 1e6,
             }
             if touches:
                 hit.append(u)
-            elif rd_ts[k] > lb_ts[k] and t0 <= lb_ts[k] < t1:
+            elif rd > lb and t0 <= lb < t1:
                 victims.append(u)
         return victims, hit, "TLS record"
     # no TLS: the units are writes, a PSH-terminated segment ends one (DETECTION.md §1.5)
@@ -638,10 +849,11 @@ def _finding_from_holes(
     min_episode_ms: float,
     *,
     cause: str = "loss",
+    spans: _Spans | None = None,
 ) -> Finding | None:
     t0 = min(h.t_open for h in ep)
     t1 = max(h.t_fill for h in ep if h.t_fill is not None)
-    victims, hit, unit = _units_at_p(ctx, x, ep, all_holes)
+    victims, hit, unit = _units_at_p(ctx, x, ep, all_holes, spans)
     if not victims:
         return None  # nothing complete waited behind the hole: no HoL (the hole's own unit
         # is the record-spanning detector's business)
@@ -799,7 +1011,7 @@ def _finding_from_holes(
 def _ack_stream_episodes(
     ctx: DetectContext,
     x: _Dir,
-    covered: list[tuple[int, int]],
+    covered: _Spans,
     d_y: int | None,
     frac: float,
     min_episode_ms: float,
@@ -820,65 +1032,74 @@ def _ack_stream_episodes(
         dup &= wsame
     if not dup.any():
         return out
-    # each ACK value's first index (the first ACK that reached it), and the running
-    # maximum: the first ACK past h after k0 is a search of it when no ACK before k0
-    # went past h already (cumulative ACKs: the usual case)
-    ack_vals, ack_first = np.unique(x.y_ack, return_index=True)
+    # the running maximum of the ACKs: the first ACK past h after k0 is a search of it
+    # when no ACK before k0 went past h already (cumulative ACKs: the usual case)
     top = np.maximum.accumulate(x.y_ack)
     # the first dupACK at each value h, in order
     kd = np.nonzero(dup)[0]
-    _, first = np.unique(x.y_ack[kd], return_index=True)
-    k0s = kd[np.sort(first)]
+    rising = bool((top == x.y_ack).all())  # ACKs never go back (the usual case)
+    ak = x.y_ack[kd]
+    if rising:  # each value's first dupACK: where the value changes
+        first = np.flatnonzero(np.append(True, ak[1:] != ak[:-1]))
+    else:
+        first = np.sort(np.unique(ak, return_index=True)[1])
+    k0s = kd[first]
     hs = x.y_ack[k0s]
-    seen = np.zeros(hs.shape[0], bool)
-    for a, b in covered:
-        seen |= (hs >= a) & (hs < b)  # the capture point saw this hole itself: handled above
-    for k0, h in zip(k0s[~seen].tolist(), hs[~seen].tolist(), strict=True):
-        if top[k0] <= h:
-            kj = int(np.searchsorted(top, h, side="right"))
-            if kj >= n:
-                continue  # the episode never ended in the capture
-        else:
-            after = x.y_ack[k0 + 1 :] > h
-            if not after.any():
-                continue  # the episode never ended in the capture
-            kj = k0 + 1 + int(np.argmax(after))
-        t_h0, t_h1 = int(x.y_ts[k0]), int(x.y_ts[kj])
-        dups = k0 + np.nonzero(dup[k0:kj] & (x.y_ack[k0:kj] == h))[0]
-        # the first ACK that reached h: the data after it is what Y reports out of order
-        f_reach = int(x.y_frame[ack_first[np.searchsorted(ack_vals, h)]])
-        f_jump = int(x.y_frame[kj])
-        cover = np.nonzero((x.seg_off <= h) & (x.seg_end > h))[0]
-        rx = [
-            j
-            for j in cover.tolist()
-            if f_reach < x.seg_frame[j] < f_jump and x.seg_kind[j] in _RETX_KINDS
-        ]
-        if not rx:
+    # the capture point saw this hole itself (h inside a covered [a, b)): handled above
+    keep = ~covered.holds(hs)
+    k0s, hs = k0s[keep], hs[keep]
+    # every dupACK period of the direction at once (arrays over the periods): the jump,
+    # the frames around it, and the last retransmission of h between them
+    kj = np.searchsorted(top, hs, side="right")
+    for q in np.nonzero(top[k0s] > hs)[0].tolist():  # an ACK before k0 went past h already
+        after = x.y_ack[k0s[q] + 1 :] > hs[q]
+        kj[q] = k0s[q] + 1 + int(np.argmax(after)) if after.any() else n
+    live = kj < n  # else the episode never ended in the capture
+    k0s, hs, kj = k0s[live], hs[live], kj[live]
+    if not k0s.shape[0]:
+        return out
+    # the first ACK that reached h: the data after it is what Y reports out of order
+    if rising:  # a search
+        reach_fr = x.y_frame[np.searchsorted(x.y_ack, hs, side="left")]
+    else:  # each ACK value's first index: a sort of them all
+        ack_vals, ack_first = np.unique(x.y_ack, return_index=True)
+        reach_fr = x.y_frame[ack_first[np.searchsorted(ack_vals, hs)]]
+    jump_fr = x.y_frame[kj]
+    rx_j = _last_retx_covering(x, hs, reach_fr, jump_fr)
+    # with a few periods, asking the records directly is cheaper than their suffix minimum
+    ask_first = k0s.shape[0] >= PERIODS_FOR_SUFFIX_MIN and x.has_records
+    for k0, h, k_j, j, f_jump in zip(
+        k0s.tolist(), hs.tolist(), kj.tolist(), rx_j.tolist(), jump_fr.tolist(), strict=True
+    ):
+        if j < 0:
             continue  # no retransmission: Y's ACK jumped on its own (reordering)
-        j = rx[-1]
         if x.seg_kind[j] == "spurious_retransmission":
             continue
+        t_h0, t_h1 = int(x.y_ts[k0]), int(x.y_ts[k_j])
         t_rx = int(x.seg_ts[j])
+        if d_y is not None and d_y > 0 and t_h1 - t_rx < frac * d_y:
+            continue  # the jump came too soon to be the copy's doing: original was late
+        duration = t_h1 - t_h0
+        if duration / 1e6 < min_episode_ms:
+            continue
+        hole_end = int(x.seg_end[j])
+        if ask_first and not x.any_record_behind(hole_end, t_rx):
+            continue  # nothing complete reached Y behind the hole: no unit was blocked
+        victims = _victims_at_sender(ctx, x, hole_end, t_rx, t_h1, d_y)
+        if not victims["units"]:
+            continue
+        dups = k0 + np.nonzero(dup[k0:k_j] & (x.y_ack[k0:k_j] == h))[0]
         checks = [
             f"loss, not reordering: {dups.shape[0]} dupACKs pinned at the hole, then a "
             f"retransmission (frame {int(x.seg_frame[j])}) before the ACK moved past it"
         ]
         if d_y is not None and d_y > 0:
-            if t_h1 - t_rx < frac * d_y:
-                continue  # the jump came too soon to be the copy's doing: original was late
             checks.append(
                 f"the ACK jump came {(t_h1 - t_rx) / 1e6:.1f} ms after the retransmission, "
                 f"≥ {frac:g} × the {d_y / 1e6:.1f} ms round trip to the receiver"
             )
-        duration = t_h1 - t_h0
-        if duration / 1e6 < min_episode_ms:
-            continue
-        hole_end = int(x.seg_end[j])
-        orig = [i for i in cover.tolist() if x.seg_frame[i] < x.seg_frame[j]]
-        victims = _victims_at_sender(ctx, x, hole_end, t_rx, t_h1, d_y)
-        if not victims["units"]:
-            continue  # nothing complete reached Y behind the hole: no unit was blocked
+        # the first segment that carried byte h, when it came before the retransmission
+        orig = x.first_covering_before(h, j)
         # cross-check from the data direction (X → P, also unbiased by the vantage): the
         # first segment sent behind the lost one → the retransmission.  The two agree unless
         # one path direction's delay changed during the episode (queueing, a stalled hop)
@@ -886,11 +1107,9 @@ def _ack_stream_episodes(
         send_side = None
         caveats: list[str] = []
         if orig:
-            behind = np.nonzero(
-                (x.seg_frame > x.seg_frame[orig[0]]) & (x.seg_off >= hole_end) & (x.seg_ts < t_rx)
-            )[0]
-            if behind.shape[0]:
-                send_side = t_rx - int(x.seg_ts[behind[0]])
+            k = x.first_sent_behind(orig[0], hole_end, t_rx, j)
+            if k is not None:
+                send_side = t_rx - int(x.seg_ts[k])
         if send_side is not None and send_side > 0:
             ratio = (t_h1 - t_h0) / send_side
             if 0.8 <= ratio <= 1.25:
@@ -975,6 +1194,46 @@ def _ack_stream_episodes(
     return out
 
 
+# a direction with this many dupACK periods asks "any record behind the hole, arrived
+# before the retransmission?" of a suffix minimum over its records (made once); with
+# fewer, _victims_at_sender's masks answer it
+PERIODS_FOR_SUFFIX_MIN = 4
+
+# at most this many (dupACK period, re-sent segment) pairs are listed at once by
+# _last_retx_covering (its temporaries ~4 × 8 B each: ~8 MB) — beyond, one period at a time
+PAIRS_AT_ONCE = 1 << 18
+
+
+def _last_retx_covering(
+    x: _Dir, hs: np.ndarray, lo_fr: np.ndarray, hi_fr: np.ndarray
+) -> np.ndarray:
+    """For each byte offset ``hs[q]``: the last of X's segments with frame strictly between
+    ``lo_fr[q]`` and ``hi_fr[q]``, of a re-sent kind (``_RETX_KINDS``), covering the byte;
+    −1 when there is none.  The re-sent segments of each window are a range of them
+    (frames ascending): every (window, segment) pair is listed and tested at once."""
+    out = np.full(hs.shape, -1, np.int64)
+    r = x.seg_resent
+    if not r.shape[0] or not hs.shape[0]:
+        return out
+    fr = x.seg_frame[r]
+    lo = np.searchsorted(fr, lo_fr, side="right")
+    cnt = np.maximum(np.searchsorted(fr, hi_fr, side="left") - lo, 0)
+    total = int(cnt.sum())
+    if (fr.shape[0] > 1 and bool((fr[1:] < fr[:-1]).any())) or total > PAIRS_AT_ONCE:
+        for q in range(hs.shape[0]):  # frames out of order (a hand-made table), or huge
+            h = hs[q]
+            m = (x.seg_off[r] <= h) & (x.seg_end[r] > h) & (fr > lo_fr[q]) & (fr < hi_fr[q])
+            if m.any():
+                out[q] = r[np.nonzero(m)[0][-1]]
+        return out
+    item = np.repeat(np.arange(hs.shape[0]), cnt)
+    seg = r[np.arange(total) - (np.cumsum(cnt) - cnt)[item] + lo[item]]
+    h = hs[item]
+    ok = (x.seg_off[seg] <= h) & (x.seg_end[seg] > h)
+    np.maximum.at(out, item[ok], seg[ok])
+    return out
+
+
 def _victims_at_sender(
     ctx: DetectContext, x: _Dir, hole_end: int, t_rx: int, t_h1: int, d_y: int | None
 ) -> dict[str, Any]:
@@ -982,15 +1241,21 @@ def _victims_at_sender(
     sent = (x.seg_off >= hole_end) & (x.seg_ts < t_rx) & x.seg_new
     behind = int((x.seg_end[sent] - x.seg_off[sent]).sum()) if sent.any() else 0
     units: list[dict[str, Any]] = []
-    recs = ctx.rec_arrays(x.f, x.d)
-    if recs["flow"].shape[0]:
+    recs = x.recs
+    if recs:
         unit = "TLS record"
         off = recs["offset"]
-        ln = recs["length"]
         lb_ts = recs["last_byte_ts_ns"]
-        lb_fr = recs["last_byte_frame"]
         sel = np.nonzero((off >= hole_end) & (lb_ts < t_rx))[0]
-        rows = [(int(off[k]), int(ln[k]), int(lb_fr[k]), int(lb_ts[k])) for k in sel.tolist()]
+        rows = list(
+            zip(
+                map(int, off[sel].tolist()),
+                map(int, recs["length"][sel].tolist()),
+                map(int, recs["last_byte_frame"][sel].tolist()),
+                map(int, lb_ts[sel].tolist()),
+                strict=True,
+            )
+        )
     else:
         unit = "write (PSH-terminated segment)"
         sel = np.nonzero(sent & x.seg_psh)[0]

@@ -85,6 +85,7 @@ from .tcp_model import (
     cost_stats,
     os_guess,
     role_name,
+    scan_holds_all,
     side_of,
 )
 
@@ -131,21 +132,28 @@ def detect(
 ) -> list[Finding]:
     """Nagle holds (``nagle``) and Nagle × delayed-ACK holds (``nagle_delayed_ack``)."""
     out: list[Finding] = []
-    for f in ctx.tcp_flows():
-        for d in (0, 1):
-            view = DirView.timed(ctx, f, d)
-            if view is None:
-                continue
-            kept = accepted_holds(
-                ctx,
-                view,
-                delack_timer_min_ms=delack_timer_min_ms,
-                ack_delay_max_ms=ack_delay_max_ms,
-                min_repeats=min_repeats,
-                min_coupled_share=min_coupled_share,
-            )
-            if kept:
-                out.extend(_findings(ctx, view, kept))
+    views = [
+        v for f in ctx.tcp_flows() for d in (0, 1) if (v := DirView.timed(ctx, f, d)) is not None
+    ]
+    # the scans that list no hold, for every direction at once (delayed_ack made those
+    # of its directions with candidate ACKs already)
+    scan_holds_all(
+        ctx,
+        [v for v in views if v.y_idx.size],
+        delack_timer_min_ms=delack_timer_min_ms,
+        ack_delay_max_ms=ack_delay_max_ms,
+    )
+    for view in views:
+        kept = accepted_holds(
+            ctx,
+            view,
+            delack_timer_min_ms=delack_timer_min_ms,
+            ack_delay_max_ms=ack_delay_max_ms,
+            min_repeats=min_repeats,
+            min_coupled_share=min_coupled_share,
+        )
+        if kept:
+            out.extend(_findings(ctx, view, kept))
     return out
 
 

@@ -176,6 +176,46 @@ def _largest_flight(
     return lo + int(first[k]), int(segs[k])
 
 
+# :func:`detect` asks :func:`_bursts_of_two` which idles can be followed by a burst of two
+# flights or more before it walks any (False: every idle walked, the oracle's path)
+IDLES_AT_ONCE = True
+_EXACT = float(1 << 52)  # |int| below this compares with a float as Python compares it
+
+
+def _bursts_of_two(
+    ts: np.ndarray, idles: list[int], ack_sorted: np.ndarray, rtt: int, continue_ns: float
+) -> list[bool]:
+    """Per idle gap ``g`` of ``idles`` (its burst: segments ``g + 1`` … the next idle's
+    ``g``, or the last): False when :func:`_flights` of the burst with ``continue_ns``
+    certainly has fewer than two flights — the first flight (:func:`_successors` at the
+    burst's first segment) ends the burst, or the next flight starts more than
+    ``continue_ns`` after it — else True.  The searches of all idles at once; all True
+    when the segment times go backwards (a search per burst would not equal one search
+    of all)."""
+    n_idle = len(idles)
+    if not n_idle or (ts.shape[0] > 1 and bool((ts[1:] < ts[:-1]).any())):
+        return [True] * n_idle
+    g = np.array(idles, np.int64)
+    lo = g + 1
+    hi = np.append(g[1:], ts.shape[0] - 1) + 1
+    n = hi - lo
+    t0 = ts[lo]
+    j1 = np.clip(np.searchsorted(ts, t0 + FLIGHT_BREAK_RTT * rtt, side="left"), lo, hi) - lo
+    if ack_sorted.shape[0]:
+        a = np.searchsorted(ack_sorted, t0, side="right")
+        at = ack_sorted[np.minimum(a, ack_sorted.shape[0] - 1)]
+        j2 = np.clip(np.searchsorted(ts, at, side="left"), lo, hi) - lo
+        j2 = np.where(a < ack_sorted.shape[0], j2, n)
+    else:
+        j2 = n
+    nxt = np.minimum(np.maximum(np.maximum(j1, j2), 1), n)
+    second = nxt < n
+    gap = ts[np.where(second, lo + nxt, lo)] - t0
+    # a gap too large to compare exactly as a float is left to the walk
+    late = (gap > continue_ns) & (np.abs(gap) < _EXACT)
+    return (second & ~late | (np.abs(gap) >= _EXACT)).tolist()  # type: ignore[no-any-return]
+
+
 def _window_before(p: FlowPackets, d: int, t: int) -> int:
     """Y's last advertised (scaled) window before ``t``; -1 when unknown."""
     y = np.nonzero((p.dir == 1 - d) & (p.ts <= t) & (p.ack >= 0))[0]
@@ -227,10 +267,17 @@ def detect(
             period_start = 0
             idles = np.nonzero(gaps > rto)[0].tolist()
             end_max = np.maximum.accumulate(end)  # end_max[g] = end[: g + 1].max()
+            two = (
+                _bursts_of_two(ts, idles, ack_sorted, rtt, burst_continue_rtt * rtt)
+                if IDLES_AT_ONCE
+                else [True] * len(idles)
+            )
             for i_idle, g in enumerate(idles):
                 pre = np.arange(period_start, g + 1)
                 post_start = g + 1
                 period_start = post_start
+                if not two[i_idle]:
+                    continue  # app-limited: the burst is one flight (_flights would say so)
                 # everything sent before the idle was acknowledged before the burst
                 high = int(end_max[g])
                 acked = np.nonzero((ack_val >= high) & (ack_ts <= ts[post_start]))[0]

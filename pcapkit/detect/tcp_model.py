@@ -115,6 +115,15 @@ def sampled_legs_ns(ctx: DetectContext, f: int) -> tuple[int | None, int | None]
 
 def _sampled_legs(ctx: DetectContext, f: int) -> tuple[int | None, int | None]:
     legs: list[int | None] = [None, None]
+    every = ctx.memo(("tcp_model.all_data_acks",), lambda: _all_data_acks(ctx))
+    if every is not None and ctx.memoised(("tcp_model.leg_minima",)):
+        # every direction's least sample, made with the pairs (:func:`_all_data_acks`)
+        minima = ctx.memo(("tcp_model.leg_minima",), dict)
+        for d in (0, 1):
+            least = minima.get(2 * f + d)
+            if least is not None:
+                legs[1 if d == 0 else 0] = max(0, least)
+        return legs[0], legs[1]
     p = ctx.packets_of(f)
     for d in (0, 1):
         leg = 1 if d == 0 else 0  # c2s data is acknowledged across the server leg
@@ -171,7 +180,6 @@ def _all_data_acks(
         or int(s_frame.max()) >> _FRAME_BITS
     ):
         return None
-    n = pflow.shape[0]
     nflow = nk >> 1
     # the flow's packet index of each new segment (``searchsorted(p.frame, frame)``)
     pkey = (pflow << _FRAME_BITS) | frame
@@ -182,29 +190,35 @@ def _all_data_acks(
     yo, gid, gkeys = yg.yo, yg.gid, yg.keys
     if not yo.shape[0]:
         return out
-    v = ack[yo] + 1  # ≥ 0 (−1: no ACK)
-    if v.shape[0] and int(v.min()) < 0:
+    # Y's running max ACK and Y's packet indices, per group, each one sorted array
+    n_g = int(gkeys.shape[0])
+    acks, at = grouped(gid, ack[yo], n_g), grouped(gid, yo, n_g)
+    if acks is None or at is None:
         return None
-    m = int(v.max()) + 2
-    if (int(gkeys.shape[0]) + 1) * m >= 1 << 62 or (int(gkeys.shape[0]) + 1) * (n + 1) >= 1 << 62:
-        return None
-    # Y's running max ACK per group (+1), offset by the group: sorted as a whole
-    acc = gid * m + v
-    np.maximum.accumulate(acc, out=acc)
+    acks.running_max()
     # each new segment's group among Y's
     gc, lo, ny = yg.span(nk)
     has_y = ny > 0
-    k = np.searchsorted(acc, gc * m + np.clip(s_end + 1, 0, m), side="left") - lo
-    pos0 = np.searchsorted(gid * (n + 1) + yo, gc * (n + 1) + gpi, side="right") - lo
+    k = acks.search(gc, s_end, "left") - lo
+    pos0 = at.search(gc, gpi, "right") - lo
     ok = has_y & (k < ny) & (k >= pos0)
     yloc = yo[np.where(ok, lo + k, 0)] - (gpi - pi)
     # per direction: (number of new segments, pi[ok], Y's ACK packet index)
     cut = np.flatnonzero(np.concatenate(([True], nk[1:] != nk[:-1], [True])))
-    for a, b in zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True):
+    # and the leg sample of each (:func:`_sampled_legs`: the least ACK − data time)
+    pts = pc["ts"]
+    lag = np.where(ok, pts[yo[np.where(ok, lo + k, 0)]] - pts[gpi], np.iinfo(np.int64).max)
+    least = np.minimum.reduceat(lag, cut[:-1]).tolist()
+    n_ok = np.add.reduceat(ok, cut[:-1]).tolist()
+    minima: dict[int, int] = {}
+    for i, (a, b) in enumerate(zip(cut[:-1].tolist(), cut[1:].tolist(), strict=True)):
         if not bool(has_y[a]):
             continue
         sel = ok[a:b]
         out[int(nk[a])] = (b - a, pi[a:b][sel], yloc[a:b][sel])
+        if n_ok[i]:
+            minima[int(nk[a])] = int(least[i])
+    ctx.memo(("tcp_model.leg_minima",), lambda: minima)
     return out
 
 
@@ -248,6 +262,82 @@ class YGroups:
         bounds = np.append(self.head, self.yo.shape[0])
         n = np.where(self.keys[g] == keys, bounds[g + 1] - bounds[g], 0)
         return g, bounds[g], n
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """Values in consecutive groups as one int64 array sorted as a whole: ``keys = gid ·
+    span + (value − base)``, every value in ``[base, base + span − 2]``, so one search
+    answers each group's own question (:meth:`search`).  The searches equal a per-group
+    ``np.searchsorted`` only for groups whose values do not go backwards
+    (:func:`backwards` tells which do).  Built by :func:`grouped`."""
+
+    keys: np.ndarray
+    gid: np.ndarray
+    base: int
+    span: int
+
+    def search(self, g: np.ndarray, v: np.ndarray, side: str) -> np.ndarray:
+        """For each query: ``np.searchsorted(values of group g, v, side)`` plus the
+        group's first row (a row of ``keys``).  ``g`` must name a group of the keys or
+        one with no rows (the answer is then where it would be)."""
+        q = np.clip(v, self.base - 1, self.base + self.span - 1) - self.base
+        return np.searchsorted(self.keys, g * self.span + q, side=side)  # type: ignore[call-overload,no-any-return]
+
+    def running_max(self) -> np.ndarray:
+        """Each group's running maximum of its values (in place of ``keys``: the group
+        offset keeps one group's values out of the next's)."""
+        np.maximum.accumulate(self.keys, out=self.keys)
+        return self.keys - self.gid * self.span + self.base  # type: ignore[no-any-return]
+
+
+def grouped(gid: np.ndarray, values: np.ndarray, n_groups: int) -> Grouped | None:
+    """:class:`Grouped` of ``values`` (int) by non-decreasing group numbers ``gid`` in
+    ``[0, n_groups)``; None when the keys would not fit int64 (then the caller asks each
+    group on its own)."""
+    if values.dtype.kind != "i":
+        return None
+    base = int(values.min()) if values.shape[0] else 0
+    top = int(values.max()) if values.shape[0] else 0
+    span = top - base + 2
+    if (n_groups + 2) * span >= 1 << 62 or base - 1 < -(1 << 62) or top + 2 >= 1 << 62:
+        return None
+    keys = gid * span
+    keys += values
+    keys -= base
+    return Grouped(keys, gid, base, span)
+
+
+def view_segment_rows(
+    ctx: DetectContext, views: list[DirView]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every segment row of ``views``' directions (rows of ``ctx.seg_columns``, in view
+    order) with its view's number (``job``), and the views' direction keys ``2·flow +
+    dir``: ``(keys, job, rows)``.  None when the keys are not strictly increasing or a
+    view's segments are not its direction's rows (the caller then asks each view on
+    its own)."""
+    keys = np.array([2 * v.f + v.d for v in views], np.int64)
+    if keys.shape[0] > 1 and bool((keys[1:] <= keys[:-1]).any()):
+        return None
+    skey = ctx.seg_dir_keys
+    sa = np.searchsorted(skey, keys, side="left")
+    nseg = np.searchsorted(skey, keys, side="right") - sa
+    if any(v.s_frame.shape[0] != n for v, n in zip(views, nseg.tolist(), strict=True)):
+        return None
+    job = np.repeat(np.arange(keys.shape[0]), nseg)
+    rows = np.arange(job.shape[0]) - (np.cumsum(nseg) - nseg)[job] + sa[job]
+    return keys, job, rows
+
+
+def backwards(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group: whether its values go backwards somewhere (``gid`` non-decreasing).
+    At least one entry (False when there is no group: what a clipped group number 0
+    reads)."""
+    out = np.zeros(max(n_groups, 1), bool)
+    if values.shape[0] > 1:
+        down = np.flatnonzero((values[1:] < values[:-1]) & (gid[1:] == gid[:-1]))
+        out[gid[down + 1]] = True
+    return out
 
 
 def y_groups(ctx: DetectContext) -> YGroups:
@@ -387,6 +477,90 @@ def reaction_jitter_ns(ctx: DetectContext, f: int, d: int, d_x: int) -> int | No
     return int(1.4826 * median_of(np.abs(lag - median_of(lag))))
 
 
+# lags below this are whole numbers of ns whose halves float64 holds exactly, so twice a
+# deviation from a median is a whole number (:func:`reaction_jitters_ns`)
+_HALVES_EXACT_NS = 1 << 50
+
+
+def reaction_jitters_ns(
+    ctx: DetectContext, asked: list[tuple[int, int, int, int]]
+) -> dict[int, int]:
+    """:func:`reaction_jitter_ns` of many directions at once: ``asked`` lists (a number,
+    flow, direction, d_X); the answer maps each number whose jitter is measured to it
+    (absent: None).  The pure-ACK lags of every direction are filtered in one pass and
+    each direction's two medians are read from one sort of all of them."""
+    out: dict[int, int] = {}
+    pflow = ctx.packet_flows
+    pc = ctx.packet_columns
+    cand: list[tuple[int, int, int, np.ndarray, np.ndarray]] = []
+    for i, f, d, d_x in asked:
+        pairs = _data_acks(ctx, f, 1 - d)  # Y's new data and X's first ACK covering each
+        if pairs is None or pairs[0] < JITTER_MIN_SAMPLES or not pairs[1].size:
+            continue
+        cand.append((i, f, d_x, pairs[1], pairs[2]))
+    if not cand:
+        return out
+    flows = np.array([c[1] for c in cand], np.int64)
+    start = np.searchsorted(pflow, flows, side="left")
+    n = np.array([c[3].shape[0] for c in cand], np.int64)
+    gid = np.repeat(np.arange(len(cand)), n)
+    at = start[gid]
+    pi = np.concatenate([c[3] for c in cand]) + at
+    xa = np.concatenate([c[4] for c in cand]) + at
+    del at
+    length, flags, ts = pc["length"], pc["flags"], pc["ts"]
+    pure = (length[xa] == 0) & ((flags[xa] & (SYN | FIN | RST)) == 0)
+    lag = ts[xa] - ts[pi]
+    # immediate ones only: a delayed ACK (≥ 30 ms later) is not a reaction time
+    limit = np.array([c[2] + DELACK_TIMER_MIN_NS / 2 for c in cand], np.float64)
+    keep = pure & (lag < limit[gid])
+    lag, gid = lag[keep], gid[keep]
+    del pi, xa, pure, keep
+    counts = np.bincount(gid, minlength=len(cand))
+    med = _medians_sorted(_sorted_in_groups(gid, lag, len(cand)), counts)
+    dev = np.abs(lag - med[gid])
+    twice = dev * 2.0  # whole numbers (a median is a whole or half number of ns)
+    exact = bool(np.abs(lag).max(initial=0) < _HALVES_EXACT_NS)
+    med2 = _medians_sorted(
+        _sorted_in_groups(gid, twice.astype(np.int64), len(cand)).astype(np.float64) / 2.0
+        if exact
+        else dev[np.lexsort((dev, gid))],
+        counts,
+    )
+    for c, k, m in zip(cand, counts.tolist(), med2.tolist(), strict=True):
+        if k >= JITTER_MIN_SAMPLES:
+            out[c[0]] = int(1.4826 * m)
+    return out
+
+
+def _sorted_in_groups(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """``values`` (int64) sorted within each group of the non-decreasing ``gid``: one
+    sort of :class:`Grouped` keys where they fit, else a lexsort."""
+    g = grouped(gid, values, n_groups)
+    if g is None:
+        return values[np.lexsort((values, gid))]
+    k = np.sort(g.keys)
+    k -= g.gid * g.span  # gid is the same after the sort: groups stay in place
+    k += g.base
+    return k
+
+
+def _medians_sorted(s: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per group of ``s`` (consecutive groups of ``counts`` rows, each sorted; ``gid``
+    non-decreasing keeps them so in ``np.lexsort((values, gid))``): the group's
+    :func:`median_of` as float64 (NaN for an empty group)."""
+    first = np.cumsum(counts) - counts
+    m = counts // 2
+    hi = np.minimum(first + m, max(s.shape[0] - 1, 0))
+    lo = np.maximum(hi - 1, 0)
+    if not s.shape[0]:
+        return np.full(counts.shape, np.nan)
+    a = s[lo].astype(np.float64)
+    b = s[hi].astype(np.float64)
+    out = np.where(counts % 2 == 1, b, (a + b) / 2.0)
+    return np.where(counts > 0, out, np.nan)
+
+
 def median_of(a: np.ndarray) -> float:
     """``float(np.median(a))`` of a non-empty array without NaN — the middle value, or the
     mean of the two middle ones as ``np.mean`` forms it (both as float64, added, halved) —
@@ -458,8 +632,15 @@ class DirView:
     @classmethod
     def build(cls, ctx: DetectContext, f: int, d: int) -> DirView:
         """The view of direction ``d`` of TCP flow ``f``, built once per direction and
-        trace (``ctx.memo``) and shared read-only by every detector that asks."""
-        return ctx.memo(("tcp_model.DirView", f, d), lambda: cls._build(ctx, f, d))  # type: ignore[no-any-return]
+        trace (``ctx.memo``) and shared read-only by every detector that asks.  The first
+        view asked for builds every TCP direction's at once (:func:`build_views`: the
+        detectors that read views read them all); a direction it did not build (not a
+        TCP flow of the trace, or keys that do not fit its searches) is built on its
+        own (:meth:`_build`)."""
+        key = ("tcp_model.DirView", f, d)
+        if not ctx.memoised(key):
+            ctx.memo(("tcp_model.views_built",), lambda: build_views(ctx))
+        return ctx.memo(key, lambda: cls._build(ctx, f, d))  # type: ignore[no-any-return]
 
     @classmethod
     def timed(cls, ctx: DetectContext, f: int, d: int) -> DirView | None:
@@ -754,6 +935,132 @@ class DirView:
         return Release("write", None, None, prev, wait, 0)
 
 
+def build_views(ctx: DetectContext) -> int:
+    """:meth:`DirView._build` of both directions of every TCP flow at once, into the memo
+    (``("tcp_model.DirView", f, d)``): the per-segment and per-Y-packet columns are made
+    for every segment and packet in one pass (each view slices them), so the per-direction
+    work left is the flow's scalars and one reaction-jitter median.  Returns the number
+    of views built; 0 when frames or flows do not fit the one-array search keys (each
+    view is then built on its own, when asked)."""
+    flows = ctx.tcp_flows()
+    if not flows:
+        return 0
+    pc = ctx.packet_columns
+    pflow, frame = ctx.packet_flows, pc["frame"]
+    sc = ctx.seg_columns
+    skey = ctx.seg_dir_keys
+    s_frame = sc["frame"].astype(np.int64, copy=False)
+    if pflow.shape[0] and (
+        int(pflow[0]) < 0
+        or int(pflow[-1]) >= _FLOW_MAX
+        or int(frame.min()) < 0
+        or int(frame.max()) >> _FRAME_BITS
+    ):
+        return 0
+    if s_frame.shape[0] and (
+        int(skey[0]) < 0
+        or int(skey[-1]) >> 1 >= _FLOW_MAX
+        or int(s_frame.min()) < 0
+        or int(s_frame.max()) >> _FRAME_BITS
+    ):
+        return 0
+    # every segment's index in its flow's packets (``searchsorted(p.frame, s_frame)``)
+    sflow = skey >> 1
+    pkey = (pflow << _FRAME_BITS) | frame
+    s_pi = np.searchsorted(pkey, (sflow << _FRAME_BITS) | s_frame, side="left")
+    s_pi -= np.searchsorted(pflow, sflow, side="left")
+    del pkey, sflow
+    new_all = ctx.seg_kind_is("new")
+    bad = ~new_all & ~ctx.seg_kind_is("prev_not_captured")
+    s_ts = sc["ts_ns"].astype(np.int64, copy=False)
+    bad_ts = s_ts[bad]
+    bad_at = np.concatenate(([0], np.cumsum(bad))).tolist()
+    del bad
+    cols = {
+        "s_off": sc["offset"].astype(np.int64, copy=False),
+        "s_len": sc["length"].astype(np.int64, copy=False),
+        "s_end": sc["end"].astype(np.int64, copy=False),
+        "s_psh": sc["psh"].astype(bool, copy=False),
+        "s_fin": sc["fin"].astype(bool, copy=False),
+        "s_super": sc["super_segment"].astype(bool, copy=False),
+        "s_gap": sc["gap_before"].astype(np.int64, copy=False),
+        "s_wire": sc["wire_segments"].astype(np.int64, copy=False),
+    }
+    # every direction's Y packets: flow-local indices, ACKs, data, times
+    yg = y_groups(ctx)
+    yo = yg.yo
+    y_loc = yo - np.searchsorted(pflow, pflow[yo], side="left")
+    y_ack_all = pc["ack"][yo]
+    y_data_all = pc["length"][yo] > 0
+    y_ts_all = pc["ts"][yo]
+    fds = [(f, d) for f in flows for d in (0, 1)]
+    keys = np.array([2 * f + d for f, d in fds], np.int64)
+    sa, sb = ctx.seg_bounds(keys)
+    _, ya, yn = yg.span(keys)
+    sa_l, sb_l = sa.tolist(), sb.tolist()
+    ya_l, yb_l = ya.tolist(), (ya + yn).tolist()
+    segs = ctx.seg_arrays_many(fds, sa_l, sb_l)
+    packets = ctx.packets_of_many(flows)
+    coupling = ctx.coupling
+    legs: list[tuple[int | None, int | None]] = []
+    asked: list[tuple[int, int, int, int]] = []  # (view number, flow, dir, d_x)
+    for i, (f, d) in enumerate(fds):
+        dc, ds = refined_legs_ns(ctx, f)
+        legs.append((dc, ds) if d == 0 else (ds, dc))
+        d_x, d_y = legs[-1]
+        if d_x is not None and d_y is not None:
+            asked.append((i, f, d, d_x))
+    jitters = reaction_jitters_ns(ctx, asked)
+    for i, (f, d) in enumerate(fds):
+        p = packets[i >> 1]
+        a, b, y0, y1 = sa_l[i], sb_l[i], ya_l[i], yb_l[i]
+        seg = segs[i]
+        d_x, d_y = legs[i]
+        legs_known = d_x is not None and d_y is not None
+        mss = ctx.eff_mss(f)
+        mss_i = mss if mss is not None and mss > 0 else 0
+        row = ctx.flow(f)
+        own = row.c_mss if d == 0 else row.s_mss
+        s_len, s_super = cols["s_len"][a:b], cols["s_super"][a:b]
+        x_mss_known = not _na(own) or bool(mss_i and np.any((s_len == mss_i) & ~s_super))
+        y_ack = y_ack_all[y0:y1]
+        view = DirView(
+            f=f,
+            d=d,
+            p=p,
+            mss=mss_i,
+            d_x=d_x or 0,
+            d_y=d_y or 0,
+            legs_known=legs_known,
+            x_mss_known=x_mss_known,
+            relay=d == 1 and relay_server(ctx, f),
+            seg=seg,
+            s_frame=s_frame[a:b],
+            s_ts=s_ts[a:b],
+            s_off=cols["s_off"][a:b],
+            s_len=s_len,
+            s_end=cols["s_end"][a:b],
+            s_kind=seg["kind"],
+            s_psh=cols["s_psh"][a:b],
+            s_fin=cols["s_fin"][a:b],
+            s_super=s_super,
+            s_gap=cols["s_gap"][a:b],
+            s_wire=cols["s_wire"][a:b],
+            s_pi=s_pi[a:b],
+            y_idx=y_loc[y0:y1],
+            y_ack=y_ack,
+            y_ackmax=np.maximum.accumulate(y_ack) if y1 > y0 else y_ack,
+            y_data=y_data_all[y0:y1],
+            y_ts=y_ts_all[y0:y1],
+            jitter=jitters.get(i),
+            x_bad_ts=bad_ts[bad_at[a] : bad_at[b]],
+            coupling=coupling,
+        )
+        view.s_new = new_all[a:b]  # (the cached property's value: kind == "new")
+        ctx.memo(("tcp_model.DirView", f, d), lambda v=view: v)
+    return len(fds)
+
+
 @dataclass
 class Release:
     """What released one packet of X (:meth:`DirView.release`)."""
@@ -1009,6 +1316,190 @@ def scan_holds(
             holds_if_nagle_off=False,
         ),
     )
+
+
+def scan_holds_all(
+    ctx: DetectContext,
+    views: list[DirView],
+    *,
+    delack_timer_min_ms: float = DELACK_TIMER_MIN_NS / MS,
+    ack_delay_max_ms: float = RFC1122_ACK_DELAY_MAX_NS / MS,
+) -> int:
+    """:func:`scan_holds` of many directions at once (``views``, in direction key order,
+    each with packets from Y), for the scans that list no hold: a direction without an
+    S1/S2 pair, or one showing Nagle off (:func:`nagle_off_evidence`) — its opportunities
+    counted and its evidence found in one pass over all the views' segment pairs (each
+    direction's searches in Y's packets made in one sorted array: :func:`grouped`).  The
+    scans go where :func:`scan_holds` keeps them; the others (holds to describe, Y's times
+    going backwards) are left to it, and so are the views whose scan was made before.
+    Returns how many scans it made."""
+
+    def key(v: DirView) -> tuple[Any, ...]:
+        return ("tcp_model.scan_holds", v.f, v.d, delack_timer_min_ms, ack_delay_max_ms)
+
+    views = [v for v in views if not ctx.memoised(key(v))]  # (one made before stays)
+    if not views:
+        return 0
+    got = _hold_counts(ctx, views)
+    if got is None:
+        return 0
+    n_pairs, opportunities, nodelay, back_ts = got
+    made = 0
+    for i, v in enumerate(views):
+        if v.s_frame.shape[0] < 2:
+            scan = Scan([], 0, None)
+        elif not n_pairs[i]:
+            scan = Scan([], 0, nodelay.get(i))
+        elif i in nodelay and not back_ts[i]:
+            scan = Scan([], opportunities[i], nodelay[i])
+        else:
+            continue  # holds to describe, or Y's times going backwards: find_holds
+        ctx.memo(key(v), lambda scan=scan: scan)
+        made += 1
+    return made
+
+
+VIEWS_AT_ONCE = 256  # views per segmented pass: its temporaries stay ~10 MB, not ~capture size
+
+
+def _hold_counts(
+    ctx: DetectContext, views: list[DirView]
+) -> tuple[list[int], list[int], dict[int, tuple[int, int]], np.ndarray] | None:
+    """For each of ``views`` (by position): its S1/S2 pairs (:func:`find_holds`), the
+    opportunities among them (right only where its Y times do not go backwards: the
+    last item, per view), and :func:`nagle_off_evidence` where there is some (a dict);
+    None when the views cannot be taken at once (or there are none).  In passes of
+    :data:`VIEWS_AT_ONCE` views."""
+    if not views:
+        return None
+    pairs: list[int] = []
+    opportunities: list[int] = []
+    nodelay: dict[int, tuple[int, int]] = {}
+    back: list[np.ndarray] = []
+    for a in range(0, len(views), VIEWS_AT_ONCE):
+        got = _hold_counts_at_once(ctx, views[a : a + VIEWS_AT_ONCE])
+        if got is None:
+            return None
+        pairs += got[0]
+        opportunities += got[1]
+        nodelay.update((a + i, ev) for i, ev in got[2].items())
+        back.append(got[3][: len(got[0])])
+    return pairs, opportunities, nodelay, np.concatenate(back)
+
+
+def _hold_counts_at_once(
+    ctx: DetectContext, views: list[DirView]
+) -> tuple[list[int], list[int], dict[int, tuple[int, int]], np.ndarray] | None:
+    """:func:`_hold_counts` of ``views`` (not empty) in one pass."""
+    got = view_segment_rows(ctx, views)
+    if got is None:
+        return None
+    keys, job, rows = got
+    nj = int(keys.shape[0])
+    jobs = np.arange(nj)
+    sc = ctx.seg_columns
+    s_off = sc["offset"][rows].astype(np.int64, copy=False)
+    s_len = sc["length"][rows].astype(np.int64, copy=False)
+    s_end = sc["end"][rows].astype(np.int64, copy=False)
+    s_gap = sc["gap_before"][rows].astype(np.int64, copy=False)
+    s_fin = sc["fin"][rows].astype(bool, copy=False)
+    s_sup = sc["super_segment"][rows].astype(bool, copy=False)
+    s_frame = sc["frame"][rows].astype(np.int64, copy=False)
+    s_new = ctx.seg_kind_is("new")[rows]
+    pc = ctx.packet_columns
+    pts = pc["ts"]
+    fstart = np.searchsorted(ctx.packet_flows, keys >> 1, side="left")
+    s_pi = np.concatenate([v.s_pi for v in views]) + fstart[job]  # packet column rows
+    # Y's packets of each view (``y_idx``), as rows of the packet columns
+    yg = y_groups(ctx)
+    _g, y0, ny = yg.span(keys)
+    if any(v.y_idx.shape[0] != n or not n for v, n in zip(views, ny.tolist(), strict=True)):
+        return None
+    y_job = np.repeat(jobs, ny)
+    yfirst = np.cumsum(ny) - ny
+    ygi = yg.yo[np.arange(y_job.shape[0]) - yfirst[y_job] + y0[y_job]]
+    y_ack, y_ts = pc["ack"][ygi], pts[ygi]
+    y_data = pc["length"][ygi] > 0
+    cd = np.zeros(ygi.shape[0] + 1, np.int64)  # Y's data packets before each row
+    np.cumsum(y_data, out=cd[1:])
+    ackmax, at, times = grouped(y_job, y_ack, nj), grouped(y_job, ygi, nj), grouped(y_job, y_ts, nj)
+    if ackmax is None or at is None or times is None:
+        return None
+    ackmax.running_max()
+    back_ts = backwards(y_job, y_ts, nj)
+    mss = np.array([v.mss for v in views], np.int64)
+    if bool((mss <= 0).any()):
+        return None
+    d_x = np.array([v.d_x for v in views], np.int64)
+    tol = np.array([v.tolerance() for v in views], np.int64)
+    x_known = np.array([v.x_mss_known for v in views], bool)
+
+    def first_acks(gj: np.ndarray, after: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+        k = ackmax.search(gj, offsets, "left") - yfirst[gj]  # DirView.first_acks
+        pos0 = at.search(gj, after, "right") - yfirst[gj]
+        return np.where(k >= ny[gj], -1, np.where(k < pos0, -2, k))
+
+    def y_rows(gj: np.ndarray, k: np.ndarray) -> np.ndarray:
+        return np.minimum(yfirst[gj] + np.maximum(k, 0), max(ygi.shape[0] - 1, 0))  # type: ignore[no-any-return]
+
+    def data_count(gj: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        lo, hi = np.clip(lo, 0, ny[gj]), np.clip(hi, 0, ny[gj])  # DirView.y_data_count
+        return np.where(hi > lo, cd[yfirst[gj] + hi] - cd[yfirst[gj] + lo], 0)
+
+    # consecutive segments of one direction: (j1, j2)
+    j2 = np.flatnonzero(job[1:] == job[:-1]) + 1
+    j1 = j2 - 1
+    pj = job[j2]
+    m_j = mss[pj]
+    link = s_new[j1] & s_new[j2] & (s_off[j2] == s_end[j1]) & ~s_fin[j2]
+    # nagle_off_evidence: the first pair per direction
+    full = m_j - OPTION_MARGIN
+    small1 = np.where(s_sup[j1], x_known[pj] & (s_len[j1] % m_j != 0), s_len[j1] < full)
+    part2 = ~s_sup[j2] & (s_len[j2] < full)
+    ev_pair = np.flatnonzero(link & small1 & part2)
+    a, b = j1[ev_pair], j2[ev_pair]
+    aj = job[a]
+    i2 = s_pi[b]
+    ka = first_acks(aj, s_pi[a], s_end[a])
+    ia = ygi[y_rows(aj, ka)]
+    last_y = ygi[yfirst[aj] + ny[aj] - 1]
+    ev = ((ka == -1) & (last_y > i2)) | (
+        (ka >= 0) & ((ia > i2) | (pts[i2] - pts[ia] < d_x[aj] - tol[aj]))
+    )
+    hit = np.flatnonzero(ev)
+    hj, first_hit = np.unique(aj[hit], return_index=True)
+    nodelay: dict[int, tuple[int, int]] = {
+        j: (f1, f2)
+        for j, f1, f2 in zip(
+            hj.tolist(),
+            s_frame[a[hit[first_hit]]].tolist(),
+            s_frame[b[hit[first_hit]]].tolist(),
+            strict=True,
+        )
+    }
+    # find_holds' pairs and its opportunities
+    small_j1 = np.where(s_sup[j1], x_known[pj] & (s_len[j1] % m_j != 0), s_len[j1] < m_j)
+    partial_j2 = ~s_sup[j2] & (s_len[j2] < m_j)
+    pair = np.flatnonzero(link & (s_gap[j2] == 0) & small_j1 & partial_j2)
+    a, b = j1[pair], j2[pair]
+    aj = job[a]
+    i1, i2 = s_pi[a], s_pi[b]
+    end1 = s_end[a]
+    ka = first_acks(aj, i1, end1)
+    kc = np.maximum(ka, 0)
+    yr = y_rows(aj, kc)
+    ia = ygi[yr]
+    ok = (ka >= 0) & (ia < i2) & (y_ack[yr] == end1)
+    t2 = pts[i2]
+    bound = np.minimum(t2 - d_x[aj] + tol[aj], t2 - 1)
+    kr = times.search(aj, bound, "right") - 1 - yfirst[aj]  # DirView.y_data_reaching
+    ok &= data_count(aj, kc + 1, kr + 1) == 0
+    pure = ~y_data[yr] & ((pc["flags"][ia] & (SYN | FIN | RST)) == 0)
+    pos0 = at.search(aj, i1, "right") - yfirst[aj]  # DirView.y_sent_data_between
+    ok &= pure | (data_count(aj, pos0, kc) > 0)
+    opportunities = np.bincount(aj[ok], minlength=nj).tolist()
+    n_pairs = np.bincount(aj, minlength=nj).tolist()
+    return n_pairs, opportunities, nodelay, back_ts
 
 
 def _tls_evidence(ctx: DetectContext, v: DirView, holds: list[Hold]) -> None:

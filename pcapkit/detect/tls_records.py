@@ -297,8 +297,7 @@ def _app_masks(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray]:
     """:func:`app_records`' two masks over every record (:meth:`DetectContext.rec_arrays`
     order), built once per trace: (application data by type and epoch, application data
     of the handshake epoch not decrypted — "hidden")."""
-    everything = slice(0, ctx.rec_dir_keys.shape[0])
-    is_app = ctx.rec_column("content_type", everything) == ContentType.APPLICATION_DATA.value
+    is_app = ctx.rec_int_is("content_type", ContentType.APPLICATION_DATA.value)
     app = is_app & (ctx.rec_text_is("epoch", "application") | ctx.rec_text_is("epoch", "early"))
     hidden = (
         is_app & ctx.rec_text_is("epoch", "handshake") & ~ctx.rec_text_is("status", "decrypted")

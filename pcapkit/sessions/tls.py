@@ -1066,9 +1066,8 @@ RECORD_COLUMNS = (
     "handshake",
 )
 # the dtypes record_columns builds its columns at (the records table's, or the codes of
-# its categoricals); "_group" numbers the (flow, dir) directions
+# its categoricals)
 RECORD_DTYPES: dict[str, Any] = {
-    "_group": np.int64,
     "flow": np.int64,
     "dir": np.int8,
     "offset": np.int64,
@@ -1090,15 +1089,16 @@ EPOCHS = [x.value for x in Epoch]
 class RecordColumns:
     """Every TLS record of every session as columns, sorted by (group, offset).
 
-    ``groups[g]`` is the (flow, dir code) of group ``g``; the columns are those of
+    ``groups[g]`` is the (flow, dir code) of group ``g``, its rows
+    ``group_start[g]:group_start[g + 1]``; the columns are those of
     :data:`RECORD_COLUMNS` (``dir``, ``status`` and ``epoch`` as codes, a missing
-    ``plaintext_len`` as -1) plus ``_group`` and ``_bulk`` (found by the header walk,
-    not dissected).
+    ``plaintext_len`` as -1) plus ``_bulk`` (found by the header walk, not dissected).
     """
 
     data: dict[str, np.ndarray]
     groups: list[tuple[int, int]]
     handshake_names: list[str] = field(default_factory=lambda: [""])
+    group_start: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
 
     @property
     def n(self) -> int:
@@ -1119,12 +1119,15 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
     # header walk found ("bulk", arrays).  Columns constant over a part are expanded
     # once at the end (np.repeat), so a capture with thousands of connections does
     # not pay a few numpy calls per column per direction.
-    consts: dict[str, list[int]] = {c: [] for c in ("_group", "flow", "dir")}
+    consts: dict[str, list[int]] = {c: [] for c in ("flow", "dir")}
     part_len: list[int] = []
+    part_group: list[int] = []
     bulk_consts: dict[str, list[int]] = {
         c: [] for c in ("plaintext_len", "status", "epoch", "key_generation")
     }
     is_bulk: list[bool] = []
+    # (flow, direction, part) of every header-walked part, re-pointed at the columns
+    bulk_parts: list[tuple[TlsFlow, str, int]] = []
     hs_names: dict[str, int] = {"": 0}
     dt = RECORD_DTYPES
     for tf in tls_flows:
@@ -1139,7 +1142,8 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
             if res:
                 part_len.append(len(res))
                 is_bulk.append(False)
-                for c, v in (("_group", g), ("flow", tf.flow), ("dir", d)):
+                part_group.append(g)
+                for c, v in (("flow", tf.flow), ("dir", d)):
                     consts[c].append(v)
                 for c in bulk_consts:
                     bulk_consts[c].append(0)  # unused for slow parts
@@ -1182,9 +1186,11 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
                 )
             if nb:
                 assert bulk is not None
+                bulk_parts.append((tf, name, len(part_len)))
                 part_len.append(nb)
                 is_bulk.append(True)
-                for c, v in (("_group", g), ("flow", tf.flow), ("dir", d)):
+                part_group.append(g)
+                for c, v in (("flow", tf.flow), ("dir", d)):
                     consts[c].append(v)
                 bulk_consts["plaintext_len"].append(-1)
                 bulk_consts["status"].append(statuses.index(bulk.status))
@@ -1227,14 +1233,42 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
         parts = cols.pop(c)
         data[c] = np.concatenate(parts, dtype=dt[c], casting="same_kind")
         del parts
-    grp, o = data["_group"], data["offset"]
+    # each group's first row (its first part's), then n: parts come in group order
+    pg = np.asarray(part_group, np.int64)
+    first_part = np.flatnonzero(np.r_[True, pg[1:] != pg[:-1]])
+    group_start = np.r_[np.asarray(starts, np.int64)[first_part], n]
+    o = data["offset"]
     names = list(hs_names)
-    if bool(((grp[1:] > grp[:-1]) | ((grp[1:] == grp[:-1]) & (o[1:] >= o[:-1]))).all()):
+    in_order = o[1:] >= o[:-1]
+    in_order[group_start[1:-1] - 1] = True  # a new group may start at any offset
+    if bool(in_order.all()):
         # already in (group, offset) order, as the parts almost always are: the stable
         # lexsort below would be the identity (no copy of every column)
-        return RecordColumns(data, groups, names)
+        del in_order
+        _share_bulk(bulk_parts, data, starts, part_len)
+        return RecordColumns(data, groups, names, group_start)
+    grp = np.repeat(np.arange(len(groups)), np.diff(group_start))
     order = np.lexsort((o, grp))  # groups are (flow, dir) in order
-    return RecordColumns({k: v[order] for k, v in data.items()}, groups, names)
+    return RecordColumns({k: v[order] for k, v in data.items()}, groups, names, group_start)
+
+
+def _share_bulk(
+    parts: list[tuple[TlsFlow, str, int]],
+    data: dict[str, np.ndarray],
+    starts: list[int],
+    part_len: list[int],
+) -> None:
+    """Re-point each header-walked direction's arrays at its rows of the columns just
+    built (same values, same dtypes: the records table takes these columns without a
+    copy), so the walk's own arrays are freed instead of staying beside the table (at
+    sse-1M 7.9 M records × 18 B = 136 MiB for the life of the trace)."""
+    for tf, name, p in parts:
+        sl = slice(starts[p], starts[p] + part_len[p])
+        b = tf.bulk[name]
+        b.offset = data["offset"][sl]
+        b.length = data["length"][sl]
+        b.content_type = data["outer_content_type"][sl]
+        b.version = data["version"][sl]
 
 
 def plaintext(tls_flows: list[TlsFlow], flow: int, direction: str) -> bytes:

@@ -14,7 +14,7 @@ import reference_issue16 as ref16
 from test_nagle import FIX, Sim, wwr
 
 import pcapkit
-from pcapkit.detect import cork, delayed_ack, ssr, tcp_model
+from pcapkit.detect import cork, delayed_ack, nagle, ssr, tcp_model
 from pcapkit.detect.constants import FLIGHT_BREAK_RTT
 from pcapkit.detect.tcp_model import DirView
 
@@ -846,3 +846,344 @@ def test_kind_masks_in_views(traces):
             n["bad"] += want_bad.size
             n["retx"] += int(retx.sum())
     assert n["new"] > 100 and n["bad"] > 3 and n["retx"] > 3, n
+
+
+def _grouped_case(rng, n_groups, backwards_share=0.0):
+    sizes = rng.integers(0, 12, n_groups)
+    gid = np.repeat(np.arange(n_groups), sizes)
+    vals = []
+    for n in sizes.tolist():
+        v = np.sort(rng.integers(-50, 50, n) * int(rng.choice([1, 10**9])))
+        if n > 1 and rng.random() < backwards_share:
+            v = v[::-1].copy()
+        vals.append(v)
+    values = np.concatenate(vals) if vals else np.zeros(0, np.int64)
+    return sizes, gid, values.astype(np.int64)
+
+
+def test_grouped_search_as_per_group():
+    """``Grouped.search`` = ``np.searchsorted`` in each group's own values (both sides,
+    queries below, inside, between and above a group's values, empty groups);
+    ``running_max`` = each group's ``np.maximum.accumulate``; ``backwards`` names the
+    groups whose values go backwards; keys that would not fit int64: None."""
+    rng = np.random.default_rng(16)
+    n = 0
+    for _ in range(300):
+        ng = int(rng.integers(1, 8))
+        sizes, gid, values = _grouped_case(rng, ng, backwards_share=0.3)
+        back = tcp_model.backwards(gid, values, ng)
+        start = np.cumsum(sizes) - sizes
+        for g in range(ng):
+            own = values[gid == g]
+            assert bool(back[g]) == bool(own.size > 1 and (np.diff(own) < 0).any())
+        gr = tcp_model.grouped(gid, values, ng)
+        assert gr is not None
+        q = np.concatenate([values, values - 1, values + 1, [-(10**12), 10**12, 0]])
+        for g in np.flatnonzero(~back).tolist():
+            own = values[gid == g]
+            for side in ("left", "right"):
+                got = gr.search(np.full(q.shape, g), q, side) - start[g]
+                assert got.tolist() == np.searchsorted(own, q, side=side).tolist()
+                n += q.size
+        rm = tcp_model.grouped(gid, values, ng).running_max()
+        for g in range(ng):
+            own = values[gid == g]
+            assert rm[gid == g].tolist() == np.maximum.accumulate(own).tolist()
+    assert n > 10_000
+    assert tcp_model.backwards(np.zeros(0, np.int64), np.zeros(0, np.int64), 0).tolist() == [False]
+    big = np.array([0, 1 << 61], np.int64)
+    assert tcp_model.grouped(np.array([0, 1]), big, 2) is None
+    assert tcp_model.grouped(np.array([0, 1]), big.astype(float), 2) is None
+
+
+def _delack_views(ctx):
+    return [
+        v
+        for f in ctx.tcp_flows()
+        for d in (0, 1)
+        if (v := DirView.timed(ctx, f, d)) is not None and v.y_idx.size
+    ]
+
+
+def _same_candidates(got, want, label):
+    for g, w in zip(got, want, strict=True):
+        assert g.tolist() == w.tolist(), label
+
+
+@pytest.mark.parametrize("thresholds", [(30.0, 500.0), (0.0, 1e6)])
+def test_delack_prefix_all_as_per_direction(traces, thresholds):
+    """delayed_ack's candidate ACKs of every direction at once = ``_prefix`` of each
+    direction (what ``_events`` asks for a direction left out); most directions are
+    answered at once, and some have candidates."""
+    lo, hi = thresholds
+    seen = {"at_once": 0, "left": 0, "cand": 0, "dirs_with": 0}
+    for label, t in traces:
+        ctx = t.detect_context
+        views = _delack_views(ctx)
+        every = delayed_ack._prefix_all(ctx, views, lo, hi)
+        for v in views:
+            got = every.get(2 * v.f + v.d)
+            if got is None:
+                seen["left"] += 1
+                continue
+            want = delayed_ack._prefix(v, v.tolerance(), v.coupling.late_ns, lo, hi)
+            _same_candidates(got, want, label)
+            seen["at_once"] += 1
+            seen["cand"] += want[0].size
+            seen["dirs_with"] += bool(want[0].size)
+    assert seen["at_once"] > 40 and seen["cand"] > 20 and seen["dirs_with"] > 5, seen
+
+
+def test_delack_prefix_all_backwards(traces):
+    """A direction whose new segments' ends go backwards is left to ``_prefix`` (the
+    grouped search would not stand for its own); the others keep their answers."""
+    t = dict(traces)["tls_sse_nagle/server.pcapng"]
+    ctx = t.detect_context
+    views = _delack_views(ctx)
+    before = delayed_ack._prefix_all(ctx, views, 0.0, 1e6)
+    v = max(views, key=lambda v: v.new_pos.size)
+    rows = np.flatnonzero(ctx.seg_dir_keys == 2 * v.f + v.d)
+    new = rows[ctx.seg_kind_is("new")[rows]]
+    assert new.size > 2
+    cols = ctx.seg_columns  # (pandas' arrays are read-only: a copy to change)
+    end = cols["end"]
+    try:
+        cols["end"] = end.copy()
+        cols["end"][new[1]] = cols["end"][new[0]] - 1
+        got = delayed_ack._prefix_all(ctx, views, 0.0, 1e6)
+    finally:
+        cols["end"] = end
+    assert 2 * v.f + v.d not in got
+    assert got.keys() == before.keys() - {2 * v.f + v.d}
+    for k, c in got.items():
+        _same_candidates(c, before[k], k)
+
+
+def _detected(traces, *detectors):
+    """[(label, repr(finding))] of ``detectors`` run in order on every trace, each trace
+    from an empty memo (and left with one)."""
+    out = []
+    for label, t in traces:
+        ctx = t.detect_context
+        ctx._memo.clear()
+        for det in detectors:
+            out += [(label, repr(f)) for f in det.detect(ctx)]
+        ctx._memo.clear()
+    return out
+
+
+def test_delayed_ack_detect_without_prefix_all(traces, monkeypatch):
+    """delayed_ack.detect with the candidates of every direction at once = with each
+    direction's own ``_prefix`` (the directions without a candidate skipped early)."""
+    want = _detected(traces, delayed_ack)
+    monkeypatch.setattr(delayed_ack, "_prefix_all", lambda *a: {})
+    assert _detected(traces, delayed_ack) == want
+    assert len(want) > 0
+
+
+def test_scan_holds_all_as_find_holds(traces):
+    """The hold scans made for many directions at once = ``find_holds(...,
+    holds_if_nagle_off=False)`` of each (what ``scan_holds`` makes); the directions with
+    holds to describe are left to it.  Some scans show Nagle off with opportunities."""
+    seen = {"made": 0, "left": 0, "nodelay": 0, "opportunities": 0}
+    for label, t in traces:
+        ctx = t.detect_context
+        for th in ((30.0, 500.0), (0.0, 1e6)):
+            ctx._memo.clear()
+            views = _delack_views(ctx)
+            kw = {"delack_timer_min_ms": th[0], "ack_delay_max_ms": th[1]}
+            made = tcp_model.scan_holds_all(ctx, views, **kw)
+            n = 0
+            for v in views:
+                key = ("tcp_model.scan_holds", v.f, v.d, *th)
+                got = ctx._memo.get(key)
+                if got is None:
+                    seen["left"] += 1
+                    continue
+                n += 1
+                want = tcp_model.find_holds(ctx, v, holds_if_nagle_off=False, **kw)
+                assert got.holds == [] and want.holds == [], label
+                assert got.opportunities == want.opportunities, label
+                assert got.nodelay_frames == want.nodelay_frames, label
+                assert type(got.opportunities) is int
+                seen["nodelay"] += got.nodelay_frames is not None
+                seen["opportunities"] += got.opportunities
+            assert n == made, label
+            seen["made"] += made
+        ctx._memo.clear()
+    assert seen["made"] > 30 and seen["left"] > 5, seen
+    assert seen["nodelay"] > 3 and seen["opportunities"] > 3, seen
+
+
+def test_scan_holds_all_y_times_backwards(traces):
+    """A direction whose Y packets' times go backwards keeps find_holds for its
+    opportunities (a search in Y's times would not stand for its own)."""
+    ref = {}
+    for _label, t in traces:
+        ctx = t.detect_context
+        ctx._memo.clear()
+        tcp_model.scan_holds_all(ctx, _delack_views(ctx))
+        for v in _delack_views(ctx):
+            got = ctx._memo.get(("tcp_model.scan_holds", v.f, v.d, 30.0, 500.0))
+            if got is not None and got.opportunities:
+                ref[2 * v.f + v.d] = v
+        if ref:
+            break
+    assert ref
+    v = next(iter(ref.values()))
+    pc = ctx.packet_columns
+    ts = pc["ts"]
+    a = int(np.searchsorted(ctx.packet_flows, v.f))
+    try:
+        pc["ts"] = ts.copy()
+        pc["ts"][v.y_idx[0] + a] = int(ts[v.y_idx[-1] + a]) + 1  # Y's first after its last
+        ctx._memo.clear()
+        tcp_model.scan_holds_all(ctx, _delack_views(ctx))
+        assert ("tcp_model.scan_holds", v.f, v.d, 30.0, 500.0) not in ctx._memo
+    finally:
+        pc["ts"] = ts
+        ctx._memo.clear()
+
+
+def test_hold_counts_as_find_holds(traces):
+    """The pairs' opportunities and Nagle-off evidence of every direction at once =
+    ``find_holds``' (Nagle on or off: the counts scan_holds_all relies on), on the
+    labelled traces: quick, late and piggy-backed ACKs, data from Y before S2."""
+    seen = {"dirs": 0, "opportunities": 0, "nodelay": 0, "pairs": 0}
+    for label, t in traces:
+        ctx = t.detect_context
+        views = _delack_views(ctx)
+        got = tcp_model._hold_counts(ctx, views)
+        if not views:
+            continue
+        assert got is not None, label
+        n_pairs, opportunities, nodelay, back_ts = got
+        for i, v in enumerate(views):
+            want = tcp_model.find_holds(ctx, v)
+            assert nodelay.get(i) == want.nodelay_frames, label
+            if not back_ts[i]:
+                assert (opportunities[i] if n_pairs[i] else 0) == want.opportunities, label
+            seen["dirs"] += 1
+            seen["opportunities"] += want.opportunities
+            seen["nodelay"] += want.nodelay_frames is not None
+            seen["pairs"] += n_pairs[i]
+    assert seen["dirs"] > 40 and seen["opportunities"] > 30 and seen["nodelay"] > 3, seen
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
+def test_all_app_units_in_chunks(traces, monkeypatch, chunk):
+    """The (direction, frame) keys of the selected records built a chunk of records at a
+    time: the same units as the per-direction reference for any chunk size (one record,
+    a few, all at once)."""
+    monkeypatch.setattr(cork, "_CHUNK", chunk)
+    n = 0
+    for label, t in traces:
+        ctx = t.detect_context
+        ctx._memo.clear()
+        for f, d, _v in _views(ctx):
+            got = cork._app_units(ctx, f, d)
+            want = ref16.app_units_reference(ctx, f, d)
+            assert [x.tolist() for x in got] == [x.tolist() for x in want], label
+            n += want[0].size
+        ctx._memo.clear()
+    assert n > 100
+
+
+def test_hold_counts_y_data_at_the_bound(traces):
+    """A data packet of Y seen exactly at a pair's bound (t2 − d_X + tol) reached X before
+    S2 left (a search to the right in Y's times): the opportunities still = find_holds'."""
+    done = 0
+    for _label, t in traces:
+        ctx = t.detect_context
+        ts = ctx.packet_columns["ts"]
+        for v in _delack_views(ctx):
+            ref = tcp_model.find_holds(ctx, v)
+            if not ref.opportunities:
+                continue
+            a0 = int(np.searchsorted(ctx.packet_flows, v.f))
+            tol = v.tolerance()
+            for j in range(1, v.s_frame.size):
+                i2 = int(v.s_pi[j])
+                bound = min(int(v.p.ts[i2]) - v.d_x + tol, int(v.p.ts[i2]) - 1)
+                k = int(np.searchsorted(v.y_ts, bound, side="right"))  # first Y after it
+                if not (0 < k < v.y_idx.size and v.y_data[k] and v.y_ts[k - 1] <= bound):
+                    continue
+                row = int(v.y_idx[k]) + a0
+                old = int(ts[row])
+                try:
+                    ts[row] = bound
+                    ctx._memo.clear()
+                    w = DirView.timed(ctx, v.f, v.d)
+                    views = _delack_views(ctx)
+                    i = next(n for n, x in enumerate(views) if (x.f, x.d) == (v.f, v.d))
+                    pairs, opp, _nod, back = tcp_model._hold_counts(ctx, views)
+                    want = tcp_model.find_holds(ctx, w)
+                    assert not back[i]
+                    assert (opp[i] if pairs[i] else 0) == want.opportunities
+                    done += want.opportunities != ref.opportunities
+                finally:
+                    ts[row] = old
+                    ctx._memo.clear()
+                if done >= 3:
+                    return
+    assert done > 0
+
+
+def test_views_in_passes(traces, monkeypatch):
+    """The segmented passes over a few views at a time (``VIEWS_AT_ONCE``, kept small for
+    memory) give what one pass over every view gives."""
+    whole = []
+    for _label, t in traces:
+        ctx = t.detect_context
+        views = _delack_views(ctx)
+        whole.append(
+            (tcp_model._hold_counts(ctx, views), delayed_ack._prefix_all(ctx, views, 0.0, 1e6))
+        )
+    for n in (1, 3):
+        monkeypatch.setattr(tcp_model, "VIEWS_AT_ONCE", n)
+        monkeypatch.setattr(delayed_ack, "VIEWS_AT_ONCE", n)
+        for (label, t), (hc, pre) in zip(traces, whole, strict=True):
+            ctx = t.detect_context
+            views = _delack_views(ctx)
+            got = tcp_model._hold_counts(ctx, views)
+            if hc is None:
+                assert got is None
+            else:
+                assert got[:3] == hc[:3], label
+                assert got[3].tolist() == hc[3][: len(views)].tolist(), label
+            got_pre = delayed_ack._prefix_all(ctx, views, 0.0, 1e6)
+            assert got_pre.keys() == pre.keys(), label
+            for k, c in got_pre.items():
+                _same_candidates(c, pre[k], label)
+    assert sum(len(p) for _h, p in whole) > 40
+    assert sum(len(h[2]) for h, _p in whole if h is not None) > 3
+
+
+def test_nagle_detect_without_scan_holds_all(traces, monkeypatch):
+    """nagle.detect (after delayed_ack, as the registry runs them) with the hold scans
+    made for every direction at once = with find_holds per direction."""
+    want = _detected(traces, delayed_ack, nagle)
+    for mod in (delayed_ack, nagle):
+        monkeypatch.setattr(mod, "scan_holds_all", lambda *a, **k: 0)
+    assert _detected(traces, delayed_ack, nagle) == want
+    assert sum("kind='nagle" in r for _l, r in want) > 3
+
+
+def test_leg_minima_with_the_pairs(traces):
+    """Every direction's least data → ACK sample, made with the pairs of every direction
+    at once, gives ``_sampled_legs`` as the per-flow reference does (both legs, flows with
+    one leg or none)."""
+    seen = {"flows": 0, "legs": 0, "at_once": 0}
+    for label, t in traces:
+        ctx = t.detect_context
+        ctx._memo.clear()
+        if tcp_model._all_data_acks(ctx):  # (none without new data: per flow)
+            assert ctx.memoised(("tcp_model.leg_minima",)), label
+            seen["at_once"] += 1
+        for f in ctx.tcp_flows():
+            got = tcp_model._sampled_legs(ctx, f)
+            assert got == ref16.sampled_legs_reference(ctx, f), label
+            seen["flows"] += 1
+            seen["legs"] += sum(x is not None for x in got)
+        ctx._memo.clear()
+    assert seen["legs"] > seen["flows"] > 20 and seen["at_once"] > 20, seen
