@@ -34,10 +34,16 @@ def coverage(trace: Trace) -> dict[str, Any]:
     # a TLS session counts as read when its application data decrypted (partly or whole)
     recs = trace.records
     if len(recs):
-        # masks, not Python values: the records table is the biggest table of a capture
-        # of many small records (millions of rows)
-        app = (recs.content_type == 23) & (recs.status == "decrypted")
-        tls_read |= set(recs.flow[app].tolist())
+        # the decrypted rows from the status codes, then their content types: the records
+        # table is the biggest table of a capture of many small records (millions of
+        # rows), and nullable masks over all of it were the analysis's peak (issue 16)
+        st = recs["status"]
+        cats = st.cat.categories.tolist()
+        if "decrypted" in cats:
+            rows = np.flatnonzero(st.cat.codes.to_numpy() == cats.index("decrypted"))
+            ct = recs["content_type"].iloc[rows].to_numpy(dtype=np.int64, na_value=-1)
+            app = rows[ct == 23]
+            tls_read |= set(np.unique(recs["flow"].to_numpy()[app]).tolist())
     quic_flows = set(quic_flow)
     quic_read = {f for f, d in zip(quic_flow, column_values(quic.decrypted), strict=True) if d}
     http_flows = set(column_values(trace.requests.flow))

@@ -23,10 +23,12 @@ one string of it in memory); its output is byte for byte ``json.dumps(doc, inden
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import math
-from collections.abc import Iterable, Iterator
-from json.encoder import encode_basestring_ascii
+from collections.abc import Callable, Iterator
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import IO, Any
 
 import numpy as np
@@ -265,6 +267,190 @@ def _dump_items(v: Any, pad: str) -> list[str]:
     return [_dump_jsonable(x, pad) for x in v]
 
 
+# --- the columnar writer (issue 16) ---------------------------------------------------
+# ``json.dumps(indent=2)`` runs the pure-Python encoder; the C encoder (no indent) writes
+# a container whose items are all plain scalars at C speed, its item separator carrying
+# the newline and the indentation of that depth.  A list of such dicts is one C call too:
+# its dicts' items and the list's items share that separator, and ``},\n<pad>{`` (a dict's
+# end, the list's separator, the next dict) can only be between two dicts — an encoded
+# string never holds a raw newline — so one ``str.replace`` re-indents the list's level.
+# Anything else (NaN, which ``to_jsonable`` writes as null, ±inf, numpy scalars, pandas
+# missing values, subclasses, keys that are not text) goes the old way,
+# :func:`_dump_jsonable`; tests/report/test_json_columnar.py checks the bytes against
+# the old writer (tests/report/json_oracle.py).
+
+_PLAIN = frozenset((str, int, float, bool, type(None)))
+_STR = frozenset((str,))
+_INT = frozenset((int,))
+_DICT = frozenset((dict,))
+# a table is written a chunk of rows at a time, each chunk about CHUNK_BYTES of text (its
+# rows per chunk from the last chunk's length; the first has CHUNK_FIRST rows): the
+# writing step's transient memory is a few copies of one chunk (a finding of TCP HOL
+# blocking is ~4 kB of text, a record ~0.4 kB)
+CHUNK_FIRST = 16
+CHUNK_BYTES = 1 << 19
+CHUNK_MAX_ROWS = 1 << 16
+
+
+def _no_default(o: Any) -> Any:
+    raise TypeError(type(o).__name__)
+
+
+@functools.lru_cache(maxsize=64)
+def _flat_encoder(sep: str) -> Callable[[Any], str]:
+    """``json.dumps(v, separators=(sep, ": "), allow_nan=False)`` for a container of
+    plain scalars (raises ValueError on NaN or ±inf, TypeError on anything not JSON)."""
+    if c_make_encoder is not None:  # CPython: the C encoder, built once per separator
+        enc = c_make_encoder(
+            None, _no_default, encode_basestring_ascii, None, ": ", sep, False, False, False
+        )
+        return lambda v: "".join(enc(v, 0))
+    return json.JSONEncoder(  # pragma: no cover - an interpreter without _json
+        separators=(sep, ": "), allow_nan=False, check_circular=False, default=_no_default
+    ).encode
+
+
+def _plain_dicts(v: list[Any]) -> bool:
+    """Every item of ``v`` a non-empty dict with text keys and plain scalar values."""
+    return (
+        set(map(type, v)) == _DICT
+        and all(v)
+        and set(map(type, itertools.chain.from_iterable(v))) == _STR
+        and set(map(type, itertools.chain.from_iterable(map(dict.values, v)))) <= _PLAIN
+    )
+
+
+def _enc(v: Any, pad: str) -> str:
+    """:func:`_dump_jsonable` (``_dump(to_jsonable(v), pad)``), containers of plain values
+    written by the C encoder."""
+    t = type(v)
+    if t in _PLAIN:
+        return _scalar(v, "null") or "null"  # a plain scalar's text: never None or empty
+    sub = pad + "  "
+    if t is dict:
+        if not v:
+            return "{}"
+        keys = set(map(type, v))
+        if keys != _STR:
+            # int keys (not bool): the C encoder writes int.__repr__, to_jsonable's str(k)
+            if keys == _INT and set(map(type, v.values())) <= _PLAIN:
+                try:
+                    body = _flat_encoder(",\n" + sub)(v)
+                except ValueError:
+                    pass
+                else:
+                    return "{\n" + sub + body[1:-1] + "\n" + pad + "}"
+            return _dump_jsonable(v, pad)
+        if set(map(type, v.values())) <= _PLAIN:
+            try:
+                body = _flat_encoder(",\n" + sub)(v)
+            except ValueError:  # NaN or ±inf: written value by value below
+                pass
+            else:
+                return "{\n" + sub + body[1:-1] + "\n" + pad + "}"
+        parts = [
+            encode_basestring_ascii(k)
+            + ": "
+            + ((_scalar(x, "null") or "null") if type(x) in _PLAIN else _enc(x, sub))
+            for k, x in v.items()
+        ]
+        return "{\n" + sub + (",\n" + sub).join(parts) + "\n" + pad + "}"
+    if t is list or t is tuple:
+        if not v:
+            return "[]"
+        kinds = set(map(type, v))
+        try:
+            if kinds <= _PLAIN:
+                body = _flat_encoder(",\n" + sub)(v)
+                return "[\n" + sub + body[1:-1] + "\n" + pad + "]"
+            if kinds == _DICT and _plain_dicts(v):
+                item = sub + "  "
+                body = _flat_encoder(",\n" + item)(v)[2:-2].replace(
+                    "},\n" + item + "{", "\n" + sub + "},\n" + sub + "{\n" + item
+                )
+                return "[\n" + sub + "{\n" + item + body + "\n" + sub + "}\n" + pad + "]"
+        except ValueError:  # NaN or ±inf: written item by item below
+            pass
+        return "[\n" + sub + (",\n" + sub).join([_enc(x, sub) for x in v]) + "\n" + pad + "]"
+    return _dump_jsonable(v, pad)
+
+
+def _column_texts(a: Any, pad: str) -> list[str]:
+    """The text of every value of a column (its array, from
+    :func:`pcapkit.rows.column_arrays`) as :func:`_dump_jsonable` writes the value
+    :func:`_raw_records` gives for it, at ``pad``: the column converted at once where its
+    type is known (numpy numbers, pandas' nullable numbers and strings), else value by
+    value (:func:`_enc`)."""
+    if isinstance(a, np.ndarray) and a.dtype.kind in "iub":
+        vals = a.tolist()
+    elif isinstance(a, np.ndarray) and a.dtype.kind == "f":
+        vals = a.tolist()  # NaN → null and ±inf by _scalar below
+    elif isinstance(a, (pd.arrays.IntegerArray, pd.arrays.BooleanArray, pd.arrays.FloatingArray)):
+        # iterating yields numpy scalars and pd.NA: to_jsonable makes them Python's and None
+        vals = a.to_numpy(dtype=object, na_value=None).tolist()  # type: ignore[arg-type]
+    elif isinstance(a, pd.api.extensions.ExtensionArray) and isinstance(a.dtype, pd.StringDtype):
+        vals = a.to_numpy(dtype=object, na_value=None).tolist()  # type: ignore[arg-type]
+    else:
+        vals = list(a)
+    kinds = set(map(type, vals))
+    if kinds == _INT:
+        return list(map(int.__repr__, vals))
+    if kinds == _STR:
+        return list(map(encode_basestring_ascii, vals))
+    if kinds == _BOOL:
+        return list(map(_BOOL_TEXT.__getitem__, vals))
+    if kinds == _INT_OR_NONE:
+        r = int.__repr__
+        return ["null" if x is None else r(x) for x in vals]
+    if kinds == _STR_OR_NONE:
+        e = encode_basestring_ascii
+        return ["null" if x is None else e(x) for x in vals]
+    return [(_scalar(x, "null") or "null") if type(x) in _PLAIN else _enc(x, pad) for x in vals]
+
+
+_BOOL = frozenset((bool,))
+_BOOL_TEXT = {True: "true", False: "false"}
+_INT_OR_NONE = frozenset((int, type(None)))
+_STR_OR_NONE = frozenset((str, type(None)))
+
+
+def _columnar(df: pd.DataFrame) -> bool:
+    """Whether :func:`_table_chunks` writes ``df``: text column labels, each once (else
+    :func:`_raw_records`' dicts, which merge repeated labels, and to_jsonable's ``str``
+    of other labels are written row by row)."""
+    cols = list(df.columns)
+    return bool(cols) and set(map(type, cols)) == _STR and len(set(cols)) == len(cols)
+
+
+def _table_chunks(df: pd.DataFrame, pad: str) -> Iterator[str]:
+    """Each chunk of rows of ``df`` (:data:`CHUNK_BYTES`) as the text of its rows at
+    ``pad`` (``_dump_jsonable(row, pad)`` of each, joined by ``",\n" + pad``), built
+    column by column: every column's values encoded at once, each row its columns' texts
+    put in the row's template (its keys, indentation and separators)."""
+    sub = pad + "  "
+    template = (
+        "{\n"
+        + sub
+        + (",\n" + sub).join(
+            encode_basestring_ascii(c).replace("%", "%%") + ": %s" for c in df.columns
+        )
+        + "\n"
+        + pad
+        + "}"
+    )
+    arrays = column_arrays(df)
+    between = ",\n" + pad
+    start, n, rows = 0, len(df), CHUNK_FIRST
+    while start < n:
+        stop = min(n, start + rows)
+        cols = [_column_texts(a[start:stop], sub) for a in arrays]
+        text = between.join(map(template.__mod__, zip(*cols, strict=True)))
+        del cols
+        yield text
+        rows = max(1, min(CHUNK_MAX_ROWS, CHUNK_BYTES * (stop - start) // len(text)))
+        start = stop
+
+
 def write_analysis_json(
     trace: Trace,
     fp: IO[str],
@@ -272,34 +458,43 @@ def write_analysis_json(
     only_flows: set[int] | None = None,
 ) -> None:
     """Write :func:`analysis_json`'s document to ``fp`` as ``json.dumps(doc, indent=2)``
-    followed by a newline would — row by row, never the whole document in memory."""
+    followed by a newline would — a chunk of rows at a time (:func:`_table_chunks`), never
+    the whole document in memory."""
     fp.write("{")
-    keys = []
-    for key, value, rows in _sections(trace, findings, only_flows, _raw_records):
+    keys: list[str] = []
+    for key, value, rows in _sections(trace, findings, only_flows, _frame):
         fp.write(("," if keys else "") + "\n  " + json.dumps(key) + ": ")
         keys.append(key)
         if rows:
-            _write_rows(fp, value)
+            _write_table(fp, value, "    ", "\n  ]")
         else:
             fp.write(_indented(value, "  "))
     fp.write("\n}\n")
     assert tuple(keys) == JSON_KEYS
 
 
-def _write_rows(fp: IO[str], rows: Iterable[dict[str, Any]]) -> None:
-    fp.write("[")
-    empty = True
-    for row in rows:
-        fp.write(("\n    " if empty else ",\n    ") + _dump_jsonable(row, "    "))
-        empty = False
-    fp.write("]" if empty else "\n  ]")
+def _frame(df: pd.DataFrame) -> pd.DataFrame:
+    return df
+
+
+def _write_table(fp: IO[str], df: pd.DataFrame, pad: str, close: str) -> None:
+    """``[``, the rows of ``df`` at ``pad`` and ``close`` (``[]`` when it has none)."""
+    if not len(df):
+        fp.write("[]")
+        return
+    if not _columnar(df):
+        fp.write("[")
+        for i, row in enumerate(_raw_records(df)):
+            fp.write(("\n" if i == 0 else ",\n") + pad + _dump_jsonable(row, pad))
+        fp.write(close)
+        return
+    for i, text in enumerate(_table_chunks(df, pad)):
+        fp.write(("[\n" if i == 0 else ",\n") + pad + text)
+    fp.write(close)
 
 
 def write_records_json(df: pd.DataFrame, fp: IO[str]) -> None:
-    """``json.dumps(records(df), indent=2)`` and a newline, written row by row."""
-    fp.write("[")
-    empty = True
-    for row in _raw_records(df):
-        fp.write(("\n  " if empty else ",\n  ") + _dump_jsonable(row, "  "))
-        empty = False
-    fp.write("]\n" if empty else "\n]\n")
+    """``json.dumps(records(df), indent=2)`` and a newline, written a chunk of rows at a
+    time."""
+    _write_table(fp, df, "  ", "\n]")
+    fp.write("\n")

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import collections
+import functools
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..detect.counterfactual import summary_line as hol_summary_line
-from ..rows import itertuples
+from ..rows import column_arrays, itertuples
 from ..schema import is_missing as _na
 from ..trace import Trace
 from .coverage import coverage, coverage_line, unread
@@ -136,20 +139,69 @@ def _groups(findings: list[Any]) -> list[list[Any]]:
     return list(out.values())
 
 
+# the columns of a finding the summary, the verdict and the time lost read
+_COST_COLUMNS = ("kind", "severity", "flow", "dir", "cost_ms", "t_end_ns")
+_FLOW_NAME_COLUMNS = ("flow", "proto", "stream", "server_ip", "server_port")
+
+
+@functools.lru_cache(maxsize=64)
+def _row_type(fields: tuple[str, ...]) -> Any:
+    return collections.namedtuple("Pandas", fields, rename=True)  # noqa: PYI024
+
+
+def _text_values(a: Any) -> list[Any]:
+    """What iterating a column (its array, :func:`pcapkit.rows.column_arrays`) yields, as
+    :func:`pcapkit.rows.itertuples` takes it — a column of text at once (iterating an
+    Arrow string array is a Python call per value): its str values, and its missing
+    value (NaN, or pd.NA) where it has none."""
+    if isinstance(a, np.ndarray) and a.dtype.kind in "biufcO":
+        return a.tolist()  # type: ignore[no-any-return]
+    if isinstance(a, pd.api.extensions.ExtensionArray) and isinstance(a.dtype, pd.StringDtype):
+        na: Any = a.dtype.na_value
+        return a.to_numpy(dtype=object, na_value=na).tolist()  # type: ignore[no-any-return]
+    if isinstance(a, np.ndarray):  # pragma: no cover - pandas wraps datetime64 blocks
+        return list(pd.array(a))
+    return list(a)
+
+
+def _rows(df: pd.DataFrame, names: Sequence[str] | None = None) -> Iterator[Any]:
+    """``rows.itertuples(df)`` (of ``df[names]`` when given): the same namedtuples of the
+    same values, text columns converted at once (:func:`_text_values`)."""
+    if names is not None and not len(df):
+        return iter(())
+    fields = [str(c) for c in df.columns]
+    arrays = column_arrays(df)
+    if names is not None:
+        where = {f: i for i, f in enumerate(fields)}
+        arrays = [arrays[where[n]] for n in names]
+        fields = list(names)
+    if not arrays or len(fields) >= 255 or len(set(fields)) < len(fields):
+        return itertuples(df if names is None else df[list(names)])
+    return map(_row_type(tuple(fields)), *[_text_values(a) for a in arrays])
+
+
 def summary_lines(findings: Any, flows: Any) -> list[str]:
     """The connections with findings, worst first: Wireshark's stream, endpoints, and the
     kinds found with their count and cost (overlapping waits counted once)."""
     if findings.empty:
         return []
-    # the rows once (rows.itertuples), grouped by flow in order of first appearance, as
-    # groupby("flow", sort=False) groups them
+    return _summary_lines(list(_rows(findings, _COST_COLUMNS)), flows)
+
+
+def _summary_lines(findings: list[Any], flows: Any) -> list[str]:
+    """:func:`summary_lines` of the finding rows (:data:`_COST_COLUMNS` at least)."""
+    # the rows grouped by flow in order of first appearance, as groupby("flow",
+    # sort=False) groups them
     groups: dict[int, list[Any]] = {}
-    for f in itertuples(findings):
+    for f in findings:
         if not _na(f.flow):
             groups.setdefault(int(f.flow), []).append(f)
     if not groups:
         return []
-    by_flow = {int(r.flow): r for r in itertuples(flows)}
+    # the names of the flows with findings (the last row of a flow, as a dict of all
+    # rows keeps it)
+    named = flows[flows.flow.isin(list(groups))]
+    by_flow = {int(r.flow): r for r in _rows(named, _FLOW_NAME_COLUMNS)}
     rows = []
     for flow, g in groups.items():
         r = by_flow[flow]
@@ -171,7 +223,18 @@ def summary_lines(findings: Any, flows: Any) -> list[str]:
     return out
 
 
+_WRAPPED_SPACE = re.compile(r"[\t\n\x0b\x0c\r]")
+
+
 def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
+    # a line that fits: textwrap would give it back as it is (no whitespace it rewrites,
+    # none at the end it drops)
+    if (
+        len(indent) + len(text) <= width
+        and not text.endswith(" ")
+        and not _WRAPPED_SPACE.search(text)
+    ):
+        return [indent + text]
     import textwrap
 
     return textwrap.wrap(
@@ -184,7 +247,7 @@ def time_lost_ms(findings: Any) -> float:
     ``t_end_ns``; waits of one flow direction that overlap in time (a record held behind a
     hole that a tcp_hol_blocking finding also prices, a Nagle hold and the records it
     coalesced) are counted once, waits of different connections add up."""
-    return _time_lost(itertuples(findings))
+    return _time_lost(_rows(findings, _COST_COLUMNS))
 
 
 def _time_lost(findings: Iterable[Any]) -> float:
@@ -214,6 +277,11 @@ def verdict(findings: Any, cov: dict[str, Any] | None = None) -> str:
     they cost together (:func:`time_lost_ms`: overlapping waits counted once); it says what
     could not be read (``cov``: :func:`pcapkit.report.coverage.coverage`) instead of a
     clean bill for it."""
+    return _verdict(len(findings), _rows(findings, _COST_COLUMNS), cov)
+
+
+def _verdict(n: int, findings: Iterable[Any], cov: dict[str, Any] | None) -> str:
+    """:func:`verdict` of ``n`` finding rows (:data:`_COST_COLUMNS` at least)."""
     n_unread = 0 if cov is None else unread(cov)
     blind = (
         f"{n_unread} TLS/QUIC connection(s) could not be decrypted, so delays inside them "
@@ -222,13 +290,13 @@ def verdict(findings: Any, cov: dict[str, Any] | None = None) -> str:
         if n_unread
         else ""
     )
-    if len(findings) == 0:
+    if n == 0:
         if blind:
             return "verdict: no latency pathology found in what could be read; " + blind
         return "verdict: no latency pathology found"
-    costly = [f for f in itertuples(findings) if f.severity != "info"]
+    costly = [f for f in findings if f.severity != "info"]
     if not costly:
-        return f"verdict: {len(findings)} informational finding(s), nothing that cost time" + (
+        return f"verdict: {n} informational finding(s), nothing that cost time" + (
             f"; {blind}" if blind else ""
         )
     of_kind: dict[Any, list[Any]] = {}
@@ -420,14 +488,19 @@ def analysis_text(
         out.append(f"  keys from: {'; '.join(trace.key_sources)}")
     t0 = cap["first_ts_ns"] or 0
     findings = trace.findings if findings is None else findings
-    summary = summary_lines(findings, flows)
+    # what the summary, the verdict and the grouping read, once; the whole rows only of
+    # the findings shown (on a listed connection, or on none)
+    costs = list(_rows(findings, _COST_COLUMNS))
+    summary = _summary_lines(costs, flows) if costs else []
     if summary:
         out.append("")
         out.extend(summary)
     listed = flows if only_flows is None else flows[flows.flow.isin(sorted(only_flows))]
     shown = listed if max_flows is None else listed.head(max_flows)
-    tls = {int(x.flow): x for x in itertuples(trace.tls)}
-    quic = {int(x.flow): x for x in itertuples(trace.quic)}
+    shown_flows = shown.flow.tolist()
+    tls_rows, quic_rows = trace.tls, trace.quic
+    tls = {int(x.flow): x for x in _rows(tls_rows[tls_rows.flow.isin(shown_flows)])}
+    quic = {int(x.flow): x for x in _rows(quic_rows[quic_rows.flow.isin(shown_flows)])}
     reqs: dict[int, list[Any]] = {}
     for i, q in enumerate(itertuples(trace.requests)):
         reqs.setdefault(int(q.flow), []).append((i, q))
@@ -438,7 +511,11 @@ def analysis_text(
     for h in itertuples(trace.hol_counterfactual):
         hol.setdefault(int(h.flow), []).append(h)
     per_flow: dict[int, list[Any]] = {}
-    for fnd in itertuples(findings):
+    wanted = {int(f) for f in shown_flows}
+    keep = [
+        i for i, f in enumerate(costs) if _na(f.flow) or int(f.flow) in wanted
+    ]  # in table order: each flow's findings in the order itertuples gives them
+    for fnd in _rows(findings.iloc[keep]):
         per_flow.setdefault(-1 if _na(fnd.flow) else int(fnd.flow), []).append(fnd)
     for r in itertuples(shown):
         out.append("")
@@ -466,7 +543,7 @@ def analysis_text(
     cov = coverage(trace)
     out.append("")
     out.append(coverage_line(cov))
-    out.append(verdict(findings, cov))
+    out.append(_verdict(len(findings), costs, cov))
     if len(anomalies):
         out.append("")
         out.append(f"anomalies ({len(anomalies)}):")
