@@ -8,7 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-.PHONY: demo test lint bench bench-shapes bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
+.PHONY: demo test lint bench bench-shapes bench-linear bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -37,7 +37,7 @@ STRICT := dissectors pcapkit/schema.py pcapkit/anomalies.py pcapkit/net/streams.
 	pcapkit/pytest_plugin.py pcapkit/io/capture.py pcapkit/vantage.py pcapkit/net/shard.py \
 	pcapkit/replay.py pcapkit/lab/reenact.py pcapkit/lab/reenact_quic.py pcapkit/lab/pktsend.py \
 	pcapkit/detect/pools.py pcapkit/detect/receiver_limited.py pcapkit/detect/counterfactual.py \
-	pcapkit/rows.py pcapkit/report/coverage.py
+	pcapkit/rows.py pcapkit/report/coverage.py pcapkit/io/prefetch.py
 
 lint: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/ruff check pcapkit dissectors tests benchmarks scripts fuzz
@@ -63,10 +63,21 @@ bench: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/run.py benchmarks/out/big.pcap --reps 3 --out benchmarks/RESULTS.md
 
 # issue 16: `pcapkit analyze` vs tshark on four synthetic traffic shapes (bulk, sse, h2,
-# quic), 100k and 1M packets; SIZES=100000,1000000,5000000 for the linearity run
+# quic), 100k and 1M packets (wall time, interleaved rounds)
 SIZES ?= 100000,1000000
 bench-shapes: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/shapes.py --sizes $(SIZES) --reps 3 --out benchmarks/RESULTS.md
+
+# issue 16, cost linear in packets: analyze's CPU (user+sys), wall and peak RSS per shape at
+# 100k / 1M / 5M, CPU per packet and its growth; tshark -T fields at the largest size.  One
+# process at a time, all niced (CPU time is the measure on a shared machine).  The 5M
+# captures take ~16 GB in benchmarks/out (CAPTURE_DIRS=dir,… reuses captures made earlier);
+# generating sse-5M and its analyze each peak near 9 GB.  Table: <!-- linearity --> in
+# RESULTS.md.
+LIN_SIZES ?= 100000,1000000,5000000
+CAPTURE_DIRS ?=
+bench-linear: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python benchmarks/shapes.py --linearity --sizes $(LIN_SIZES) --reps 1 --nice 19 --capture-dirs "$(CAPTURE_DIRS)" --out benchmarks/RESULTS.md
 
 # Issue 20: pcapkit shard beside editcap / tshark -w, pcapkit batch on 1 and 2 Dask workers
 # (benchmarks/fleet.py; a 106 MB synthetic capture split in 8)

@@ -138,35 +138,67 @@ class Result:
         return min(self.work) * self.scale if self.work else None
 
 
+@dataclass
+class Spawned:
+    """One child's run: wall seconds, CPU seconds (user + sys, its waited-for children's
+    included: ``wait4``'s rusage, what ``/usr/bin/time -v`` reports), peak RSS KiB
+    (``ru_maxrss``), stdout (unless sent elsewhere), stderr, exit status."""
+
+    wall: float
+    user: float
+    sys: float
+    rss_kb: int
+    out: str
+    err: str
+    code: int
+
+    @property
+    def cpu(self) -> float:
+        return self.user + self.sys
+
+
+def spawn_wait4(cmd: list[str], stdout: str | None = None) -> Spawned:
+    """Run ``cmd``, reaped with wait4 so the rusage is this child's alone (and its
+    children's it waited for).  ``stdout``: None keeps it (returned), a path writes it
+    there (``os.devnull`` discards it)."""
+    import tempfile
+
+    env = dict(os.environ, LC_ALL="C", HOME=os.environ.get("HOME", "/tmp"))
+    t0 = time.perf_counter()
+    with (
+        open(stdout, "wb") if stdout is not None else tempfile.TemporaryFile() as so,
+        tempfile.TemporaryFile() as se,
+    ):
+        pid = os.posix_spawn(
+            cmd[0],
+            cmd,
+            env,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, so.fileno(), 1),
+                (os.POSIX_SPAWN_DUP2, se.fileno(), 2),
+            ],
+        )
+        _, status, ru = os.wait4(pid, 0)
+        wall = time.perf_counter() - t0
+        out = ""
+        if stdout is None:
+            so.seek(0)
+            out = so.read().decode()
+        se.seek(0)
+        err = se.read().decode(errors="replace")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.stderr.write(f"command failed ({code}): {' '.join(cmd)}\n{err[-2000:]}\n")
+    return Spawned(wall, ru.ru_utime, ru.ru_stime, int(ru.ru_maxrss), out, err, code)
+
+
 def _popen_wait4(cmd: list[str], stdout_to_null: bool) -> tuple[float, int, str, int]:
     """Run ``cmd``, reaped with wait4 so the rusage is this child's alone.
 
     Returns (wall seconds, peak RSS KiB, stdout, exit status).
     """
-    env = dict(os.environ, LC_ALL="C", HOME=os.environ.get("HOME", "/tmp"))
-    t0 = time.perf_counter()
-    with open(os.devnull, "wb") as devnull:
-        import tempfile
-
-        with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
-            pid = os.posix_spawn(
-                cmd[0],
-                cmd,
-                env,
-                file_actions=[
-                    (os.POSIX_SPAWN_DUP2, (devnull if stdout_to_null else so).fileno(), 1),
-                    (os.POSIX_SPAWN_DUP2, se.fileno(), 2),
-                ],
-            )
-            _, status, ru = os.wait4(pid, 0)
-            wall = time.perf_counter() - t0
-            so.seek(0)
-            se.seek(0)
-            out, err = so.read().decode(), se.read().decode(errors="replace")
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.stderr.write(f"command failed ({code}): {' '.join(cmd)}\n{err[-2000:]}\n")
-    return wall, int(ru.ru_maxrss), out, code
+    r = spawn_wait4(cmd, os.devnull if stdout_to_null else None)
+    return r.wall, r.rss_kb, r.out, r.code
 
 
 def machine() -> dict[str, str]:

@@ -24,6 +24,17 @@ the best wall time of the rounds is kept (``run.py``'s method: ``posix_spawn`` +
 
 The result is written between the ``<!-- shapes -->`` markers of ``--out``
 (``benchmarks/RESULTS.md``): ratios measured in one run, never timed tests.
+
+``--linearity`` (issue 16, "cost linear in packets"; ``make bench-linear``) measures
+instead, per shape and size, ``pcapkit analyze --format json`` (its JSON written to a
+file) in a fresh process: CPU user + sys (the child's ``wait4`` rusage, its forked
+prefetch children included: what ``/usr/bin/time -v`` reports), wall, peak RSS; CPU per
+packet and its ratio to the smaller sizes' (1.0: linear); ``tshark -T fields`` (the
+fields above) at the sizes of ``--tshark-sizes`` (default the largest).  Results are kept
+in ``--results`` (JSON, one entry per shape and size, updated run by run, so sizes can be
+measured in separate runs) and the table is written between the ``<!-- linearity -->``
+markers (``--reps 0``: only that, from ``--results``).  ``--capture-dirs`` names directories holding captures generated earlier
+(``<shape>-<N/1000>k.pcap`` + ``.json``), used before generating into ``--outdir``.
 """
 
 from __future__ import annotations
@@ -46,10 +57,17 @@ import run  # noqa: E402  (benchmarks/run.py: the spawn/wait4 helper, pcapkit ro
 SHAPES = ("bulk", "sse", "h2", "quic")
 TSHARK_QUIC_FIELDS = ["frame.number", "udp.stream", "udp.length", "quic.header_form", "quic.dcid"]
 MARK_BEGIN, MARK_END = "<!-- shapes -->", "<!-- /shapes -->"
+LIN_BEGIN, LIN_END = "<!-- linearity -->", "<!-- /linearity -->"
+STARTUP = "startup"  # the linearity results' entry of the fixed cost
+STARTUP_CAPTURE = "fixtures/tls_sse_nagle/server.pcapng"  # 56 packets (the demo capture)
 
 
-def capture(shape: str, n: int, outdir: Path) -> Path:
-    p = outdir / f"{shape}-{n // 1000}k.pcap"
+def capture(shape: str, n: int, outdir: Path, also: tuple[Path, ...] = ()) -> Path:
+    name = f"{shape}-{n // 1000}k.pcap"
+    for d in also:
+        if (d / name).exists() and (d / (name + ".json")).exists():
+            return d / name
+    p = outdir / name
     if not p.exists() or not Path(str(p) + ".json").exists():
         cmd = [sys.executable, str(HERE / "gen_capture.py"), "-n", str(n), "-o", str(p)]
         subprocess.run([*cmd, "--shape", shape, "--seed", "1"], check=True)
@@ -96,13 +114,35 @@ def main(argv: list[str] | None = None) -> int:
         help="a directory holding another pcapkit/ and dissectors/ (e.g. `git archive` of an "
         "older commit): its analyze runs in the same rounds, as a before/after column",
     )
+    ap.add_argument(
+        "--linearity",
+        action="store_true",
+        help="analyze's CPU, wall and peak RSS per shape and size, CPU per packet (the "
+        "linearity table); tshark at --tshark-sizes",
+    )
+    ap.add_argument("--tshark-sizes", help="linearity: sizes tshark runs at (default: largest)")
+    ap.add_argument(
+        "--results",
+        default=str(HERE / "out" / "linearity.json"),
+        help="linearity: JSON of every measurement, updated by each run",
+    )
+    ap.add_argument(
+        "--capture-dirs",
+        default="",
+        help="comma-separated directories of captures generated earlier (used first)",
+    )
+    ap.add_argument("--nice", type=int, default=0, help="os.nice() increment for all runs")
     a = ap.parse_args(argv)
+    if a.nice:
+        os.nice(a.nice)
     os.environ["PYTHONPATH"] = str(ROOT)  # the tree being measured, not an installed pcapkit
     os.chdir(ROOT)
     outdir = Path(a.outdir)
     outdir.mkdir(parents=True, exist_ok=True)
+    also = tuple(Path(d) for d in a.capture_dirs.split(",") if d)
     caps = [
-        (shape, n, capture(shape, n, outdir))
+        # --linearity --reps 0 only writes the table from --results: no capture needed
+        (shape, n, Path() if a.linearity and not a.reps else capture(shape, n, outdir, also))
         for n in (int(x) for x in a.sizes.split(","))
         for shape in a.shapes.split(",")
     ]
@@ -113,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             import compileall
 
             compileall.compile_dir(str(tree / pkg), quiet=1)
+    if a.linearity:
+        return linearity(a, caps)
     plan = {(s, n): commands(s, p, not a.no_tshark_tls, a.baseline) for s, n, p in caps}
     res: dict[tuple[str, int], dict[str, list[tuple[float, int]]]] = {
         k: {t: [] for t in v} for k, v in plan.items()
@@ -193,20 +235,206 @@ def main(argv: list[str] | None = None) -> int:
         "(the memory-mapped capture's touched pages included).",
         MARK_END,
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if a.out:
-        out = Path(a.out)
-        old = out.read_text() if out.exists() else ""
-        if MARK_BEGIN in old and MARK_END in old:
-            head, rest = old.split(MARK_BEGIN, 1)
-            tail = rest.split(MARK_END, 1)[1].lstrip("\n")
-            new = head + text + ("\n" + tail if tail else "")
-        else:
-            new = old.rstrip("\n") + "\n\n" + text
-        out.write_text(new)
-        print(f"written to {out}", file=sys.stderr)
+    write_section("\n".join(lines) + "\n", a.out, MARK_BEGIN, MARK_END)
     return 0
+
+
+def write_section(text: str, out_path: str, begin: str, end: str) -> None:
+    """Print ``text`` (a section from ``begin`` to ``end``) and put it in ``out_path`` in
+    place of the previous one (appended when there is none)."""
+    print(text)
+    if not out_path:
+        return
+    out = Path(out_path)
+    old = out.read_text() if out.exists() else ""
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
+        new = head + text + ("\n" + tail if tail else "")
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    out.write_text(new)
+    print(f"written to {out}", file=sys.stderr)
+
+
+def tshark_fields_cmd(shape: str, p: Path) -> list[str] | None:
+    ts = shutil.which("tshark")
+    if not ts:
+        return None
+    fields = TSHARK_QUIC_FIELDS if shape == "quic" else run.TSHARK_FIELDS
+    return [ts, "-r", str(p), "-T", "fields"] + [x for f in fields for x in ("-e", f)]
+
+
+def linearity(a: argparse.Namespace, caps: list[tuple[str, int, Path]]) -> int:
+    """Measure analyze (and tshark at the tshark sizes) on every capture, one run at a
+    time, keep every measurement in ``a.results`` and write the linearity table."""
+    import tempfile
+
+    sizes = sorted({n for _, n, _ in caps})
+    ts_sizes = {int(x) for x in a.tshark_sizes.split(",")} if a.tshark_sizes else {sizes[-1]}
+    res_path = Path(a.results)
+    res_path.parent.mkdir(parents=True, exist_ok=True)
+    db: dict[str, dict[str, object]] = json.loads(res_path.read_text()) if res_path.exists() else {}
+    state = run.pcapkit_state()
+    # the fixed cost (interpreter, imports, the report of a tiny capture): best of 3 runs
+    # on the demo fixture, so CPU per packet can be shown without it
+    fixed = [
+        run.spawn_wait4(
+            [sys.executable, "-m", "pcapkit.cli", "analyze", "--format", "json", STARTUP_CAPTURE],
+            stdout=os.devnull,
+        )
+        for _ in range(3 if a.reps else 0)
+    ]
+    if fixed and all(r.code == 0 for r in fixed):
+        db[STARTUP] = dict(
+            path=STARTUP_CAPTURE,
+            analyze=[dict(cpu=r.cpu, wall=r.wall, rss_kb=r.rss_kb, pcapkit=state) for r in fixed],
+        )
+        print(f"start-up cpu {min(r.cpu for r in fixed):.2f} s", file=sys.stderr)
+    for rnd in range(a.reps):
+        for s, n, p in caps:
+            with open(p, "rb") as f:  # page cache warm for every tool alike
+                while f.read(1 << 24):
+                    pass
+            man = json.loads(Path(str(p) + ".json").read_text())
+            key = f"{s}-{n}"
+            entry = db.setdefault(key, {})
+            entry.update(
+                shape=s, size=n, path=str(p), packets=man["packets"], bytes=p.stat().st_size
+            )
+            with tempfile.TemporaryDirectory() as td:
+                out_json = os.path.join(td, "analyze.json")
+                cmd = [sys.executable, "-m", "pcapkit.cli", "analyze", "--format", "json", str(p)]
+                load = os.getloadavg()[0]
+                r = run.spawn_wait4(cmd, stdout=out_json)
+                json_bytes = os.path.getsize(out_json)
+            sharded = "flow-hash shards" in r.err
+            print(
+                f"round {rnd + 1} {s:5s} {n:>8d} analyze cpu {r.cpu:7.2f} s (user {r.user:.2f} "
+                f"sys {r.sys:.2f}) wall {r.wall:7.2f} s {r.rss_kb / 1024:7.0f} MiB "
+                f"json {json_bytes:,} B load {load:.1f}"
+                + (" SHARDED" if sharded else "")
+                + ("" if r.code == 0 else f" FAILED {r.code}"),
+                file=sys.stderr,
+                flush=True,
+            )
+            if r.code == 0:
+                runs = entry.setdefault("analyze", [])
+                assert isinstance(runs, list)
+                if rnd == 0:
+                    runs.clear()  # this run's measurements replace an older run's
+                runs.append(
+                    dict(
+                        cpu=r.cpu,
+                        user=r.user,
+                        sys=r.sys,
+                        wall=r.wall,
+                        rss_kb=r.rss_kb,
+                        json_bytes=json_bytes,
+                        sharded=sharded,
+                        load=load,
+                        pcapkit=state,
+                        at=time.strftime("%Y-%m-%d %H:%M"),
+                    )
+                )
+            tcmd = tshark_fields_cmd(s, p)
+            if tcmd and n in ts_sizes and rnd == 0:
+                load = os.getloadavg()[0]
+                t = run.spawn_wait4(tcmd, stdout=os.devnull)
+                print(
+                    f"round {rnd + 1} {s:5s} {n:>8d} tshark  cpu {t.cpu:7.2f} s wall "
+                    f"{t.wall:7.2f} s {t.rss_kb / 1024:7.0f} MiB load {load:.1f}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                if t.code == 0:
+                    entry["tshark"] = dict(
+                        cpu=t.cpu,
+                        wall=t.wall,
+                        rss_kb=t.rss_kb,
+                        load=load,
+                        at=time.strftime("%Y-%m-%d %H:%M"),
+                    )
+            res_path.write_text(json.dumps(db, indent=1, sort_keys=True))
+    write_section(
+        linearity_table(db, [s for s in SHAPES if any(c[0] == s for c in caps)], sizes),
+        a.out,
+        LIN_BEGIN,
+        LIN_END,
+    )
+    return 0
+
+
+def linearity_table(db: dict[str, dict[str, object]], shapes: list[str], sizes: list[int]) -> str:
+    """The linearity section from the measurements in ``db`` (best CPU of the runs)."""
+
+    def best(key: str) -> dict[str, object] | None:
+        runs = db.get(key, {}).get("analyze")
+        if not runs:
+            return None
+        assert isinstance(runs, list)
+        return min(runs, key=lambda x: float(x["cpu"]))
+
+    lines = [
+        LIN_BEGIN,
+        "## Cost linear in packets: `pcapkit analyze --format json` at 100k / 1M / 5M (issue 16)\n",
+        "Each row: one fresh process of `pcapkit analyze --format json CAPTURE > file`, "
+        "niced, on the shapes of the table above (same generator, seed 1). **CPU** is user + "
+        "sys of the process and its waited-for children (`wait4` rusage, what `/usr/bin/time "
+        "-v` reports; the fair measure on this shared, loaded 2-core machine); **wall** is "
+        "elapsed time, shown for reference only (it moves with the load). µs/packet = CPU / "
+        "packets; *×smallest* and *×previous* divide it by the same shape's µs/packet at the "
+        "smallest and at the next smaller size (1.0 = linear). *net*: µs/packet without the "
+        f"fixed cost — the best CPU of `analyze` on `{STARTUP_CAPTURE}` (56 packets: "
+        "interpreter, imports, a report), {fixed} — subtracted first; that cost is measured "
+        "apart, at another moment, and its error weighs on the small captures (not a ratio "
+        "to read at 100k). Peak RSS: the child's "
+        "`ru_maxrss` (the memory-mapped capture's touched pages included). tshark: "
+        "`-T fields` with the fields of the table above, one run, wall and CPU.\n",
+        "| shape | packets | file MB | analyze CPU s | CPU µs/packet | ×smallest | ×previous "
+        "| net µs/packet | wall s | peak RSS MiB | RSS / file | JSON MB | tshark wall s | tshark CPU s "
+        "| tshark CPU / analyze CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    fb = best(STARTUP)
+    fixed = float(fb["cpu"]) if fb else 0.0  # type: ignore[arg-type]
+    lines[2] = lines[2].replace("{fixed}", f"{fixed:.2f} s CPU" if fb else "not measured")
+    notes: list[str] = []
+    for s in shapes:
+        per: dict[int, float] = {}
+        for n in sizes:
+            e = db.get(f"{s}-{n}")
+            b = best(f"{s}-{n}")
+            if e is None or b is None:
+                continue
+            pk, size = int(e["packets"]), int(e["bytes"])  # type: ignore[call-overload]
+            cpu = float(b["cpu"])  # type: ignore[arg-type]
+            us = cpu / pk * 1e6
+            prev = [per[m] for m in sorted(per)]
+            per[n] = us
+            nus = (cpu - fixed) / pk * 1e6
+            rss = int(b["rss_kb"]) * 1024  # type: ignore[call-overload]
+            ts = e.get("tshark")
+            tw = tc = tr = "—"
+            if isinstance(ts, dict):
+                tw, tc = f"{ts['wall']:.1f}", f"{ts['cpu']:.1f}"
+                tr = f"{ts['cpu'] / cpu:.1f}×"
+            if b.get("sharded"):
+                notes.append(f"{s} {n:,}: analysed as flow-hash shards (memory budget)")
+            lines.append(
+                f"| {s} | {pk:,} | {size / 1e6:,.0f} | {cpu:.2f} | {us:.1f} | "
+                + (f"{us / prev[0]:.2f}" if prev else "—")
+                + " | "
+                + (f"{us / prev[-1]:.2f}" if prev else "—")
+                + f" | {nus:.1f} | {float(b['wall']):.1f} | {rss / 2**20:,.0f} | {rss / size:.2f} | "  # type: ignore[arg-type]
+                f"{int(b['json_bytes']) / 1e6:.1f} | {tw} | {tc} | {tr} |"  # type: ignore[call-overload]
+            )
+    states = sorted(
+        {str(r["pcapkit"]) for e in db.values() for r in e.get("analyze", [])}  # type: ignore[attr-defined]
+    )
+    lines += ["", "pcapkit: " + "; ".join(states) + "."] + [f"- {x}" for x in notes]
+    lines.append(LIN_END)
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

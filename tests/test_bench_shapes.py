@@ -82,3 +82,57 @@ def test_quic_shape(tmp_path: Path) -> None:
         assert len(rows) == man["packets"]
         assert len({r[0] for r in rows}) == man["connections"]
         assert all(r[1] in ("0", "1") for r in rows)  # tshark dissects every one as QUIC
+
+
+def _shapes_module():  # benchmarks/shapes.py (and the run.py it imports)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import shapes
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return shapes
+
+
+def test_linearity_table() -> None:
+    """The linearity table: best CPU of the runs, µs/packet and its ratio to the smallest
+    and to the previous size, RSS per file byte, tshark's CPU over analyze's."""
+    shapes = _shapes_module()
+
+    def run(cpu: float, rss_mib: int, sharded: bool = False) -> dict:
+        return dict(
+            cpu=cpu,
+            wall=cpu * 3,
+            rss_kb=rss_mib * 1024,
+            json_bytes=2_000_000,
+            sharded=sharded,
+            pcapkit="commit x",
+        )
+
+    db = {
+        "sse-100000": dict(
+            packets=100_000, bytes=50_000_000, analyze=[run(2.5, 300), run(2.0, 310)]
+        ),
+        "sse-1000000": dict(packets=1_000_000, bytes=500_000_000, analyze=[run(25.0, 2000)]),
+        "sse-5000000": dict(
+            packets=5_000_000,
+            bytes=2_500_000_000,
+            analyze=[run(150.0, 10_000, sharded=True)],
+            tshark=dict(cpu=300.0, wall=400.0),
+        ),
+        "bulk-100000": dict(packets=100_000, bytes=100_000_000, analyze=[]),
+        shapes.STARTUP: dict(analyze=[run(0.6, 100), run(0.5, 100)]),
+    }
+    text = shapes.linearity_table(db, ["bulk", "sse"], [100_000, 1_000_000, 5_000_000])
+    rows = [ln for ln in text.splitlines() if ln.startswith("| sse")]
+    assert len(rows) == 3 and not any(ln.startswith("| bulk") for ln in text.splitlines())
+    c = [[x.strip() for x in r.strip("|").split("|")] for r in rows]
+    # best of the two 100k runs: 2.0 s → 20.0 µs/packet; RSS/file of that run (310 MiB)
+    assert c[0][3:7] == ["2.00", "20.0", "—", "—"] and c[0][10] == "6.50"
+    assert c[1][4:7] == ["25.0", "1.25", "1.25"]
+    assert c[2][4:7] == ["30.0", "1.50", "1.20"]
+    # without the fixed cost (best start-up run: 0.5 s): 15.0, 24.5 and 29.9 µs/packet
+    assert [r[7] for r in c] == ["15.0", "24.5", "29.9"]
+    assert c[2][12:] == ["400.0", "300.0", "2.0×"]
+    assert "0.50 s CPU" in text
+    assert "sse 5,000,000: analysed as flow-hash shards" in text
+    assert text.startswith(shapes.LIN_BEGIN) and text.rstrip().endswith(shapes.LIN_END)
