@@ -1,7 +1,7 @@
 """Run independent chunks of columnar work on a few threads (DESIGN.md §3).
 
-The packet decode (chunks of frames) and the TCP analysis (batches of whole flows)
-are independent pieces of numpy work; numpy releases the GIL inside its loops, so
+The packet decode (chunks of frames), the TCP analysis (batches of whole flows) and
+the records' alignment (slices of directions) are independent pieces of numpy work; numpy releases the GIL inside its loops, so
 two threads over two chunks use two cores with no copying and no pickling.
 Results come back in input order, so the output never depends on how many
 threads ran.
@@ -12,9 +12,13 @@ imported (:mod:`pcapkit.io.prefetch`, started by the CLI once the capture is nam
 and by the first ``pcapkit.open``), so it runs on the other core during the
 imports; without a prefetch the reader forks the walk's second half right after
 the file is mapped (``pcapkit.io.reader._split_walk``).
-The TLS header walk stays in one process: forked out, it took 0.30 s on two
-processes as on one on the 1M-packet benchmark (fork 22 ms, the child's exit with
-a copy of a 1.4 GB address space, and page faults in both).
+On a big capture, half of the detectors run in a forked child while the analysis
+process runs the others (:class:`ForkedCall`, from
+:func:`pcapkit.detect.run_detectors`): they are Python-heavy, and two threads of them
+took longer than one (the GIL: sse-1M 4.6-4.9 s against 3.9-4.1 s).  The TLS header
+walk stays in one process: forked out, it took 0.30 s on two processes as on one on
+the 1M-packet benchmark (fork 22 ms, the child's exit with a copy of a 1.4 GB address
+space, and page faults in both).
 
 ``PCAPKIT_THREADS`` sets the number of threads (``1`` runs everything in the
 calling thread and process); the default is the number of usable cores, at most
@@ -61,3 +65,123 @@ def map_in_threads(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return [fn(x) for x in items]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pcapkit") as ex:
         return list(ex.map(fn, items))
+
+
+def forking_allowed() -> bool:
+    """Whether work may go to a forked child: Linux (where it is measured and tested; on
+    macOS not every system library is safe to use in a forked child), more than one
+    thread allowed (:func:`thread_count`) and a single Python thread in this process
+    (forking a multi-threaded process can deadlock)."""
+    import sys
+    import threading
+
+    return (
+        sys.platform.startswith("linux")
+        and hasattr(os, "fork")
+        and thread_count() >= 2
+        and threading.active_count() == 1
+    )
+
+
+# A child that has not finished and used no CPU for this long is taken for stuck (a lock
+# some thread of the parent held at the fork); its work is then done in the parent.
+STUCK_S = 20.0
+
+
+class ForkedCall:
+    """``fn()`` run in a forked child while this process goes on; :meth:`result` is its
+    return value (pickled back through a pipe), or None when the child failed, was
+    killed or stopped using CPU for :data:`STUCK_S` seconds without finishing (the caller
+    then does the work itself: what the child computes must never be needed for
+    correctness, only for time).
+
+    The child leaves with ``os._exit`` (no atexit handlers, no flush of buffers it
+    inherited) and with the cyclic GC off (a collection would touch, and copy, every
+    page of objects it shares with this process)."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        import gc
+
+        self._done = False
+        self._r, w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child
+            code = 1
+            try:
+                gc.disable()
+                os.close(self._r)
+                import pickle
+
+                data = memoryview(pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL))
+                while data:
+                    data = data[os.write(w, data) :]
+                code = 0
+            except BaseException:  # noqa: BLE001 - the parent does the work itself
+                pass
+            finally:
+                os._exit(code)
+        os.close(w)
+
+    def _cpu_ticks(self) -> int | None:
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])  # utime + stime
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def result(self) -> object | None:
+        """The child's return value, or None (see the class); waits for the child."""
+        if self._done:
+            return None
+        import pickle
+        import select
+        import signal
+        import time
+
+        self._done = True
+        parts: list[bytes] = []
+        try:
+            ticks, since = self._cpu_ticks(), time.monotonic()
+            while True:
+                ready, _, _ = select.select([self._r], [], [], 1.0)
+                if ready:
+                    b = os.read(self._r, 1 << 20)
+                    if not b:
+                        break
+                    parts.append(b)
+                    since = time.monotonic()
+                    continue
+                now = self._cpu_ticks()
+                if now != ticks:
+                    ticks, since = now, time.monotonic()
+                elif time.monotonic() - since > STUCK_S:
+                    os.kill(self.pid, signal.SIGKILL)
+                    return None
+            _, status = os.waitpid(self.pid, 0)
+            self.pid = 0
+            if os.waitstatus_to_exitcode(status) != 0:
+                return None
+            try:
+                got: object = pickle.loads(b"".join(parts))
+                return got
+            except Exception:  # noqa: BLE001 - a torn message: the parent does the work
+                return None
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Kill the child if it still runs and reap it."""
+        self._done = True
+        if self._r >= 0:
+            os.close(self._r)
+            self._r = -1
+        if self.pid:
+            import signal
+
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            self.pid = 0

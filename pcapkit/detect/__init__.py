@@ -10,6 +10,7 @@ lists and the run order.  Detection never parses bytes.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,6 +61,99 @@ def with_evidence(display_filter: str, frames: list[int]) -> str:
     return f"({display_filter}) || {ff}"
 
 
+# Detectors run in a forked child on a big capture while this process runs the others
+# (pcapkit._parallel.ForkedCall), after the memos both halves read are built
+# (tcp_model.warm_shared): about half of the detectors' CPU after that, measured at 1M
+# packets one detector at a time (sse: 1.95 of 3.86 s; h2: 0.98 of 1.71 s), closed under
+# the kinds they read (hol reads rto's, delivery hol's); a detector that reads their
+# kinds (http) waits for the child.
+SIDE = ("delayed_ack", "rto", "hol", "delivery", "ssr")
+# with fewer TCP segments than this, the fork and the pickling cost more than they save
+SIDE_MIN_SEGMENTS = 100_000
+
+# a detector's results: its findings, or the internal_error row of its exception
+_Result = tuple[list[Finding], dict[str, Any] | None]
+
+
+def _read_kinds(det: Any) -> frozenset[str]:
+    """The kinds a detector reads from earlier detectors' findings (``holding``: every
+    kind that holds bytes)."""
+    out: set[str] = set()
+    for r in det.spec.reads:
+        out |= HOLDING_KINDS if r == "holding" else {r}
+    return frozenset(out)
+
+
+def _run_one(det: Any, ctx: DetectContext, kwargs: Mapping[str, Any], isolated: bool) -> _Result:
+    """One detector's findings (checked, display filters widened), or with ``isolated``
+    its exception as an internal_error row."""
+    try:
+        found = det.detect(ctx, **kwargs.get(det.name, {}))
+        for f in found:
+            if f.kind not in det.spec.kind_names:
+                raise TypeError(f"detector {det.name} emitted {f.kind!r}, not one of its kinds")
+            if not (
+                INT64_MIN <= f.t_start_ns <= INT64_MAX and INT64_MIN <= f.t_end_ns <= INT64_MAX
+            ):
+                # the findings table holds int64 nanoseconds: a time past them is the
+                # detector's arithmetic gone wrong on this capture, not a finding
+                raise OverflowError(
+                    f"detector {det.name} emitted {f.kind!r} with t_start_ns="
+                    f"{f.t_start_ns}, t_end_ns={f.t_end_ns} outside int64"
+                )
+            f.display_filter = with_evidence(f.display_filter, f.frames)
+    except Exception as exc:  # noqa: BLE001 - one detector's bug, not the capture's
+        if not isolated:
+            raise
+        return [], isolate("detect", exc, what=f"detector {det.name}")
+    return found, None
+
+
+def _run_in_order(
+    dets: list[Any],
+    ctx: DetectContext,
+    kwargs: Mapping[str, Any],
+    results: dict[str, _Result],
+    only: set[str] | None,
+    isolated: bool,
+    wait: Any = None,
+) -> None:
+    """Run ``dets`` in order into ``results``, each seeing in ``ctx.prior`` the findings
+    of the kinds it reads (worst first) of the detectors before it.  ``wait(det)`` is
+    called before a detector that reads kinds (it brings in what a child found)."""
+    for det in dets:
+        kinds = _read_kinds(det)
+        if kinds and wait is not None:
+            wait(det)
+        prior = [
+            f
+            for found, _ in results.values()
+            for f in found
+            if f.kind in kinds and (only is None or f.kind in only)
+        ]
+        ctx.prior = sorted(prior, key=finding_order)
+        results[det.name] = _run_one(det, ctx, kwargs, isolated)
+    ctx.prior = []
+
+
+def _side(dets: list[Any], ctx: DetectContext, isolated: bool) -> list[Any]:
+    """The detectors of ``dets`` to run in a forked child (none on a small capture, when
+    forking is not allowed, or when a detector's exception must propagate), with every
+    detector whose kinds they read."""
+    from .._parallel import forking_allowed
+
+    if not isolated or len(ctx.segments) < SIDE_MIN_SEGMENTS or not forking_allowed():
+        return []
+    names = {d.name for d in dets if d.name in SIDE}
+    grew = True
+    while grew:  # close over the kinds read
+        wanted = set().union(*(_read_kinds(d) for d in dets if d.name in names))
+        more = {d.name for d in dets if set(d.spec.kind_names) & wanted} - names
+        names |= more
+        grew = bool(more)
+    return [d for d in dets if d.name in names]
+
+
 def run_detectors(
     ctx: DetectContext,
     only: set[str] | None = None,
@@ -73,44 +167,80 @@ def run_detectors(
     ``errors`` list, a detector that raises loses its findings and adds an
     ``internal_error`` row there (:func:`pcapkit.anomalies.isolate`); the detectors after
     it run (those that read its kinds see none).  Without it the exception propagates.
+
+    A detector sees in ``ctx.prior`` only the findings of the kinds its spec ``reads``.
+    With an ``errors`` list, on a capture of at least :data:`SIDE_MIN_SEGMENTS` TCP
+    segments, the detectors of :data:`SIDE` run in a forked child process while this one
+    runs the others (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all
+    here); the findings are the same either way.
     """
+    from .._parallel import ForkedCall
+
     kwargs = resolve_thresholds(settings)
     ctx.set_coupling(Coupling(**kwargs.pop("tcp", {})))
-    out: list[Finding] = []
-    # each finding's finding_order key, computed once (findings are not changed after
-    # their detector returns): ``ctx.prior`` is re-sorted only when findings were added
-    keys: list[tuple[Any, ...]] = []
-    ranked: list[int] = []  # positions in ``out``, worst first
-    for det in DETECTORS:
-        if only is not None and not (set(det.spec.kind_names) & only):
-            continue
-        if len(ranked) != len(out):
-            keys.extend(finding_order(f) for f in out[len(keys) :])
-            ranked = sorted(range(len(out)), key=keys.__getitem__)
-        ctx.prior = [out[i] for i in ranked]  # = sorted(out, key=finding_order)
+    isolated = errors is not None
+    dets = [d for d in DETECTORS if only is None or set(d.spec.kind_names) & only]
+    side = _side(dets, ctx, isolated)
+    results: dict[str, _Result] = {}
+    child: ForkedCall | None = None
+    gc_was = gc.isenabled()
+    if side:
+        from .tcp_model import warm_shared
+
         try:
-            found = det.detect(ctx, **kwargs.get(det.name, {}))
-            for f in found:
-                if f.kind not in det.spec.kind_names:
-                    raise TypeError(f"detector {det.name} emitted {f.kind!r}, not one of its kinds")
-                if not (
-                    INT64_MIN <= f.t_start_ns <= INT64_MAX and INT64_MIN <= f.t_end_ns <= INT64_MAX
-                ):
-                    # the findings table holds int64 nanoseconds: a time past them is the
-                    # detector's arithmetic gone wrong on this capture, not a finding
-                    raise OverflowError(
-                        f"detector {det.name} emitted {f.kind!r} with t_start_ns="
-                        f"{f.t_start_ns}, t_end_ns={f.t_end_ns} outside int64"
-                    )
-                f.display_filter = with_evidence(f.display_filter, f.frames)
-        except Exception as exc:  # noqa: BLE001 - one detector's bug, not the capture's
-            if errors is None:
-                raise
-            errors.append(isolate("detect", exc, what=f"detector {det.name}"))
-            continue
+            warm_shared(ctx)  # built once, here, for both processes
+        except Exception:  # noqa: BLE001, S110 - the detectors that need it raise it, isolated
+            pass
+
+        def in_child() -> dict[str, _Result]:
+            got: dict[str, _Result] = {}
+            _run_in_order(side, ctx, kwargs, got, only, isolated)
+            return got
+
+        # no cyclic GC here until the child is joined: a collection would write to every
+        # page of objects this process shares with the child (each page then copied)
+        gc.disable()
+        try:
+            child = ForkedCall(in_child)
+        except OSError:
+            child = None  # no fork (memory, process limit): the side runs here, at the join
+    side_kinds = {k for d in side for k in d.spec.kind_names}
+    joined = False
+
+    def join() -> None:
+        """Take the child's results; what it did not bring (it failed) is run here."""
+        nonlocal child, joined
+        if joined:
+            return
+        joined = True
+        if child is not None:
+            got = child.result()
+            child = None
+            results.update(got if isinstance(got, dict) else {})
+        missing = [d for d in side if d.name not in results]
+        _run_in_order(missing, ctx, kwargs, results, only, isolated)
+
+    def wait(det: Any) -> None:
+        if _read_kinds(det) & side_kinds:
+            join()
+
+    try:
+        side_names = {d.name for d in side}
+        here = [d for d in dets if d.name not in side_names]
+        _run_in_order(here, ctx, kwargs, results, only, isolated, wait if side else None)
+        join()
+    finally:
+        if child is not None:
+            child.abandon()
+        if gc_was:
+            gc.enable()
+    out: list[Finding] = []
+    for det in dets:  # in run order: the errors as a serial run adds them
+        found, err = results[det.name]
+        if err is not None and errors is not None:
+            errors.append(err)
         out.extend(f for f in found if only is None or f.kind in only)
-    keys.extend(finding_order(f) for f in out[len(keys) :])
-    out = [out[i] for i in sorted(range(len(out)), key=keys.__getitem__)]
+    out.sort(key=finding_order)
     try:
         link_requests(out, ctx.requests)
     except Exception as exc:  # noqa: BLE001 - the findings stand without their join key

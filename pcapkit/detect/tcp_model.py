@@ -935,6 +935,17 @@ class DirView:
         return Release("write", None, None, prev, wait, 0)
 
 
+def warm_shared(ctx: DetectContext) -> None:
+    """Build the memos that most detectors read (every direction's view, every flow's
+    refined legs and the data → ACK pairs under them, the Y-packet groups): what two
+    processes running half the detectors each would otherwise both build
+    (:func:`pcapkit.detect.run_detectors` calls it before it forks)."""
+    for f in ctx.tcp_flows():
+        DirView.build(ctx, f, 0)  # the first builds every view (build_views)
+        refined_legs_ns(ctx, f)
+    y_groups(ctx)
+
+
 def build_views(ctx: DetectContext) -> int:
     """:meth:`DirView._build` of both directions of every TCP flow at once, into the memo
     (``("tcp_model.DirView", f, d)``): the per-segment and per-Y-packet columns are made

@@ -17,8 +17,6 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-import sys
-import threading
 from array import array
 from collections.abc import Callable
 from itertools import repeat
@@ -103,18 +101,10 @@ def child_walk(
 
 
 def forking_allowed() -> bool:
-    """Linux (where it is measured and tested; on macOS not every system library is safe
-    to use in a forked child), more than one thread allowed (``PCAPKIT_THREADS``, the
-    usable cores) and a single thread in this process (forking a multi-threaded
-    process can deadlock)."""
-    from .._parallel import thread_count
+    """:func:`pcapkit._parallel.forking_allowed`."""
+    from .._parallel import forking_allowed as allowed
 
-    return (
-        sys.platform.startswith("linux")
-        and hasattr(os, "fork")
-        and thread_count() >= 2
-        and threading.active_count() == 1
-    )
+    return allowed()
 
 
 def start(path: str | os.PathLike[str]) -> None:
