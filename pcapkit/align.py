@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import schema
+from ._parallel import map_in_threads
 from .net.streams import empty_index
 from .net.tcp import KINDS, DirectionIndex, group_cummax, group_last_index
 from .sessions.timing import Split, split_handshake
@@ -414,14 +415,22 @@ def records_table(
     data: dict[str, Any] = rc.data
     n = rc.n
     # aligned a slice of directions at a time (every value is per direction): the
-    # temporaries of align_all stay a few MB however many records the capture has
+    # temporaries of align_all stay a few MB however many records the capture has; the
+    # slices after the first on a few threads (numpy releases the GIL in its loops), each
+    # writing its own rows of the columns
     g_first = rc.group_start.tolist()
-    al: dict[str, np.ndarray] = {}
+    chunks: list[tuple[int, int]] = []
     g0 = 0
     while g0 < len(indexes):
         g1 = g0 + 1
         while g1 < len(indexes) and g_first[g1] - g_first[g0] < ALIGN_CHUNK:
             g1 += 1
+        chunks.append((g0, g1))
+        g0 = g1
+    al: dict[str, np.ndarray] = {}
+
+    def align_chunk(chunk: tuple[int, int]) -> None:
+        g0, g1 = chunk
         r0, r1 = g_first[g0], g_first[g1]
         rows = np.concatenate(seg_rows[g0:g1])
         seg_group = np.repeat(np.arange(g1 - g0), [r.shape[0] for r in seg_rows[g0:g1]])
@@ -437,12 +446,13 @@ def records_table(
             if c not in al:  # at the table's dtype (values fit: see the schema)
                 al[c] = np.empty(n, schema.dtype_of("records", c))
             al[c][r0:r1] = v
-        del part
-        g0 = g1
+
+    if chunks:
+        align_chunk(chunks[0])  # makes the columns
+        map_in_threads(align_chunk, chunks[1:])
     data.update(al)
     # header-walked records with bytes never captured are incomplete
     incomplete = data.pop("_bulk") & (al["missing_bytes"] > 0)
-    del al
     data["status"][incomplete] = statuses.index("incomplete")
     del incomplete
     data["dir"] = schema.categorical(data["dir"], schema.DIRS)

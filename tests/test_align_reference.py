@@ -92,3 +92,29 @@ def test_synthetic_as_the_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert (s2c.missing_bytes > 0).sum() >= 4
     assert s2c.psh_end.sum() > 100 and (~s2c.psh_end).sum() > 100
     assert new.equals(ref)
+
+
+@pytest.mark.parametrize("case", CASES[:3])
+def test_records_aligned_in_slices_on_threads(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """records_table aligns a slice of directions at a time, the slices after the first on
+    threads, each writing its rows: the table of slices of a few records on two threads =
+    the table of one slice."""
+    from pcapkit import _parallel
+
+    with pcapkit.open(FIXTURES / case) as t:
+        whole = t.records
+    calls: list[int] = []
+    real = _parallel.map_in_threads
+
+    def spy(fn: Any, items: Any) -> Any:
+        calls.append(len(items))
+        return real(fn, items)
+
+    monkeypatch.setenv(_parallel.ENV, "2")
+    monkeypatch.setattr(align, "ALIGN_CHUNK", 1)  # a slice per direction
+    monkeypatch.setattr(align, "map_in_threads", spy)
+    with pcapkit.open(FIXTURES / case) as t:
+        sliced = t.records
+    assert calls and calls[0] >= 1  # slices after the first went to the threads
+    assert sliced.equals(whole)
+    assert (sliced.dtypes == whole.dtypes).all()
