@@ -605,8 +605,9 @@ def _client_hello_and_finished(
     c2s = (recs["dir"] == "c2s").to_numpy(bool)
     outer = recs["outer_content_type"].to_numpy(np.int64)
     cand = np.nonzero(c2s & (outer == 22))[0]
-    hs = recs["handshake"].to_numpy(object)
-    ch_rows = [i for i in cand.tolist() if "ClientHello" in hs[i]]
+    # the handshake texts of the candidates only (not an object per record)
+    hs = recs["handshake"].take(cand).to_numpy(object)
+    ch_rows = [i for i, h in zip(cand.tolist(), hs.tolist(), strict=True) if "ClientHello" in h]
     if not ch_rows:
         return {}, {}
     ch_flow, first = np.unique(flow[ch_rows], return_index=True)
@@ -618,11 +619,19 @@ def _client_hello_and_finished(
     for f, v in versions.items():
         if f < tls13.shape[0]:
             tls13[f] = is_tls13_version(v)
-    epoch = recs["epoch"].to_numpy(object)
-    want = np.where(tls13[flow], "handshake", "application")
+    ep = recs["epoch"]
+    if isinstance(ep.dtype, pd.CategoricalDtype):
+        # compared as category codes (a text per record would be ~350 MB at 7.9 M records)
+        cats = list(ep.cat.categories)
+        code = {e: (cats.index(e) if e in cats else -2) for e in ("handshake", "application")}
+        in_epoch = ep.cat.codes.to_numpy() == np.where(
+            tls13[flow], code["handshake"], code["application"]
+        )
+    else:
+        in_epoch = ep.to_numpy(object) == np.where(tls13[flow], "handshake", "application")
     fin = (
         c2s
-        & (epoch == want)
+        & in_epoch
         & ~recs["early_data"].to_numpy(bool)
         & (recs["offset"].to_numpy(np.int64) > ch_off[flow])
     )
