@@ -7,8 +7,8 @@
 
 For each shape (``gen_capture.py --shape``: bulk, sse, h2, quic) and size, the capture
 is generated once into ``benchmarks/out/`` (deterministic, seed 1), then every tool
-runs in a fresh process, interleaved round after round over all the captures, and
-the best wall time of the rounds is kept (``run.py``'s method: ``posix_spawn`` +
+runs in a fresh process, interleaved round after round over all the captures (the
+tools' order turned by one each round), and the best wall time of the rounds is kept (``run.py``'s method: ``posix_spawn`` +
 ``wait4``, peak RSS from the child's ``ru_maxrss``):
 
 * ``analyze``: ``pcapkit analyze --format json <p> > /dev/null`` — every table, every
@@ -167,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
             with open(p, "rb") as f:  # page cache warm for every tool alike
                 while f.read(1 << 24):
                     pass
-            for tool, cmd in plan[(s, n)].items():
+            # the order turns by one each round: the first process after another
+            # capture's tools runs slower here (up to ~1 s at 1M packets, whichever tool
+            # it is), so no tool is always first
+            tools = list(plan[(s, n)].items())
+            k = rnd % len(tools)
+            for tool, cmd in tools[k:] + tools[:k]:
                 wall, rss, _out, code = run._popen_wait4(cmd, stdout_to_null=True)
                 if code == 0:
                     res[(s, n)][tool].append((wall, rss))
@@ -182,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         MARK_BEGIN,
         "## Traffic shapes: `pcapkit analyze --format json` against `tshark -T fields` (issue 16)\n",
         f"Synthetic captures from `gen_capture.py --shape` (seed 1; see the README). "
-        f"{a.reps} interleaved rounds over all captures, best wall time per tool, each in a "
+        f"{a.reps} interleaved rounds over all captures (the tools' order turned by one each "
+        "round), best wall time per tool, each in a "
         f"fresh process (start-up included). Measured "
         f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(t_start))}, load average "
         f"{load0[0]:.1f} before / {load1[0]:.1f} after (a shared 2-core machine). "
