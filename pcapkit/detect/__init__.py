@@ -68,8 +68,12 @@ def with_evidence(display_filter: str, frames: list[int]) -> str:
 # the kinds they read (hol reads rto's, delivery hol's); a detector that reads their
 # kinds (http) waits for the child.
 SIDE = ("delayed_ack", "rto", "hol", "delivery", "ssr")
-# with fewer TCP segments than this, the fork and the pickling cost more than they save
+# The fork pays on a capture of at least this many TCP segments and connections: the
+# detectors' own cost is mostly per connection (Python per direction), and with fewer the
+# fork's cost (page tables of the whole process, copy-on-write, the child's exit: +0.2-0.5 s
+# of system time at 1 GB) ate the gain (bulk-1M, 100 connections: 3.85 s against 3.64 s)
 SIDE_MIN_SEGMENTS = 100_000
+SIDE_MIN_CONNECTIONS = 200
 
 # a detector's results: its findings, or the internal_error row of its exception
 _Result = tuple[list[Finding], dict[str, Any] | None]
@@ -142,7 +146,12 @@ def _side(dets: list[Any], ctx: DetectContext, isolated: bool) -> list[Any]:
     detector whose kinds they read."""
     from .._parallel import forking_allowed
 
-    if not isolated or len(ctx.segments) < SIDE_MIN_SEGMENTS or not forking_allowed():
+    if (
+        not isolated
+        or len(ctx.segments) < SIDE_MIN_SEGMENTS
+        or len(ctx.tcp_flows()) < SIDE_MIN_CONNECTIONS
+        or not forking_allowed()
+    ):
         return []
     names = {d.name for d in dets if d.name in SIDE}
     grew = True
@@ -170,8 +179,8 @@ def run_detectors(
 
     A detector sees in ``ctx.prior`` only the findings of the kinds its spec ``reads``.
     With an ``errors`` list, on a capture of at least :data:`SIDE_MIN_SEGMENTS` TCP
-    segments, the detectors of :data:`SIDE` run in a forked child process while this one
-    runs the others (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all
+    segments and :data:`SIDE_MIN_CONNECTIONS` TCP connections, the detectors of
+    :data:`SIDE` run in a forked child process while this one runs the others (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all
     here); the findings are the same either way.
     """
     from .._parallel import ForkedCall

@@ -144,8 +144,9 @@ class DetectContext:
         self.quic_handshake = (
             schema.frame("quic_handshake", n=0) if quic_handshake is None else quic_handshake
         )
-        # findings of the detectors that ran before (run_detectors fills it), for the
-        # application-level detectors that attribute a symptom to a TCP/TLS cause
+        # findings of the detectors that ran before, of the kinds the running detector's
+        # spec reads (run_detectors fills it), for the application-level detectors that
+        # attribute a symptom to a TCP/TLS cause
         self.prior: list[Any] = []
         # the one "released by an ACK" window of the TCP model (run_detectors sets it
         # from the user's tcp.* thresholds)

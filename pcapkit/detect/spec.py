@@ -68,8 +68,9 @@ class DetectorSpec:
     """A detector module's declaration.
 
     ``reads`` names the finding kinds the detector reads from the findings of the
-    detectors that ran before it (``ctx.prior``); ``"holding"`` stands for every kind
-    that holds bytes.  The registry runs it after every detector that emits one.
+    detectors that ran before it (``ctx.prior``, which holds those kinds only);
+    ``"holding"`` stands for every kind that holds bytes.  The registry runs it after
+    every detector that emits one.
     """
 
     kinds: tuple[Kind, ...]

@@ -74,6 +74,7 @@ def _key(findings):
 
 def _run(t, monkeypatch, forked: bool):
     monkeypatch.setattr(detect, "SIDE_MIN_SEGMENTS", 0 if forked else 10**12)
+    monkeypatch.setattr(detect, "SIDE_MIN_CONNECTIONS", 0)
     ctx = t.detect_context
     ctx._memo.clear()
     errors: list[dict] = []
@@ -134,6 +135,9 @@ def test_side_is_closed_under_the_kinds_it_reads(monkeypatch, forks):
     class Big:
         segments = range(detect.SIDE_MIN_SEGMENTS)
 
+        def tcp_flows(self):
+            return list(range(detect.SIDE_MIN_CONNECTIONS))
+
     side = detect._side(list(detect.DETECTORS), Big(), isolated=True)
     names = {d.name for d in side}
     assert names >= set(detect.SIDE)
@@ -141,12 +145,18 @@ def test_side_is_closed_under_the_kinds_it_reads(monkeypatch, forks):
         for other in detect.DETECTORS:
             if set(other.spec.kind_names) & detect._read_kinds(d):
                 assert other.name in names, (d.name, other.name)
-    # not when a detector's exception must propagate, nor on a small capture
+    # not when a detector's exception must propagate, nor on a small capture, nor on
+    # one of a few connections
     assert detect._side(list(detect.DETECTORS), Big(), isolated=False) == []
 
-    class Small:
+    class Small(Big):
         segments = range(10)
 
+    class FewConnections(Big):
+        def tcp_flows(self):
+            return [1, 2]
+
+    assert detect._side(list(detect.DETECTORS), FewConnections(), isolated=True) == []
     assert detect._side(list(detect.DETECTORS), Small(), isolated=True) == []
 
 
