@@ -131,7 +131,7 @@ def _run_in_order(
             wait(det)
         prior = [
             f
-            for found, _ in results.values()
+            for found, _ in (results.values() if kinds else ())
             for f in found
             if f.kind in kinds and (only is None or f.kind in only)
         ]
@@ -180,8 +180,9 @@ def run_detectors(
     A detector sees in ``ctx.prior`` only the findings of the kinds its spec ``reads``.
     With an ``errors`` list, on a capture of at least :data:`SIDE_MIN_SEGMENTS` TCP
     segments and :data:`SIDE_MIN_CONNECTIONS` TCP connections, the detectors of
-    :data:`SIDE` run in a forked child process while this one runs the others (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all
-    here); the findings are the same either way.
+    :data:`SIDE` run in a forked child process while this one runs the others
+    (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all here); the
+    findings are the same either way.
     """
     from .._parallel import ForkedCall
 
