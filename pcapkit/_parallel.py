@@ -1,8 +1,9 @@
 """Run independent chunks of columnar work on a few threads (DESIGN.md §3).
 
 The packet decode (chunks of frames), the TCP analysis (batches of whole flows) and
-the records' alignment (slices of directions) are independent pieces of numpy work; numpy releases the GIL inside its loops, so
-two threads over two chunks use two cores with no copying and no pickling.
+the records' alignment (slices of directions) are independent pieces of numpy work;
+numpy releases the GIL inside its loops, so two threads over two chunks use two cores
+with no copying and no pickling.
 Results come back in input order, so the output never depends on how many
 threads ran.
 
@@ -83,6 +84,28 @@ def forking_allowed() -> bool:
     )
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (a pipe takes a part at a time)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def end_child(pid: int, fd: int) -> None:
+    """Close ``fd`` (the read end of the child's pipe), kill the child and reap it."""
+    import signal
+
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+
+
 # A child that has not finished and used no CPU for this long is taken for stuck (a lock
 # some thread of the parent held at the fork); its work is then done in the parent.
 STUCK_S = 20.0
@@ -112,9 +135,7 @@ class ForkedCall:
                 os.close(self._r)
                 import pickle
 
-                data = memoryview(pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL))
-                while data:
-                    data = data[os.write(w, data) :]
+                write_all(w, pickle.dumps(fn(), protocol=pickle.HIGHEST_PROTOCOL))
                 code = 0
             except BaseException:  # noqa: BLE001 - the parent does the work itself
                 pass
@@ -173,15 +194,8 @@ class ForkedCall:
     def abandon(self) -> None:
         """Kill the child if it still runs and reap it."""
         self._done = True
-        if self._r >= 0:
-            os.close(self._r)
-            self._r = -1
         if self.pid:
-            import signal
-
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except OSError:
-                pass
-            self.pid = 0
+            end_child(self.pid, self._r)
+        elif self._r >= 0:
+            os.close(self._r)
+        self._r, self.pid = -1, 0

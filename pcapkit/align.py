@@ -418,8 +418,8 @@ def records_table(
     n = rc.n
     # aligned a slice of directions at a time (every value is per direction): the
     # temporaries of align_all stay a few MB however many records the capture has; the
-    # slices after the first on a few threads (numpy releases the GIL in its loops), each
-    # writing its own rows of the columns
+    # slices on a few threads (numpy releases the GIL in its loops), each writing its own
+    # rows of the columns
     g_first = rc.group_start.tolist()
     chunks: list[tuple[int, int]] = []
     g0 = 0
@@ -429,7 +429,8 @@ def records_table(
             g1 += 1
         chunks.append((g0, g1))
         g0 = g1
-    al: dict[str, np.ndarray] = {}
+    # the columns at the table's dtypes (values fit: see the schema)
+    al = {c: np.empty(n, schema.dtype_of("records", c)) for c in ALIGN_COLUMNS}
 
     def align_chunk(chunk: tuple[int, int]) -> None:
         g0, g1 = chunk
@@ -445,13 +446,9 @@ def records_table(
             {k: seg[k][rows] for k in ALIGN_SEGMENT_COLUMNS},
         )
         for c, v in part.items():
-            if c not in al:  # at the table's dtype (values fit: see the schema)
-                al[c] = np.empty(n, schema.dtype_of("records", c))
             al[c][r0:r1] = v
 
-    if chunks:
-        align_chunk(chunks[0])  # makes the columns
-        map_in_threads(align_chunk, chunks[1:])
+    map_in_threads(align_chunk, chunks)
     data.update(al)
     # header-walked records with bytes never captured are incomplete
     incomplete = data.pop("_bulk") & (al["missing_bytes"] > 0)

@@ -27,6 +27,7 @@ from .registry import (
     INFORMATIONAL_KINDS,
     KINDS,
     ThresholdError,
+    read_kinds,
     resolve_thresholds,
     thresholds,
 )
@@ -79,15 +80,6 @@ SIDE_MIN_CONNECTIONS = 200
 _Result = tuple[list[Finding], dict[str, Any] | None]
 
 
-def _read_kinds(det: Any) -> frozenset[str]:
-    """The kinds a detector reads from earlier detectors' findings (``holding``: every
-    kind that holds bytes)."""
-    out: set[str] = set()
-    for r in det.spec.reads:
-        out |= HOLDING_KINDS if r == "holding" else {r}
-    return frozenset(out)
-
-
 def _run_one(det: Any, ctx: DetectContext, kwargs: Mapping[str, Any], isolated: bool) -> _Result:
     """One detector's findings (checked, display filters widened), or with ``isolated``
     its exception as an internal_error row."""
@@ -126,7 +118,7 @@ def _run_in_order(
     of the kinds it reads (worst first) of the detectors before it.  ``wait(det)`` is
     called before a detector that reads kinds (it brings in what a child found)."""
     for det in dets:
-        kinds = _read_kinds(det)
+        kinds = read_kinds(det)
         if kinds and wait is not None:
             wait(det)
         prior = [
@@ -156,7 +148,7 @@ def _side(dets: list[Any], ctx: DetectContext, isolated: bool) -> list[Any]:
     names = {d.name for d in dets if d.name in SIDE}
     grew = True
     while grew:  # close over the kinds read
-        wanted = set().union(*(_read_kinds(d) for d in dets if d.name in names))
+        wanted = set().union(*(read_kinds(d) for d in dets if d.name in names))
         more = {d.name for d in dets if set(d.spec.kind_names) & wanted} - names
         names |= more
         grew = bool(more)
@@ -231,7 +223,7 @@ def run_detectors(
         _run_in_order(missing, ctx, kwargs, results, only, isolated)
 
     def wait(det: Any) -> None:
-        if _read_kinds(det) & side_kinds:
+        if read_kinds(det) & side_kinds:
             join()
 
     try:

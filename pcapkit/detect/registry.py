@@ -22,6 +22,7 @@ import inspect
 import math
 import pkgutil
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from difflib import get_close_matches
 from types import ModuleType
@@ -91,15 +92,23 @@ def _discover() -> list[Detector]:
     return found
 
 
+def read_kinds(det: Detector, holding: AbstractSet[str] | None = None) -> frozenset[str]:
+    """The kinds ``det`` reads from earlier detectors' findings: its spec's ``reads``
+    with ``holding`` (default :data:`HOLDING_KINDS`) for every kind that holds bytes."""
+    held = HOLDING_KINDS if holding is None else holding
+    out: set[str] = set()
+    for r in det.spec.reads:
+        out |= held if r == HOLDING else {r}
+    return frozenset(out)
+
+
 def _order(dets: list[Detector]) -> list[Detector]:
     """Detectors by name, each moved after the detectors emitting a kind it reads."""
     holding = {k.name for d in dets for k in d.spec.kinds if k.holds}
     emits = {d.name: set(d.spec.kind_names) for d in dets}
     needs: dict[str, set[str]] = {}
     for d in dets:
-        wanted = set()
-        for r in d.spec.reads:
-            wanted |= holding if r == HOLDING else {r}
+        wanted = read_kinds(d, holding)
         needs[d.name] = {e.name for e in dets if e.name != d.name and emits[e.name] & wanted}
     out: list[Detector] = []
     done: set[str] = set()

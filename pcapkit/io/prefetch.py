@@ -9,7 +9,8 @@ takes its offsets (:func:`take`) instead of walking, when the file is still the 
 the child walked (same device, inode, size and modification time).  The child runs
 the serial walk itself from the first record, so its offsets are the serial walk's.
 
-This module imports nothing but the standard library (it runs before numpy is loaded).
+This module imports nothing but the standard library and :mod:`pcapkit._parallel` (which
+imports only the standard library): it runs before numpy is loaded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from array import array
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
+
+from .. import _parallel
 
 # magic bytes as they appear in the file -> (byte order, record header size); the
 # reader's PCAP_MAGICS, without the tick
@@ -92,19 +95,10 @@ def child_walk(
             if hi - hi % page > lo:  # the pages walked: not resident in the child
                 mm.madvise(mmap.MADV_DONTNEED, lo, hi - hi % page - lo)
         offs[0] = off
-        view = memoryview(offs.tobytes())
-        while view:
-            view = view[os.write(w, view) :]
+        _parallel.write_all(w, offs.tobytes())
         code = 0
     finally:
         os._exit(code)
-
-
-def forking_allowed() -> bool:
-    """:func:`pcapkit._parallel.forking_allowed`."""
-    from .._parallel import forking_allowed as allowed
-
-    return allowed()
 
 
 def start(path: str | os.PathLike[str]) -> None:
@@ -119,7 +113,7 @@ def start(path: str | os.PathLike[str]) -> None:
             if not stat.S_ISREG(st.st_mode) or st.st_size < PREFETCH_MIN_BYTES:
                 return
             fmt = RECORD_HEADERS.get(f.read(4))
-            if fmt is None or not forking_allowed():
+            if fmt is None or not _parallel.forking_allowed():
                 return
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError, TypeError):
@@ -144,7 +138,7 @@ def start(path: str | os.PathLike[str]) -> None:
         _pending[file_key(st)] = walks
     else:
         for pid, fd, _ in walks:
-            abandon(pid, fd)
+            _parallel.end_child(pid, fd)
 
 
 # Where the second child starts, as a fraction of the file: the reader joins the first
@@ -207,20 +201,11 @@ def take(key: Key) -> list[tuple[int, int, int]] | None:
     return got
 
 
-def abandon(pid: int, fd: int) -> None:
-    try:
-        os.close(fd)
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
-
-
 def abandon_all() -> None:
     while _pending:
         _, walks = _pending.popitem()
         for pid, fd, _start in walks:
-            abandon(pid, fd)
+            _parallel.end_child(pid, fd)
 
 
 __all__ = ["RECORD_HEADERS", "abandon_all", "child_walk", "start", "take", "walk"]

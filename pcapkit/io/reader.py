@@ -41,6 +41,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from .. import _parallel
 from ..errors import CaptureTooBroken, NotACapture
 from ..limits import Limits
 from . import prefetch
@@ -583,7 +584,7 @@ class _SplitWalk:
 
     def abandon(self) -> None:
         if self.pid:
-            prefetch.abandon(self.pid, self.fd)
+            _parallel.end_child(self.pid, self.fd)
             self.pid = 0
 
 
@@ -605,7 +606,7 @@ def _split_walk(mm: Any, order: str, rec_hdr: int) -> _SplitWalk | None:
     a single thread (forking a multi-threaded process can deadlock).
     """
     n = len(mm)
-    if n < SPLIT_MIN_BYTES or not prefetch.forking_allowed():
+    if n < SPLIT_MIN_BYTES or not _parallel.forking_allowed():
         return None
     start = prefetch.sync_point(mm, int(n * SPLIT_AT), order, rec_hdr)
     if start is None:

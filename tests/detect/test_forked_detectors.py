@@ -12,7 +12,7 @@ import pytest
 
 import pcapkit
 from pcapkit import _parallel, detect
-from pcapkit.detect import hol
+from pcapkit.detect import hol, registry
 
 FIX = Path(__file__).resolve().parents[2] / "fixtures"
 # captures with findings of the side's kinds (hol, delayed_ack, rto, ssr …) and of the
@@ -145,7 +145,7 @@ def test_side_is_closed_under_the_kinds_it_reads(monkeypatch, forks):
     assert names >= set(detect.SIDE)
     for d in side:
         for other in detect.DETECTORS:
-            if set(other.spec.kind_names) & detect._read_kinds(d):
+            if set(other.spec.kind_names) & registry.read_kinds(d):
                 assert other.name in names, (d.name, other.name)
     # not when a detector's exception must propagate, nor on a small capture, nor on
     # one of a few connections

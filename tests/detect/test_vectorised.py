@@ -589,7 +589,7 @@ def test_frames_and_prior_order(traces, monkeypatch):
         so_far = []
         for det in registry.DETECTORS:
             orig = det.module.detect
-            kinds = detect._read_kinds(det)
+            kinds = registry.read_kinds(det)
 
             def spy(c, *a, _orig=orig, so_far=so_far, _kinds=kinds, **kw):
                 read = [f for f in so_far if f.kind in _kinds]
