@@ -309,6 +309,12 @@ def _sorted_runs(f: np.ndarray, d: np.ndarray, u: np.ndarray) -> np.ndarray | No
     return np.flatnonzero(np.r_[True, ~same_fd | (u[1:] != u[:-1])])
 
 
+# records per pass of alignment_kpis_by_flow over a table sorted by flow (whole flows;
+# the passes' temporaries stay in cache: 0.67 s for 7.9 M records in one pass, 0.22 s
+# in passes of 1 << 16)
+KPI_SLICE = 1 << 16
+
+
 def alignment_kpis_by_flow(
     flow: np.ndarray,
     direction: np.ndarray,
@@ -320,8 +326,36 @@ def alignment_kpis_by_flow(
 
     Per flow, application-data records (content type 23) are measured when the
     flow has any, else all its records — the same choice ``Trace.tls`` documents.
-    Vectorised: a capture with a million records costs a few ``np.unique`` calls.
+    Vectorised: a capture with a million records costs a few ``np.unique`` calls, made
+    on ``KPI_SLICE`` records of whole flows at a time when the table is sorted by flow
+    (as a records table is; every value is per flow).
     """
+    n = flow.shape[0]
+    if n <= KPI_SLICE or not bool((flow[1:] >= flow[:-1]).all()):
+        return _alignment_kpis(flow, direction, content_type, psh_end, push_unit)
+    out: dict[int, dict[str, Any]] = {}
+    a = 0
+    while a < n:
+        b = min(a + KPI_SLICE, n)
+        if b < n:  # on to the end of the last flow begun
+            b = int(np.searchsorted(flow, flow[b - 1], side="right"))
+        out.update(
+            _alignment_kpis(
+                flow[a:b], direction[a:b], content_type[a:b], psh_end[a:b], push_unit[a:b]
+            )
+        )
+        a = b
+    return out
+
+
+def _alignment_kpis(
+    flow: np.ndarray,
+    direction: np.ndarray,
+    content_type: np.ndarray,
+    psh_end: np.ndarray,
+    push_unit: np.ndarray,
+) -> dict[int, dict[str, Any]]:
+    """:func:`alignment_kpis_by_flow` in one pass."""
     if flow.shape[0] == 0:
         return {}
     if bool((flow[1:] >= flow[:-1]).all()):  # a records table is sorted by flow: no sort

@@ -118,3 +118,26 @@ def test_records_aligned_in_slices_on_threads(case: str, monkeypatch: pytest.Mon
     assert calls and calls[0] >= 2  # the slices, one per direction, went to the threads
     assert sliced.equals(whole)
     assert (sliced.dtypes == whole.dtypes).all()
+
+
+@pytest.mark.parametrize(
+    "name", ["connection_pool_queueing/client.pcapng", "tls_resumed/client.pcapng"]
+)
+def test_alignment_kpis_in_slices_equal_one_pass(name, monkeypatch):
+    """alignment_kpis_by_flow cuts a flow-sorted records table into passes of whole
+    flows (KPI_SLICE records); with passes of a few records the KPIs are those of one
+    pass over the table (real lab captures)."""
+    with pcapkit.open(FIXTURES / name) as t:
+        r = t.records
+    cols = (
+        r["flow"].to_numpy(np.int64),
+        r["dir"].cat.codes.to_numpy(),
+        r["content_type"].to_numpy(np.int16),
+        r["psh_end"].to_numpy(bool),
+        r["push_unit"].to_numpy(),
+    )
+    whole = align._alignment_kpis(*cols)
+    monkeypatch.setattr(align, "KPI_SLICE", 3)
+    assert align.alignment_kpis_by_flow(*cols) == whole
+    assert list(align.alignment_kpis_by_flow(*cols)) == list(whole)
+    assert len(whole) >= 2 and all(k["records"] > 0 for k in whole.values())

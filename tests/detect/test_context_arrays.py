@@ -48,3 +48,36 @@ def test_shared_views_are_built_once():
     v = DirView.build(ctx, f, 1)
     assert v is not None and DirView.build(ctx, f, 1) is v
     assert timeline(ctx, f) is timeline(ctx, f)
+
+
+def test_keys_if_sorted_equals_the_whole_column_check():
+    """Synthetic arrays (not traffic): the sliced order check and keys of
+    ``_keys_if_sorted`` against the whole-column formula it replaced, across slice
+    boundaries, unsorted rows and keys beyond int32."""
+    from pcapkit.detect import context
+
+    rng = np.random.default_rng(7)
+    cases = 0
+    for trial in range(120):
+        n = int(rng.integers(1, 3 * context._KEY_SLICE if trial < 6 else 300))
+        f = np.sort(rng.integers(0, 40, n))
+        d = rng.integers(0, 2, n).astype(np.int8)
+        off = rng.integers(0, 1000, n)
+        o = np.lexsort((off, d, f))
+        f, d, off = f[o], d[o], off[o]
+        if trial % 3 == 1 and n > 2:  # one swap: out of order (or, rarely, still sorted)
+            i, j = (int(x) for x in rng.integers(0, n, 2))
+            off[i], off[j] = off[j], off[i]
+        if trial % 5 == 2:
+            f = f + 2**31  # keys need int64
+        key = f * 2 + d.astype(np.int64)
+        ordered = bool(
+            ((key[1:] > key[:-1]) | ((key[1:] == key[:-1]) & (off[1:] >= off[:-1]))).all()
+        )
+        got = context._keys_if_sorted(f, d, off)
+        assert (got is not None) == ordered, trial
+        if got is not None:
+            assert np.array_equal(got, key)
+            assert got.dtype == (np.int64 if trial % 5 == 2 else np.int32)
+            cases += 1
+    assert cases > 60
