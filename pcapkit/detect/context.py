@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..align import dir_keys_if_sorted
 from ..net.decode import ACK, FIN, PSH, RST, SYN
 from ..net.tcp import KINDS
 from .constants import Coupling
@@ -109,32 +110,6 @@ def _span(keys: np.ndarray, f: int, d: int) -> slice:
     )
 
 
-# rows per slice of _keys_if_sorted: its temporaries stay in the CPU's cache (whole-column
-# passes cost 0.22 s at 7.9 M records, slices of 1 << 16 rows 0.02 s)
-_KEY_SLICE = 1 << 16
-
-
-def _keys_if_sorted(flow: np.ndarray, d: np.ndarray, off: np.ndarray) -> np.ndarray | None:
-    """The direction key ``flow * 2 + dir`` of every row — int32 when every key fits
-    (half the memory: 30 MiB at 7.9 M records), else int64 — when the rows are in
-    (flow, dir, offset) order; None when they are not."""
-    n = flow.shape[0]
-    if not n:
-        return np.zeros(0, np.int64)
-    lo, hi = int(flow.min()), int(flow.max())
-    fits = _I32.min <= 2 * lo and 2 * hi + 1 <= _I32.max
-    out = np.empty(n, np.int32 if fits else np.int64)
-    for a in range(0, n, _KEY_SLICE):
-        b = min(a + _KEY_SLICE, n)
-        a0 = max(a - 1, 0)  # the row before the slice: its order with the first
-        k = flow[a0:b] * 2 + d[a0:b]
-        dk = k[1:] - k[:-1]
-        if bool((dk < 0).any()) or bool(((dk == 0) & (off[a0 + 1 : b] < off[a0 : b - 1])).any()):
-            return None
-        out[a:b] = k[a - a0 :]
-    return out
-
-
 class DetectContext:
     """Tables of one trace, plus per-flow arrays for the detectors."""
 
@@ -218,7 +193,7 @@ class DetectContext:
             rf = records["flow"].to_numpy(np.int64)
             rd = records["dir"].cat.codes.to_numpy()
             ro_off = records["offset"].to_numpy(np.int64)
-            key = _keys_if_sorted(rf, rd, ro_off)
+            key = dir_keys_if_sorted(rf, rd, ro_off)
             if key is not None:
                 # already in (flow, dir, offset) order, as Trace.records is: the stable
                 # sort would be the identity (no copy of the table)

@@ -244,16 +244,25 @@ def _record_lookup(recs: Any) -> Callable[[int, str], tuple[np.ndarray, np.ndarr
     if recs.empty:
         z = np.zeros(0, np.int64)
         return lambda f, d: (z, z, z)
+    from ..align import dir_keys_if_sorted
+
     flow = recs["flow"].to_numpy(np.int64)
-    d = recs["dir"].cat.codes.to_numpy(np.int64)
-    key = flow * 2 + d
+    d = recs["dir"].cat.codes.to_numpy()
     off = recs["offset"].to_numpy(np.int64)
+    key = dir_keys_if_sorted(flow, d, off)
     fr = recs["last_frame"].to_numpy(np.int64)
     ts = recs["last_ts_ns"].to_numpy(np.int64)
+    if key is None:  # not in (flow, dir, offset) order, as Trace.records is: sorted here
+        order = np.lexsort((off, d, flow))
+        key, off, fr, ts = (flow * 2 + d)[order], off[order], fr[order], ts[order]
+    top = np.iinfo(key.dtype).max
 
     def look(f: int, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k = f * 2 + (0 if name == "c2s" else 1)
-        lo, hi = np.searchsorted(key, [k, k + 1])
+        if not 0 <= k < top:
+            return off[:0], fr[:0], ts[:0]
+        # searched in the keys' own dtype (int64 values would make numpy copy the keys)
+        lo, hi = np.searchsorted(key, np.array([k, k + 1], key.dtype))
         return off[lo:hi], fr[lo:hi], ts[lo:hi]
 
     return look
