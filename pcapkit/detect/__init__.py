@@ -72,9 +72,11 @@ SIDE = ("delayed_ack", "rto", "hol", "delivery", "ssr")
 # The fork pays on a capture of at least this many TCP segments and connections: the
 # detectors' own cost is mostly per connection (Python per direction), and with fewer the
 # fork's cost (page tables of the whole process, copy-on-write, the child's exit: +0.2-0.5 s
-# of system time at 1 GB) ate the gain (bulk-1M, 100 connections: 3.85 s against 3.64 s)
+# of system time at 1 GB) eats the gain.  Measured (analyze --format json, 3 rounds):
+# h2-200k, 133 connections, 124k segments: 1.15-1.17 s → 1.09-1.11 s with the fork;
+# bulk-200k, 79 connections, 130k segments: 0.93-1.05 s → 0.92-0.94 s, no gain to speak of
 SIDE_MIN_SEGMENTS = 100_000
-SIDE_MIN_CONNECTIONS = 200
+SIDE_MIN_CONNECTIONS = 100
 
 # a detector's results: its findings, or the internal_error row of its exception
 _Result = tuple[list[Finding], dict[str, Any] | None]
