@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import __version__
+from ._pages import no_numpy_hugepages
 from .errors import PcapkitError
 from .report.names import JSON_KEYS
 from .report.names import METRICS as DIFF_METRIC_TABLE
@@ -1652,27 +1653,6 @@ def _arrow_system_allocator() -> None:
     os.environ["ARROW_DEFAULT_MEMORY_POOL"] = "system"
 
 
-def _no_numpy_hugepages() -> None:
-    """numpy asks Linux for transparent huge pages (``madvise(MADV_HUGEPAGE)``) for every
-    array of 4 MB or more; the kernel then clears 2 MB at each first touch, and the record
-    walk makes and drops many such temporaries.  Measured at sse-1M (THP in madvise mode):
-    the records phase 2.6–3.5 s → 2.1 s (system time 1.2–2.3 s → 0.6 s); the detectors'
-    fork then copies more page tables (+0.5 s), so ``analyze --format json`` gains less:
-    7.6–8.7 s → 7.4–8.5 s, sse-200k 1.77–1.83 → 1.66–1.73 s; the other shapes are within
-    their spread, with fewer slow outliers.  The command line turns it off, for its worker
-    processes too (through the environment numpy reads), unless ``NUMPY_MADVISE_HUGEPAGE``
-    is set; the library leaves that to its caller."""
-    if "NUMPY_MADVISE_HUGEPAGE" in os.environ:
-        return
-    os.environ["NUMPY_MADVISE_HUGEPAGE"] = "0"  # read by numpy when it is imported
-    np = sys.modules.get("numpy")
-    if np is not None:  # already loaded (an embedding program): set it now
-        core = getattr(np, "_core", None) or getattr(np, "core", None)
-        setter = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
-        if setter is not None:
-            setter(False)
-
-
 # glibc's mallopt parameter for the number of malloc arenas (malloc.h)
 _M_ARENA_MAX = -8
 
@@ -1708,7 +1688,7 @@ def main() -> None:
     gc.disable()  # until the command's imports are done (_freeze_imports, _Cli.get_command)
     _arrow_system_allocator()
     _one_malloc_arena()
-    _no_numpy_hugepages()
+    no_numpy_hugepages()  # (pcapkit._pages: measured there)
     try:
         cli.main(standalone_mode=True)
     except KeyboardInterrupt:

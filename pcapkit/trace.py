@@ -294,15 +294,22 @@ class Trace:
 
     @cached_property
     def _tls(self) -> list[Any]:
+        from ._pages import small_pages
         from .sessions.tls import run_tls
 
         net = self._net
         self._report("tls", 0.0)
         keys = self._keys
         tcp_flows = self._in_detail(np.nonzero(net.flows.proto == PROTO_TCP)[0].tolist())
-        out = run_tls(
-            self.raw.buf, tcp_flows, net.tcp.index, keys, errors=self._errors, limits=self.limits
-        )
+        with small_pages():  # (measured in pcapkit._pages)
+            out = run_tls(
+                self.raw.buf,
+                tcp_flows,
+                net.tcp.index,
+                keys,
+                errors=self._errors,
+                limits=self.limits,
+            )
         self.raw.release()  # the record walk touched every header's page
         self._report("tls", 1.0)
         return out
@@ -316,10 +323,12 @@ class Trace:
     def records(self) -> pd.DataFrame:
         """One row per TLS record, aligned with TCP frames and PSH; see
         ``schema.describe("records")``."""
+        from ._pages import small_pages
         from .align import records_table
 
         net = self._net
-        return records_table(self._tls, net.tcp.index, net.tcp.segments, net.flows.count)
+        with small_pages():  # the record walk's temporaries (measured in pcapkit._pages)
+            return records_table(self._tls, net.tcp.index, net.tcp.segments, net.flows.count)
 
     @cached_property
     def tls(self) -> pd.DataFrame:

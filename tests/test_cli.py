@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -350,31 +348,3 @@ def test_each_command_lists_only_the_exit_codes_it_returns():
         assert "--fail-on" not in out and "3 a finding" not in out, cmd
     out = " ".join(run("analyze", "--help").output.split())
     assert "3 a finding matched --fail-on" in out
-
-
-def _numpy_hugepages(state: bool | None = None) -> bool:
-    """numpy's madvise-hugepage switch (read, or set when ``state`` is given)."""
-    setter = np._core.multiarray._set_madvise_hugepage
-    prev = setter(True if state is None else state)
-    if state is None:
-        setter(prev)
-    return bool(prev)
-
-
-def test_cli_turns_numpy_hugepages_off_unless_the_environment_says(monkeypatch):
-    from pcapkit import cli as cli_mod
-
-    before = _numpy_hugepages()
-    try:
-        _numpy_hugepages(True)
-        monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
-        cli_mod._no_numpy_hugepages()
-        assert os.environ["NUMPY_MADVISE_HUGEPAGE"] == "0"  # for worker processes
-        assert _numpy_hugepages() is False  # numpy already loaded: set now
-        _numpy_hugepages(True)
-        monkeypatch.setenv("NUMPY_MADVISE_HUGEPAGE", "1")  # the user's word stands
-        cli_mod._no_numpy_hugepages()
-        assert os.environ["NUMPY_MADVISE_HUGEPAGE"] == "1"
-        assert _numpy_hugepages() is True
-    finally:
-        _numpy_hugepages(before)
