@@ -1064,3 +1064,30 @@ def categorical(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
         c if c.dtype.kind in "iu" else c.astype(np.int64),
         categories=pd.Index(categories, dtype="str") if categories else pd.Index([], dtype="str"),
     )
+
+
+_I32 = np.iinfo(np.int32)
+# rows per slice of dir_keys_if_sorted: its temporaries stay in the CPU's cache
+# (whole-column passes cost 0.22 s at 7.9 M records, slices of 1 << 16 rows 0.02 s)
+KEY_SLICE = 1 << 16
+
+
+def dir_keys_if_sorted(flow: np.ndarray, d: np.ndarray, off: np.ndarray) -> np.ndarray | None:
+    """The direction key ``flow * 2 + dir`` of every row of a records table (int32 when
+    every key fits: half the memory, 30 MiB at 7.9 M records; else int64) when the rows
+    are in (flow, dir, offset) order, as ``Trace.records`` is; None when they are not."""
+    n = flow.shape[0]
+    if not n:
+        return np.zeros(0, np.int64)
+    lo, hi = int(flow.min()), int(flow.max())
+    fits = _I32.min <= 2 * lo and 2 * hi + 1 <= _I32.max
+    out = np.empty(n, np.int32 if fits else np.int64)
+    for a in range(0, n, KEY_SLICE):
+        b = min(a + KEY_SLICE, n)
+        a0 = max(a - 1, 0)  # the row before the slice: its order with the first
+        k = flow[a0:b] * 2 + d[a0:b]
+        dk = k[1:] - k[:-1]
+        if bool((dk < 0).any()) or bool(((dk == 0) & (off[a0 + 1 : b] < off[a0 : b - 1])).any()):
+            return None
+        out[a:b] = k[a - a0 :]
+    return out

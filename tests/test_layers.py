@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BASE = {"schema", "errors", "anomalies", "limits", "_parallel", "rows"}
+BASE = {"schema", "errors", "anomalies", "limits", "_parallel", "_pages", "rows"}
 RANKS = {
     "base": 0,
     "io": 1,

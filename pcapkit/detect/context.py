@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..align import dir_keys_if_sorted
 from ..net.decode import ACK, FIN, PSH, RST, SYN
 from ..net.tcp import KINDS
+from ..schema import dir_keys_if_sorted
 from .constants import Coupling
 
 DIRS = ("c2s", "s2c")

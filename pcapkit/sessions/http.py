@@ -244,7 +244,7 @@ def _record_lookup(recs: Any) -> Callable[[int, str], tuple[np.ndarray, np.ndarr
     if recs.empty:
         z = np.zeros(0, np.int64)
         return lambda f, d: (z, z, z)
-    from ..align import dir_keys_if_sorted
+    from ..schema import dir_keys_if_sorted
 
     flow = recs["flow"].to_numpy(np.int64)
     d = recs["dir"].cat.codes.to_numpy()

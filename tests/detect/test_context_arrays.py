@@ -54,12 +54,12 @@ def test_dir_keys_if_sorted_equals_the_whole_column_check():
     """Synthetic arrays (not traffic): the sliced order check and keys of
     ``dir_keys_if_sorted`` against the whole-column formula it replaced, across slice
     boundaries, unsorted rows and keys beyond int32."""
-    from pcapkit import align
+    from pcapkit import schema
 
     rng = np.random.default_rng(7)
     cases = 0
     for trial in range(120):
-        n = int(rng.integers(1, 3 * align.KEY_SLICE if trial < 6 else 300))
+        n = int(rng.integers(1, 3 * schema.KEY_SLICE if trial < 6 else 300))
         f = np.sort(rng.integers(0, 40, n))
         d = rng.integers(0, 2, n).astype(np.int8)
         off = rng.integers(0, 1000, n)
@@ -74,7 +74,7 @@ def test_dir_keys_if_sorted_equals_the_whole_column_check():
         ordered = bool(
             ((key[1:] > key[:-1]) | ((key[1:] == key[:-1]) & (off[1:] >= off[:-1]))).all()
         )
-        got = align.dir_keys_if_sorted(f, d, off)
+        got = schema.dir_keys_if_sorted(f, d, off)
         assert (got is not None) == ordered, trial
         if got is not None:
             assert np.array_equal(got, key)
