@@ -1091,3 +1091,20 @@ def dir_keys_if_sorted(flow: np.ndarray, d: np.ndarray, off: np.ndarray) -> np.n
             return None
         out[a:b] = k[a - a0 :]
     return out
+
+
+def dir_keys(
+    flow: np.ndarray, d: np.ndarray, off: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The direction keys of a records table's rows in (flow, dir, offset) order (int32
+    when every key fits) and the permutation that puts the rows in that order: None when
+    they are in it already (:func:`dir_keys_if_sorted`), as ``Trace.records`` is."""
+    key = dir_keys_if_sorted(flow, d, off)
+    if key is not None:
+        return key, None
+    d = d.astype(np.int64)
+    order = np.lexsort((off, d, flow))
+    key = (flow * 2 + d)[order]
+    if _I32.min <= int(key.min()) and int(key.max()) <= _I32.max:
+        key = key.astype(np.int32)
+    return key, order

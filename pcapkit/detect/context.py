@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..net.decode import ACK, FIN, PSH, RST, SYN
 from ..net.tcp import KINDS
-from ..schema import dir_keys_if_sorted
+from ..schema import dir_keys
 from .constants import Coupling
 
 DIRS = ("c2s", "s2c")
@@ -193,23 +193,14 @@ class DetectContext:
             rf = records["flow"].to_numpy(np.int64)
             rd = records["dir"].cat.codes.to_numpy()
             ro_off = records["offset"].to_numpy(np.int64)
-            key = dir_keys_if_sorted(rf, rd, ro_off)
-            if key is not None:
+            self._rec_key, ro = dir_keys(rf, rd, ro_off)
+            del rf, rd, ro_off
+            if ro is None:
                 # already in (flow, dir, offset) order, as Trace.records is: the stable
                 # sort would be the identity (no copy of the table)
                 self._rec = records.reset_index(drop=True)
             else:
-                rd = rd.astype(np.int64)
-                ro = np.lexsort((ro_off, rd, rf))
                 self._rec = records.iloc[ro].reset_index(drop=True)
-                key = (rf * 2 + rd)[ro]
-                # one int32 per record where every key fits (half the memory: 30 MiB at
-                # 7.9 M records), else int64
-                if _I32.min <= int(key.min()) and int(key.max()) <= _I32.max:
-                    key = key.astype(np.int32)
-            del rf, rd, ro_off
-            self._rec_key = key
-            del key
         else:
             self._rec = records
             self._rec_key = np.zeros(0, np.int64)

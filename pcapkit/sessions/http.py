@@ -244,17 +244,14 @@ def _record_lookup(recs: Any) -> Callable[[int, str], tuple[np.ndarray, np.ndarr
     if recs.empty:
         z = np.zeros(0, np.int64)
         return lambda f, d: (z, z, z)
-    from ..schema import dir_keys_if_sorted
+    from ..schema import dir_keys
 
-    flow = recs["flow"].to_numpy(np.int64)
-    d = recs["dir"].cat.codes.to_numpy()
     off = recs["offset"].to_numpy(np.int64)
-    key = dir_keys_if_sorted(flow, d, off)
+    key, order = dir_keys(recs["flow"].to_numpy(np.int64), recs["dir"].cat.codes.to_numpy(), off)
     fr = recs["last_frame"].to_numpy(np.int64)
     ts = recs["last_ts_ns"].to_numpy(np.int64)
-    if key is None:  # not in (flow, dir, offset) order, as Trace.records is: sorted here
-        order = np.lexsort((off, d, flow))
-        key, off, fr, ts = (flow * 2 + d)[order], off[order], fr[order], ts[order]
+    if order is not None:  # not in (flow, dir, offset) order, as Trace.records is
+        off, fr, ts = off[order], fr[order], ts[order]
     top = np.iinfo(key.dtype).max
 
     def look(f: int, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

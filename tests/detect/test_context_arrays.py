@@ -81,3 +81,22 @@ def test_dir_keys_if_sorted_equals_the_whole_column_check():
             assert got.dtype == (np.int64 if trial % 5 == 2 else np.int32)
             cases += 1
     assert cases > 60
+
+
+def test_dir_keys_sorts_rows_that_are_not_in_order():
+    """Synthetic arrays (not traffic): ``dir_keys`` gives the keys in (flow, dir, offset)
+    order and the permutation to it (None when the rows are in it), int32 when they fit."""
+    from pcapkit import schema
+
+    rng = np.random.default_rng(11)
+    f = rng.integers(0, 30, 5000)
+    d = rng.integers(0, 2, 5000).astype(np.int8)
+    off = rng.integers(0, 10_000, 5000)
+    key, order = schema.dir_keys(f, d, off)
+    want = np.lexsort((off, d, f))
+    assert order is not None and np.array_equal(order, want)
+    assert key.dtype == np.int32 and np.array_equal(key, (f * 2 + d)[want])
+    key2, order2 = schema.dir_keys(f[want], d[want], off[want])
+    assert order2 is None and np.array_equal(key2, key)
+    big, _ = schema.dir_keys(f + 2**31, d, off)
+    assert big.dtype == np.int64 and np.array_equal(big, ((f + 2**31) * 2 + d)[want])
