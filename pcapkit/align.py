@@ -360,7 +360,7 @@ def _alignment_kpis(
         return {}
     if bool((flow[1:] >= flow[:-1]).all()):  # a records table is sorted by flow: no sort
         change = np.r_[True, flow[1:] != flow[:-1]]
-        flows, fi = flow[change], np.cumsum(change) - 1
+        flows, fi = flow[change], schema.run_index(change)
         del change
     else:
         flows, fi = np.unique(flow, return_inverse=True)
@@ -505,7 +505,7 @@ def _record_counts(
         return {}, {}
     if bool((flow[1:] >= flow[:-1]).all()):
         change = np.r_[True, flow[1:] != flow[:-1]]
-        flows, fi = flow[change], np.cumsum(change) - 1
+        flows, fi = flow[change], schema.run_index(change)
     else:
         flows, fi = np.unique(flow, return_inverse=True)
     n = np.bincount(fi, minlength=flows.shape[0])

@@ -1066,6 +1066,17 @@ def categorical(codes: np.ndarray, categories: list[str]) -> pd.Categorical:
     )
 
 
+def run_index(starts: np.ndarray) -> np.ndarray:
+    """``np.cumsum(starts) - 1`` for a boolean mask of the rows that begin a run (the
+    run each row belongs to; -1 before the first start), as int64: one ``np.repeat`` of
+    the run numbers over the run lengths — a tenth of the time of the cumulative sum,
+    whose bool → int64 cast goes through numpy's buffered loop (0.34 → 0.03 ms at 68k
+    rows; 0.19 s of ``Trace.tls`` at sse-1M)."""
+    at = np.flatnonzero(starts)
+    lengths = np.diff(np.concatenate(([0], at, [starts.shape[0]])))
+    return np.repeat(np.arange(-1, at.shape[0], dtype=np.int64), lengths)
+
+
 _I32 = np.iinfo(np.int32)
 # rows per slice of dir_keys_if_sorted: its temporaries stay in the CPU's cache
 # (whole-column passes cost 0.22 s at 7.9 M records, slices of 1 << 16 rows 0.02 s)
@@ -1108,3 +1119,12 @@ def dir_keys(
     if _I32.min <= int(key.min()) and int(key.max()) <= _I32.max:
         key = key.astype(np.int32)
     return key, order
+
+
+def record_dir_keys(records: pd.DataFrame) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`dir_keys` of a records table (its flow, dir and offset columns)."""
+    return dir_keys(
+        records["flow"].to_numpy(np.int64),
+        records["dir"].cat.codes.to_numpy(),
+        records["offset"].to_numpy(np.int64),
+    )

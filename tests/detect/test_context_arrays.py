@@ -100,3 +100,31 @@ def test_dir_keys_sorts_rows_that_are_not_in_order():
     assert order2 is None and np.array_equal(key2, key)
     big, _ = schema.dir_keys(f + 2**31, d, off)
     assert big.dtype == np.int64 and np.array_equal(big, ((f + 2**31) * 2 + d)[want])
+
+
+def test_run_index_equals_the_cumulative_sum():
+    """Synthetic masks (not traffic): ``schema.run_index`` against ``np.cumsum(m) - 1``, the
+    formula it replaces (empty, all, none, first row not a start)."""
+    from pcapkit import schema
+
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 2, 7, 1000, 70_000):
+        for p in (0.0, 0.05, 0.5, 1.0):
+            m = rng.random(n) < p
+            got = schema.run_index(m)
+            assert got.dtype == np.int64 and np.array_equal(got, np.cumsum(m) - 1), (n, p)
+
+
+def test_record_keys_are_made_once_for_the_http_layer_and_the_detectors():
+    """The records' direction keys ``Trace`` makes are the ones DetectContext holds (not
+    a second pass over the records), and equal what it would make itself."""
+    from pcapkit import schema
+    from pcapkit.detect import DetectContext
+
+    t = pcapkit.open(FIXTURES / CAPTURES[0])
+    key, order = t._record_keys
+    ctx = t.detect_context
+    assert ctx.rec_dir_keys is key and order is None and key.shape[0] == len(t.records) > 0
+    own = DetectContext(t.packets, t.flows, t.segments, t.records, t.tls)
+    assert np.array_equal(own.rec_dir_keys, key)
+    assert np.array_equal(schema.record_dir_keys(t.records)[0], key)
