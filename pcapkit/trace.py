@@ -368,6 +368,13 @@ class Trace:
         versions = {tf.flow: tf.summary.version for tf in self._tls}
         return handshake_times(self.records, versions)
 
+    @cached_property
+    def _record_keys(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The records' direction keys in (flow, dir, offset) order and the permutation to
+        it (:func:`pcapkit.schema.record_dir_keys`): read by the HTTP layer and the
+        detectors (0.08 s at 7.9 M records, made once)."""
+        return schema.record_dir_keys(self.records)
+
     # -- HTTP ------------------------------------------------------------------
     @cached_property
     def _app(self) -> Any:
@@ -382,6 +389,7 @@ class Trace:
             index=net.tcp.index,
             tls_flows=self._tls,
             records=self.records,
+            record_keys=self._record_keys,
             first_ts_ns=flows["first_ts_ns"].to_numpy(np.int64),
             syn_seen=flows["handshake"].to_numpy(bool),
             tls_done=self._handshake_times,
@@ -612,6 +620,7 @@ class Trace:
             quic_tls=self.quic_tls,
             quic_handshake=self.quic_handshake,
             tls_handshake=self.tls_handshake,
+            record_keys=self._record_keys,  # (of self.records, as passed above)
         )
 
     @cached_property

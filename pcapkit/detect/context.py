@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..net.decode import ACK, FIN, PSH, RST, SYN
 from ..net.tcp import KINDS
-from ..schema import dir_keys
+from ..schema import record_dir_keys
 from .constants import Coupling
 
 DIRS = ("c2s", "s2c")
@@ -130,7 +130,10 @@ class DetectContext:
         quic_tls: pd.DataFrame | None = None,
         quic_handshake: pd.DataFrame | None = None,
         tls_handshake: pd.DataFrame | None = None,
+        record_keys: tuple[np.ndarray, np.ndarray | None] | None = None,
     ) -> None:
+        """``record_keys``: :func:`pcapkit.schema.record_dir_keys` of ``records`` when the
+        caller has them (``Trace``: made once for the HTTP layer and this), else made here."""
         from .. import schema
 
         self.requests = schema.frame("requests", n=0) if requests is None else requests
@@ -190,11 +193,7 @@ class DetectContext:
         self._seg = segments.iloc[so].reset_index(drop=True)
         self._seg_key = (sf * 2 + sd)[so]
         if len(records):
-            rf = records["flow"].to_numpy(np.int64)
-            rd = records["dir"].cat.codes.to_numpy()
-            ro_off = records["offset"].to_numpy(np.int64)
-            self._rec_key, ro = dir_keys(rf, rd, ro_off)
-            del rf, rd, ro_off
+            self._rec_key, ro = record_keys if record_keys is not None else record_dir_keys(records)
             if ro is None:
                 # already in (flow, dir, offset) order, as Trace.records is: the stable
                 # sort would be the identity (no copy of the table)

@@ -188,6 +188,9 @@ class HttpInputs:
     syn_seen: np.ndarray  # per flow: the TCP handshake was captured
     tls_done: Mapping[int, tuple[int, int]]  # per flow: (ClientHello, client Finished) ns
     quic_flows: list[Any] = field(default_factory=list)  # pcapkit.sessions.quic.QuicFlow
+    # schema.dir_keys of ``records`` when the caller has them (Trace: made once, read by
+    # the detectors too); else made here
+    record_keys: tuple[np.ndarray, np.ndarray | None] | None = None
 
     def direction_index(self, flow: int, d: int) -> DirectionIndex:
         return self.index.get((flow, d)) or empty_index()
@@ -199,7 +202,7 @@ def app_flows(inp: HttpInputs, errors: list[dict[str, Any]] | None = None) -> li
     from .tls import stream_head
 
     buf = inp.buf
-    lookup = _record_lookup(inp.records)
+    lookup = _record_lookup(inp.records, inp.record_keys)
     tls_by_flow = {tf.flow: tf for tf in inp.tls_flows}
     out: list[AppFlow] = []
 
@@ -240,14 +243,18 @@ def app_flows(inp: HttpInputs, errors: list[dict[str, Any]] | None = None) -> li
     return out
 
 
-def _record_lookup(recs: Any) -> Callable[[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _record_lookup(
+    recs: Any, keys: tuple[np.ndarray, np.ndarray | None] | None = None
+) -> Callable[[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per direction, its records' (offset, last_frame, last_ts_ns); ``keys``:
+    :func:`pcapkit.schema.dir_keys` of ``recs`` when known."""
     if recs.empty:
         z = np.zeros(0, np.int64)
         return lambda f, d: (z, z, z)
-    from ..schema import dir_keys
+    from ..schema import record_dir_keys
 
     off = recs["offset"].to_numpy(np.int64)
-    key, order = dir_keys(recs["flow"].to_numpy(np.int64), recs["dir"].cat.codes.to_numpy(), off)
+    key, order = keys if keys is not None else record_dir_keys(recs)
     fr = recs["last_frame"].to_numpy(np.int64)
     ts = recs["last_ts_ns"].to_numpy(np.int64)
     if order is not None:  # not in (flow, dir, offset) order, as Trace.records is
