@@ -33,3 +33,24 @@ def test_every_trace_table_has_its_declared_columns_and_dtypes(capture: str) -> 
             for c in df.columns:
                 assert str(df[c].dtype) == str(empty[c].dtype), (name, c, df[c].dtype)
         assert len(t.gaps) > 0 and len(t.requests) > 0
+
+
+@pytest.mark.parametrize("names", [[""], ["abc"], ["", "ClientHello", "Finished"], ["ü→x", "b"]])
+def test_strings_one_value_or_many_equals_the_take(names: list[str]) -> None:
+    """Synthetic codes (not traffic): ``schema.strings`` — its one-value path (offsets and
+    bytes made directly) and its take — gives what a take over the names gives."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    dtype = pd.api.types.pandas_dtype("str")
+    for n in (0, 1, 7, 5000):
+        for codes in (
+            np.zeros(n, np.int32),
+            np.full(n, len(names) - 1, np.int32),
+            rng.integers(0, len(names), n).astype(np.int32),
+        ):
+            got = schema.strings(codes, names)
+            want = pd.array(np.asarray(names, dtype=object)[codes], dtype=dtype)
+            assert got.dtype == want.dtype and len(got) == n
+            assert got.tolist() == want.tolist()
