@@ -8,7 +8,7 @@ DEMO_VENV := .venv-demo
 TEST_VENV := .venv-test
 DEMO_CAPTURE ?= fixtures/tls_sse_nagle/server.pcapng
 
-.PHONY: demo test lint bench bench-shapes bench-linear bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
+.PHONY: demo test lint bench bench-shapes bench-phases bench-linear bench-fleet bench-replay fixtures golden filters notebooks clean fuzz hostile
 
 $(DEMO_VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(DEMO_VENV)
@@ -67,6 +67,12 @@ bench: $(TEST_VENV)/.stamp
 SIZES ?= 100000,1000000
 bench-shapes: $(TEST_VENV)/.stamp
 	$(TEST_VENV)/bin/python benchmarks/shapes.py --sizes $(SIZES) --reps 3 --out benchmarks/RESULTS.md
+
+# issue 16: where analyze's seconds go, phase by phase, on the 1M captures of bench-shapes
+# (run it first: it generates them), beside a fifth of tshark's time
+bench-phases: $(TEST_VENV)/.stamp
+	$(TEST_VENV)/bin/python benchmarks/phases.py --reps 3 --tshark --out benchmarks/RESULTS.md \
+		$(foreach s,bulk sse h2 quic,benchmarks/out/$(s)-1000k.pcap)
 
 # issue 16, cost linear in packets: analyze's CPU (user+sys), wall and peak RSS per shape at
 # 100k / 1M / 5M, CPU per packet and its growth; tshark -T fields at the largest size.  One

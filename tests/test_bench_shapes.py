@@ -136,3 +136,55 @@ def test_linearity_table() -> None:
     assert "0.50 s CPU" in text
     assert "sse 5,000,000: analysed as flow-hash shards" in text
     assert text.startswith(shapes.LIN_BEGIN) and text.rstrip().endswith(shapes.LIN_END)
+
+
+def _phases():  # benchmarks/phases.py as a module
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("phases", ROOT / "benchmarks" / "phases.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_phases_are_exclusive_and_add_up_to_the_run() -> None:
+    """Synthetic spans (no timing): a phase inside another is taken out of it, a phase
+    called twice adds up, start-up and report fill the rest of the run."""
+    ph = _phases()
+    spans = [  # (phase, t0, t1, c0, c1) as the child notes them
+        ("read", 10.5, 10.6, 0.5, 0.6),
+        ("records aligned", 11.0, 12.0, 1.0, 1.9),
+        ("TLS record walk", 11.2, 11.5, 1.1, 1.4),  # inside records
+        ("detectors", 12.5, 13.0, 2.0, 2.4),
+        ("shared detector memos", 12.6, 12.7, 2.1, 2.2),  # inside detectors
+        ("detectors", 13.1, 13.2, 2.5, 2.6),  # a second call
+    ]
+    got = ph.exclusive(spans, 10.0, 14.0, 3.0)
+    w, c = got["wall"], got["cpu"]
+    assert w["records aligned"] == pytest.approx(0.7) and c["records aligned"] == pytest.approx(0.6)
+    assert w["TLS record walk"] == pytest.approx(0.3)
+    assert w["detectors"] == pytest.approx(0.5)  # 0.5 − 0.1 + 0.1
+    assert w[ph.STARTUP] == pytest.approx(0.5) and c[ph.STARTUP] == pytest.approx(0.5)
+    assert w[ph.REPORT] == pytest.approx(4.0 - 0.1 - 1.0 - 0.5 - 0.1 - 0.5)
+    assert sum(w.values()) == pytest.approx(4.0)
+    assert sum(c.values()) == pytest.approx(3.0)
+
+
+def test_phases_of_a_real_run(tmp_path: Path) -> None:
+    """One round of the wrapped command line on a lab capture: every phase is noted,
+    none negative, and the table holds them all."""
+    ph = _phases()
+    r = ph.one_round(ROOT / "fixtures" / "tls_sse_nagle" / "server.pcapng")
+    names = [ph.STARTUP, *dict.fromkeys(p for p, _ in ph.PHASES), ph.REPORT]
+    # (a 56-packet TCP capture: no QUIC; the detectors' shared memos only on a big one)
+    assert set(names) - {"shared detector memos", "QUIC"} <= set(r["wall"])
+    assert all(v >= 0 for v in r["wall"].values())
+    assert sum(r["wall"].values()) == pytest.approx(r["total_wall"])
+    out = tmp_path / "R.md"
+    out.write_text("# results\n")
+    cap = str(ROOT / "fixtures" / "tls_sse_nagle" / "server.pcapng")
+    assert ph.main([cap, "--reps", "1", "--out", str(out)]) == 0
+    body = out.read_text()
+    assert body.startswith("# results") and ph.MARK_BEGIN in body
+    assert all(f"| {n} |" in body for n in names) and "**run (wait4)**" in body
