@@ -338,7 +338,12 @@ def test_rec_text_is(traces):
     for _, t in traces:
         ctx = t.detect_context
         everything = slice(0, ctx.rec_dir_keys.shape[0])
-        for c, value in (("epoch", "handshake"), ("epoch", "application"), ("epoch", "nope")):
+        for c, value in (
+            ("epoch", "handshake"),
+            ("epoch", "application"),
+            ("epoch", "nope"),
+            ("status", "decrypted"),
+        ):
             want = np.asarray(ctx.rec_column(c, everything) == value, bool)
             assert ctx.rec_text_is(c, value).tolist() == want.tolist()
 
