@@ -636,7 +636,9 @@ def _client_hello_and_finished(
         return {}, {}
     flow = recs["flow"].to_numpy(np.int64)
     c2s = (recs["dir"] == "c2s").to_numpy(bool)
-    outer = recs["outer_content_type"].to_numpy(np.int64)
+    # compared in the column's own dtype (int16): an int64 copy of it was a fresh 60 MB
+    # allocation at 7.9 M records, 0.01-0.15 s as the page faults went
+    outer = np.asarray(recs["outer_content_type"].to_numpy())
     cand = np.nonzero(c2s & (outer == 22))[0]
     # the handshake texts of the candidates only (not an object per record)
     hs = recs["handshake"].take(cand).to_numpy(object)
