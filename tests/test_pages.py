@@ -85,3 +85,32 @@ def test_small_pages_restores_after_an_exception(restore):
     with pytest.raises(KeyError), _pages.small_pages():
         raise KeyError("x")
     assert _hugepages() is True
+
+
+def test_release_free_memory_runs_where_glibc_has_it():
+    """glibc's malloc_trim where the C library has it (Linux here), a no-op elsewhere;
+    twice in a row is fine."""
+    import ctypes
+    import sys
+
+    has = sys.platform.startswith("linux") and hasattr(ctypes.CDLL(None), "malloc_trim")
+    assert _pages.release_free_memory() is has
+    assert _pages.release_free_memory() is has
+
+
+def test_the_detectors_give_the_free_heap_back_first(monkeypatch):
+    """run_detectors releases the heap's free pages before any detector runs (the peak)."""
+    from pathlib import Path
+
+    import pcapkit
+    from pcapkit import detect
+
+    ctx = pcapkit.open(
+        Path(__file__).resolve().parent.parent / "fixtures" / "tls_sse_nagle" / "server.pcapng"
+    ).detect_context
+    calls: list[str] = []
+    monkeypatch.setattr(_pages, "release_free_memory", lambda: calls.append("trim") or True)
+    first = detect.DETECTORS[0]
+    monkeypatch.setattr(first.module, "detect", lambda c, **k: calls.append(first.name) or [])
+    detect.run_detectors(ctx, errors=[])
+    assert calls[:2] == ["trim", first.name]

@@ -178,6 +178,7 @@ def run_detectors(
     (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all here); the
     findings are the same either way.
     """
+    from .._pages import release_free_memory
     from .._parallel import ForkedCall
 
     kwargs = resolve_thresholds(settings)
@@ -185,6 +186,9 @@ def run_detectors(
     isolated = errors is not None
     dets = [d for d in DETECTORS if only is None or set(d.spec.kind_names) & only]
     side = _side(dets, ctx, isolated)
+    # the heap's free pages back to the kernel before the detectors, which hold the
+    # analysis's peak (and before a fork copies their page tables): pcapkit._pages
+    release_free_memory()
     results: dict[str, _Result] = {}
     child: ForkedCall | None = None
     gc_was = gc.isenabled()
