@@ -25,12 +25,13 @@ Secrets Block of type ``TLSK`` in the capture.
 
 from __future__ import annotations
 
+import functools
 import os
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -55,6 +56,7 @@ from dissectors.tls.session import (
 from dissectors.tls.suites import group_name
 from dissectors.tls.versions import is_tls13, version_name
 
+from .._parallel import map_in_threads, thread_count
 from ..anomalies import isolate
 from ..io.reader import Secret as CaptureSecret
 from ..io.reader import drop_pages, rows_at, rows_at_released
@@ -594,6 +596,28 @@ def _windows(buf: np.ndarray, at: np.ndarray, pg: _Pager) -> Iterator[np.ndarray
                 pg.drop()
 
 
+# pieces per part when speculate's windows walk on threads: below, one thread
+WALK_PART_MIN = 1 << 14
+R = TypeVar("R")
+
+
+def _walk_windows(
+    buf: np.ndarray, at: np.ndarray, pg: _Pager, fn: Callable[[np.ndarray], R]
+) -> Iterator[R]:
+    """``fn`` of every window of :func:`_windows` (in file order), on up to
+    :func:`~pcapkit._parallel.thread_count` threads: each window cut into as many parts
+    (numpy releases the GIL in its loops), the parts of one window walked side by side,
+    the mapping's pages dropped between windows as :func:`_windows` does."""
+    workers = thread_count()
+    for w in _windows(buf, at, pg):
+        k = min(workers, w.shape[0] // WALK_PART_MIN)
+        if k <= 1:
+            yield fn(w)
+            continue
+        # parts of consecutive buffer positions (w is in file order)
+        yield from map_in_threads(fn, np.array_split(w, k))
+
+
 def _aligned(
     buf: np.ndarray, idxs: list[DirectionIndex], kf: list[int], cnt: np.ndarray, pg: _Pager
 ) -> np.ndarray:
@@ -621,6 +645,37 @@ def _aligned(
     d = np.repeat(np.arange(len(idxs)), m)
     hits = np.bincount(d[ok], minlength=len(idxs))
     return (hits > 0) & (hits * 4 >= np.asarray(m))
+
+
+_Batch = tuple[np.ndarray, np.ndarray, np.ndarray, int]  # (pieces, pos, hdr, step)
+
+
+def _walk_pieces(
+    buf: np.ndarray, bo: np.ndarray, stop: np.ndarray, fin: np.ndarray, w: np.ndarray
+) -> list[_Batch]:
+    """:func:`speculate`'s steps over the pieces ``w`` (a window, or a part of one): the
+    records found at each step; where each piece's walk stopped written to its rows of
+    ``fin`` (parts walk on threads side by side, each writing rows of its own)."""
+    out: list[_Batch] = []
+    a = np.sort(w)  # in piece order: the scatter in speculate goes forward
+    a = a[bo[a] < stop[a]]
+    p, ps = bo[a], stop[a]
+    step = 0
+    while a.shape[0]:
+        h = rows_at(buf, p, HEADER_LENGTH)
+        good = _PLAUSIBLE[h[:, 0], h[:, 1]]
+        if not good.all():  # stop there: not a header (or the guess was wrong)
+            fin[a[~good]] = p[~good]
+            a, p, ps, h = a[good], p[good], ps[good], h[good]
+        out.append((a, p, h, step))
+        p = p + np.ascontiguousarray(h[:, 3:]).view(">u2")[:, 0]  # int64
+        p += HEADER_LENGTH
+        more = p < ps
+        if not more.all():
+            fin[a[~more]] = p[~more]
+            a, p, ps = a[more], p[more], ps[more]
+        step += 1
+    return out
 
 
 def speculate(
@@ -669,28 +724,13 @@ def speculate(
     # offset is inside the piece (walk_headers' inner loop): as buffer positions
     stop = base + np.minimum(ce - (HEADER_LENGTH - 1), en)
     fin = bo.copy()  # the buffer position where each piece's walk stopped
-    batches: list[tuple[np.ndarray, np.ndarray, np.ndarray, int]] = []  # (pieces, pos, hdr, step)
-    for w in _windows(buf, bo, pg):
-        a = np.sort(w)  # in piece order: the scatter below goes forward
-        a = a[bo[a] < stop[a]]
-        p, ps = bo[a], stop[a]
-        step = 0
-        while a.shape[0]:
-            h = rows_at(buf, p, HEADER_LENGTH)
-            good = _PLAUSIBLE[h[:, 0], h[:, 1]]
-            if not good.all():  # stop there: not a header (or the guess was wrong)
-                fin[a[~good]] = p[~good]
-                a, p, ps, h = a[good], p[good], ps[good], h[good]
-            batches.append((a, p, h, step))
-            p = p + np.ascontiguousarray(h[:, 3:]).view(">u2")[:, 0]  # int64
-            p += HEADER_LENGTH
-            more = p < ps
-            if not more.all():
-                fin[a[~more]] = p[~more]
-                a, p, ps = a[more], p[more], ps[more]
-            step += 1
+    batches: list[_Batch] = []
+
+    walk = functools.partial(_walk_pieces, buf, bo, stop, fin)
+    for got in _walk_windows(buf, bo, pg, walk):
+        batches.extend(got)
     o = fin - base  # stream offsets where the walks stopped
-    del fin, stop
+    del fin, stop, walk
     cnt = np.zeros(P, np.int64)
     for a, _, _, _ in batches:
         cnt[a] += 1

@@ -306,6 +306,34 @@ def test_random_directions(seed: int) -> None:
     check(dirs, starts, shuffle=seed)
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_windows_walked_in_parts_on_threads(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """Each window cut into parts walked on threads side by side (WALK_PART_MIN down to
+    one piece, small windows with drops between them): the walks are the reference's."""
+    monkeypatch.setenv("PCAPKIT_THREADS", str(workers))
+    monkeypatch.setattr(tls, "WALK_PART_MIN", 1)
+    monkeypatch.setattr(tls, "_REGION_SHIFT", 10)
+    parts: list[int] = []
+    real = tls.map_in_threads
+
+    def spy(fn, items):  # type: ignore[no-untyped-def]
+        parts.append(len(items))
+        return real(fn, items)
+
+    monkeypatch.setattr(tls, "map_in_threads", spy)
+    for seed in range(40):
+        rng = random.Random(seed)
+        dirs = [random_direction(rng) for _ in range(rng.randint(2, 6))]
+        buf, idxs = build(dirs, shuffle=seed)
+        pg = tls._Pager(buf)
+        pg.limit = 2
+        starts = [0 if rng.random() < 0.7 or not s else rng.randrange(len(s)) for s, _ in dirs]
+        ref, fast = walks(buf, idxs, starts, pg)
+        for d, (r, f) in enumerate(zip(ref, fast, strict=True)):
+            assert same(r, f), (seed, d)
+    assert parts and max(parts) == workers  # windows were walked in parts
+
+
 def test_random_directions_exercise_the_fast_path() -> None:
     n_taken = n_total = 0
     for seed in range(40):
