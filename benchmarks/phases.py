@@ -118,7 +118,6 @@ def _child(capture: str, out: str, t_spawn: float) -> None:
             json.dumps(
                 {
                     "spawn": t_spawn,
-                    "exit": time.time(),
                     "cpu_exit": time.process_time(),
                     "spans": spans,
                 }

@@ -13,7 +13,8 @@ only, and the command line turns huge pages off for the whole process
 (:func:`no_numpy_hugepages`).
 
 A ``NUMPY_MADVISE_HUGEPAGE`` set in the environment is the user's word: both leave numpy
-as it is then.
+as it is then.  numpy's switch is process-wide; :func:`small_pages` turns it off while
+any thread is inside and back to what it was when the last one leaves.
 
 :func:`release_free_memory` (glibc's ``malloc_trim(0)``): what the tables' construction
 freed inside the C heap (pandas', Arrow's and the interpreter's allocations, between
@@ -22,8 +23,7 @@ peak, reuse little of it.  Given back before them (:func:`pcapkit.detect.run_det
 ``pcapkit analyze``'s peak RSS at 1M packets fell 884 → 828 MiB on h2 (0.97 → 0.91× the
 file) and 1889 → 1838 MiB on sse, 2 rounds each, the wall time unchanged (the call
 itself: 11 ms on a 1.7 GB heap, < 1 ms on a small one; in the library, whose threads
-have heaps of their own, 1716 → 1420 MiB resident at sse-1M).  numpy's switch is process-wide; :func:`small_pages` turns it off while
-any thread is inside and back to what it was when the last one leaves.
+have heaps of their own, 1716 → 1420 MiB resident at sse-1M).
 """
 
 from __future__ import annotations

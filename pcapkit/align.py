@@ -293,6 +293,17 @@ def _unique_pairs(a: np.ndarray, b: np.ndarray, counts: bool = False) -> tuple[n
     return (ua, key - ua * width + lo, n) if counts else (ua, n)
 
 
+def _flow_runs(flow: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct flows of a records column and each row's index among them, as
+    ``np.unique(flow, return_inverse=True)`` gives them — without the sort when the rows
+    are sorted by flow, as a records table's are (``flow`` non-empty)."""
+    if bool((flow[1:] >= flow[:-1]).all()):
+        change = np.r_[True, flow[1:] != flow[:-1]]
+        return flow[change], schema.run_index(change)
+    flows, fi = np.unique(flow, return_inverse=True)
+    return flows, fi
+
+
 def _sorted_runs(f: np.ndarray, d: np.ndarray, u: np.ndarray) -> np.ndarray | None:
     """First row of every distinct (f, d, u) when the rows are in lexicographic order
     (a records table's flow index, dir code and push unit are), else None."""
@@ -358,12 +369,7 @@ def _alignment_kpis(
     """:func:`alignment_kpis_by_flow` in one pass."""
     if flow.shape[0] == 0:
         return {}
-    if bool((flow[1:] >= flow[:-1]).all()):  # a records table is sorted by flow: no sort
-        change = np.r_[True, flow[1:] != flow[:-1]]
-        flows, fi = flow[change], schema.run_index(change)
-        del change
-    else:
-        flows, fi = np.unique(flow, return_inverse=True)
+    flows, fi = _flow_runs(flow)
     is_app = content_type == 23
     has_app = np.bincount(fi, weights=is_app, minlength=flows.shape[0]) > 0
     sel = is_app | ~has_app[fi]
@@ -503,11 +509,7 @@ def _record_counts(
     ``groupby("flow").size()`` gives them, without a copy of the table."""
     if flow.shape[0] == 0:
         return {}, {}
-    if bool((flow[1:] >= flow[:-1]).all()):
-        change = np.r_[True, flow[1:] != flow[:-1]]
-        flows, fi = flow[change], schema.run_index(change)
-    else:
-        flows, fi = np.unique(flow, return_inverse=True)
+    flows, fi = _flow_runs(flow)
     n = np.bincount(fi, minlength=flows.shape[0])
     nd = np.bincount(fi[decrypted], minlength=flows.shape[0])
     fl = flows.tolist()

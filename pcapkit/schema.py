@@ -1053,13 +1053,14 @@ def strings(codes: np.ndarray, names: list[str]) -> Any:
         import pyarrow as pa  # type: ignore[import-untyped]
 
         n = int(codes.shape[0])
-        if n and int(codes.min()) == int(codes.max()) and names[int(codes[0])] is not None:
+        lo = int(codes.min()) if n else -1
+        if lo >= 0 and lo == int(codes.max()) and names[lo] is not None:
             # one value in every row (the records' handshake column: "" but in the
             # handshake records, and no row of them in a capture that starts after the
             # handshakes): its offsets and bytes made directly — the take cost 0.18 s
             # at 7.9 M records; "" is a zeroed offsets buffer, pages the kernel maps
             # only when written
-            b = str(names[int(codes[0])]).encode()
+            b = str(names[lo]).encode()
             k = len(b)
             off = np.arange(0, (n + 1) * k, k, dtype=np.int64) if k else np.zeros(n + 1, np.int64)
             taken = pa.LargeStringArray.from_buffers(n, pa.py_buffer(off), pa.py_buffer(b * n))

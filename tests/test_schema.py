@@ -54,3 +54,6 @@ def test_strings_one_value_or_many_equals_the_take(names: list[str]) -> None:
             want = pd.array(np.asarray(names, dtype=object)[codes], dtype=dtype)
             assert got.dtype == want.dtype and len(got) == n
             assert got.tolist() == want.tolist()
+    # a code outside the names is the take's error, one value in every row or not
+    with pytest.raises(IndexError):
+        schema.strings(np.full(3, -1, np.int32), names)

@@ -188,7 +188,7 @@ class HttpInputs:
     syn_seen: np.ndarray  # per flow: the TCP handshake was captured
     tls_done: Mapping[int, tuple[int, int]]  # per flow: (ClientHello, client Finished) ns
     quic_flows: list[Any] = field(default_factory=list)  # pcapkit.sessions.quic.QuicFlow
-    # schema.dir_keys of ``records`` when the caller has them (Trace: made once, read by
+    # schema.record_dir_keys of ``records`` when the caller has them (Trace: made once, read by
     # the detectors too); else made here
     record_keys: tuple[np.ndarray, np.ndarray | None] | None = None
 
@@ -247,7 +247,7 @@ def _record_lookup(
     recs: Any, keys: tuple[np.ndarray, np.ndarray | None] | None = None
 ) -> Callable[[int, str], tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per direction, its records' (offset, last_frame, last_ts_ns); ``keys``:
-    :func:`pcapkit.schema.dir_keys` of ``recs`` when known."""
+    :func:`pcapkit.schema.record_dir_keys` of ``recs`` when known."""
     if recs.empty:
         z = np.zeros(0, np.int64)
         return lambda f, d: (z, z, z)
