@@ -128,3 +128,48 @@ def test_record_keys_are_made_once_for_the_http_layer_and_the_detectors():
     own = DetectContext(t.packets, t.flows, t.segments, t.records, t.tls)
     assert np.array_equal(own.rec_dir_keys, key)
     assert np.array_equal(schema.record_dir_keys(t.records)[0], key)
+
+
+@pytest.mark.parametrize("name", CAPTURES)
+def test_columns_gathered_on_threads_equal_one_thread(name, monkeypatch):
+    """DetectContext gathers its sorted packet and segment columns on threads when they
+    are long (GATHER_THREADS_MIN); forced onto threads for every column, the context's
+    arrays equal those gathered on one thread, and the segments table (made only when
+    asked for) is the (flow, dir, frame) sort of the trace's (real lab fixtures)."""
+    from pcapkit import _parallel
+    from pcapkit.detect import context
+
+    t = pcapkit.open(FIXTURES / name)
+    kw = dict(packets=t.packets, flows=t.flows, segments=t.segments, records=t.records, tls=t.tls)
+    one = context.DetectContext(**kw)
+    calls: list[int] = []
+    real = context.map_in_threads
+
+    def spy(fn, items):
+        calls.append(len(items))
+        return real(fn, items)
+
+    monkeypatch.setenv(_parallel.ENV, "2")
+    monkeypatch.setattr(context, "GATHER_THREADS_MIN", 1)
+    monkeypatch.setattr(context, "map_in_threads", spy)
+    many = context.DetectContext(**kw)
+    assert calls and min(calls) >= 2  # packets' and segments' columns went to the threads
+    for a, b in ((one.packet_columns, many.packet_columns), (one.seg_columns, many.seg_columns)):
+        assert list(a) == list(b)
+        for c in a:
+            assert a[c].dtype == b[c].dtype and np.array_equal(a[c], b[c]), c
+    assert np.array_equal(one.packet_flows, many.packet_flows)
+    assert many._seg_df is None  # not made until read
+    s = t.segments
+    order = np.lexsort(
+        (
+            s["frame"].to_numpy(np.int64),
+            s["dir"].cat.codes.to_numpy(),
+            s["flow"].to_numpy(np.int64),
+        )
+    )
+    assert many._seg.equals(s.iloc[order].reset_index(drop=True))
+    for kind in ("new", "retransmission"):
+        want = (s["kind"].astype(str).to_numpy() == kind)[order]
+        assert np.array_equal(many.seg_kind_is(kind), want)
+        assert np.array_equal(one.seg_kind_is(kind), want)
