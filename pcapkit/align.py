@@ -344,18 +344,23 @@ def alignment_kpis_by_flow(
     n = flow.shape[0]
     if n <= KPI_SLICE or not bool((flow[1:] >= flow[:-1]).all()):
         return _alignment_kpis(flow, direction, content_type, psh_end, push_unit)
-    out: dict[int, dict[str, Any]] = {}
-    a = 0
-    while a < n:
-        b = min(a + KPI_SLICE, n)
+    cuts = [0]
+    while cuts[-1] < n:
+        b = min(cuts[-1] + KPI_SLICE, n)
         if b < n:  # on to the end of the last flow begun
             b = int(np.searchsorted(flow, flow[b - 1], side="right"))
-        out.update(
-            _alignment_kpis(
-                flow[a:b], direction[a:b], content_type[a:b], psh_end[a:b], push_unit[a:b]
-            )
+        cuts.append(b)
+
+    def one(ab: tuple[int, int]) -> dict[int, dict[str, Any]]:
+        a, b = ab
+        return _alignment_kpis(
+            flow[a:b], direction[a:b], content_type[a:b], psh_end[a:b], push_unit[a:b]
         )
-        a = b
+
+    # the passes on threads (their numpy calls release the GIL), merged in table order
+    out: dict[int, dict[str, Any]] = {}
+    for part in map_in_threads(one, list(zip(cuts[:-1], cuts[1:], strict=True))):
+        out.update(part)
     return out
 
 

@@ -125,8 +125,8 @@ def test_records_aligned_in_slices_on_threads(case: str, monkeypatch: pytest.Mon
 )
 def test_alignment_kpis_in_slices_equal_one_pass(name, monkeypatch):
     """alignment_kpis_by_flow cuts a flow-sorted records table into passes of whole
-    flows (KPI_SLICE records); with passes of a few records the KPIs are those of one
-    pass over the table (real lab captures)."""
+    flows (KPI_SLICE records), run on threads; with passes of a few records the KPIs
+    (and their order) are those of one pass over the table (real lab captures)."""
     with pcapkit.open(FIXTURES / name) as t:
         r = t.records
     cols = (
@@ -136,8 +136,20 @@ def test_alignment_kpis_in_slices_equal_one_pass(name, monkeypatch):
         r["psh_end"].to_numpy(bool),
         r["push_unit"].to_numpy(),
     )
+    from pcapkit import _parallel
+
     whole = align._alignment_kpis(*cols)
     monkeypatch.setattr(align, "KPI_SLICE", 3)
+    calls: list[int] = []
+    real = align.map_in_threads
+
+    def spy(fn, items):
+        calls.append(len(items))
+        return real(fn, items)
+
+    monkeypatch.setenv(_parallel.ENV, "2")
+    monkeypatch.setattr(align, "map_in_threads", spy)
     assert align.alignment_kpis_by_flow(*cols) == whole
+    assert calls and calls[0] >= 2  # the passes went to the threads
     assert list(align.alignment_kpis_by_flow(*cols)) == list(whole)
     assert len(whole) >= 2 and all(k["records"] > 0 for k in whole.values())
