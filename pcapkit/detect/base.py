@@ -45,6 +45,12 @@ class Evidence:
     role: str
     ts_ns: int | None = None
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled as its three fields: the state functions a slotted dataclass gets are
+        # Python per object (the detectors' forked child sends ~24k of these at h2-1M:
+        # dumps + loads 71 → 27 ms)
+        return (Evidence, (self.frame, self.role, self.ts_ns))
+
 
 @dataclass(kw_only=True)
 class Finding:

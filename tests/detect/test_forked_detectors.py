@@ -176,6 +176,49 @@ def test_forked_call_returns_the_value_or_none():
     assert big == bytes(5 << 20)
 
 
+class _UnpickledAt:
+    """Unpickles as the time it was unpickled at (``time.monotonic()``)."""
+
+    def __reduce__(self):
+        return (time.monotonic, ())
+
+
+def test_forked_call_reads_the_message_before_the_child_has_exited(monkeypatch):
+    """The child closes the pipe after its message: the parent unpickles it while the
+    child's exit (delayed here by a second and a half) goes on, then reaps it."""
+    real_exit = os._exit
+
+    def slow_exit(code):
+        time.sleep(1.5)
+        real_exit(code)
+
+    monkeypatch.setattr(os, "_exit", slow_exit)  # what the forked child calls
+    call = _parallel.ForkedCall(lambda: _UnpickledAt())
+    monkeypatch.setattr(os, "_exit", real_exit)
+    unpickled = call.result()
+    returned = time.monotonic()
+    assert isinstance(unpickled, float)
+    assert returned - unpickled >= 1.0  # unpickled before the child's exit, not after
+    with pytest.raises(ChildProcessError):
+        os.waitpid(call.pid or -1, os.WNOHANG)  # reaped
+
+
+def test_forked_call_refuses_a_message_cut_short(monkeypatch):
+    """A message shorter than the length it announced (the child died while writing) is
+    no value: None, and the caller does the work itself."""
+    real_write = _parallel.write_all
+    calls = []
+
+    def half(fd, data):
+        calls.append(len(data))
+        real_write(fd, data[: len(data) // 2] if len(calls) == 2 else data)
+
+    monkeypatch.setattr(_parallel, "write_all", half)  # in the child: length, then half
+    assert _parallel.ForkedCall(lambda: list(range(1000))).result() is None
+    monkeypatch.setattr(_parallel, "write_all", real_write)
+    assert _parallel.ForkedCall(lambda: list(range(1000))).result() == list(range(1000))
+
+
 def test_forked_call_gives_up_on_a_child_that_stopped(monkeypatch):
     monkeypatch.setattr(_parallel, "STUCK_S", 1.0)
     call = _parallel.ForkedCall(lambda: time.sleep(60))
@@ -194,3 +237,15 @@ def test_abandoned_forked_call_is_reaped():
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
     assert call.result() is None
+
+
+def test_evidence_pickles_as_its_fields():
+    """Evidence crosses the fork by pickle (its own __reduce__: the three fields)."""
+    import pickle
+
+    from pcapkit.detect.base import Evidence
+
+    for e in (Evidence(7, "hole", 1_700_000_000_123_456_789), Evidence(1, "victim")):
+        back = pickle.loads(pickle.dumps(e, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == e and type(back) is Evidence
+        assert (back.frame, back.role, back.ts_ns) == (e.frame, e.role, e.ts_ns)
