@@ -99,20 +99,12 @@ def test_records_aligned_in_slices_on_threads(case: str, monkeypatch: pytest.Mon
     """records_table aligns a slice of directions at a time, the slices on threads, each
     writing its rows: the table of a slice per direction on two threads = the table of
     one slice."""
-    from pcapkit import _parallel
+    from thread_spy import spy_threads
 
     with pcapkit.open(FIXTURES / case) as t:
         whole = t.records
-    calls: list[int] = []
-    real = _parallel.map_in_threads
-
-    def spy(fn: Any, items: Any) -> Any:
-        calls.append(len(items))
-        return real(fn, items)
-
-    monkeypatch.setenv(_parallel.ENV, "2")
+    calls = spy_threads(monkeypatch, align)
     monkeypatch.setattr(align, "ALIGN_CHUNK", 1)  # a slice per direction
-    monkeypatch.setattr(align, "map_in_threads", spy)
     with pcapkit.open(FIXTURES / case) as t:
         sliced = t.records
     assert calls and calls[0] >= 2  # the slices, one per direction, went to the threads
@@ -136,19 +128,11 @@ def test_alignment_kpis_in_slices_equal_one_pass(name, monkeypatch):
         r["psh_end"].to_numpy(bool),
         r["push_unit"].to_numpy(),
     )
-    from pcapkit import _parallel
+    from thread_spy import spy_threads
 
     whole = align._alignment_kpis(*cols)
     monkeypatch.setattr(align, "KPI_SLICE", 3)
-    calls: list[int] = []
-    real = align.map_in_threads
-
-    def spy(fn, items):
-        calls.append(len(items))
-        return real(fn, items)
-
-    monkeypatch.setenv(_parallel.ENV, "2")
-    monkeypatch.setattr(align, "map_in_threads", spy)
+    calls = spy_threads(monkeypatch, align)
     assert align.alignment_kpis_by_flow(*cols) == whole
     assert calls and calls[0] >= 2  # the passes went to the threads
     assert list(align.alignment_kpis_by_flow(*cols)) == list(whole)

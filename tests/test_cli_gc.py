@@ -20,18 +20,25 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "nagle_wwr" / "client.pcapng"
 
 
-def test_the_pcapkit_process_freezes_its_imports() -> None:
+def _analyze_reporting(capture: Path, report: str) -> subprocess.CompletedProcess[str]:
+    """``pcapkit analyze --format json CAPTURE`` through main() in a fresh process, with
+    the expression ``report`` (of gc and sys) evaluated at its exit."""
     code = (
         "import atexit, gc, sys\n"
-        "atexit.register(lambda: sys.stderr.write(f'frozen={gc.get_freeze_count()}\\n'))\n"
+        f"atexit.register(lambda: {report})\n"
         "sys.argv = ['pcapkit', 'analyze', '--format', 'json', sys.argv[1]]\n"
         "from pcapkit.cli import main\n"
         "main()\n"
     )
     r = subprocess.run(
-        [sys.executable, "-c", code, str(FIXTURE)], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-c", code, str(capture)], capture_output=True, text=True, cwd=ROOT
     )
     assert r.returncode in (0, 1), r.stderr
+    return r
+
+
+def test_the_pcapkit_process_freezes_its_imports() -> None:
+    r = _analyze_reporting(FIXTURE, "sys.stderr.write(f'frozen={gc.get_freeze_count()}\\n')")
     frozen = int(r.stderr.rsplit("frozen=", 1)[1].split()[0])
     assert frozen > 20_000  # pandas and numpy at least (0 without the freeze)
 
@@ -91,24 +98,14 @@ def test_the_analysis_leaves_almost_no_cyclic_garbage(tmp_path) -> None:
     gen = ROOT / "benchmarks" / "gen_capture.py"
     args = ["-n", "20000", "-o", str(cap), "--shape", "sse", "--seed", "1"]
     subprocess.run([sys.executable, str(gen), *args], check=True, capture_output=True)
-    code = (
-        "import atexit, gc, sys\n"
-        "def report():\n"
-        "    on = gc.isenabled()\n"
-        "    sys.stderr.write(f'GARBAGE={gc.collect()} ON={int(on)}\\n')\n"
-        "atexit.register(report)\n"
-        "sys.argv = ['pcapkit', 'analyze', '--format', 'json', sys.argv[1]]\n"
-        "from pcapkit.cli import main\n"
-        "main()\n"
+    # (isenabled before the collection: the f-string is evaluated left to right)
+    r = _analyze_reporting(
+        cap, "sys.stderr.write(f'ON={int(gc.isenabled())} GARBAGE={gc.collect()}\\n')"
     )
-    r = subprocess.run(
-        [sys.executable, "-c", code, str(cap)], capture_output=True, text=True, cwd=ROOT
-    )
-    assert r.returncode in (0, 1), r.stderr
     assert r.stdout.count('"kind"') > 0  # findings: the detectors ran
-    tail = r.stderr.rsplit("GARBAGE=", 1)[1].split()
-    garbage, on = int(tail[0]), tail[1]
-    assert on == "ON=0"
+    on, garbage_text = r.stderr.rsplit("ON=", 1)[1].split()[:2]
+    garbage = int(garbage_text.removeprefix("GARBAGE="))
+    assert on == "0"
     import pcapkit
 
     with pcapkit.open(cap) as t:

@@ -136,22 +136,15 @@ def test_columns_gathered_on_threads_equal_one_thread(name, monkeypatch):
     are long (GATHER_THREADS_MIN); forced onto threads for every column, the context's
     arrays equal those gathered on one thread, and the segments table (made only when
     asked for) is the (flow, dir, frame) sort of the trace's (real lab fixtures)."""
-    from pcapkit import _parallel
+    from thread_spy import spy_threads
+
     from pcapkit.detect import context
 
     t = pcapkit.open(FIXTURES / name)
     kw = dict(packets=t.packets, flows=t.flows, segments=t.segments, records=t.records, tls=t.tls)
     one = context.DetectContext(**kw)
-    calls: list[int] = []
-    real = context.map_in_threads
-
-    def spy(fn, items):
-        calls.append(len(items))
-        return real(fn, items)
-
-    monkeypatch.setenv(_parallel.ENV, "2")
+    calls = spy_threads(monkeypatch, context)
     monkeypatch.setattr(context, "GATHER_THREADS_MIN", 1)
-    monkeypatch.setattr(context, "map_in_threads", spy)
     many = context.DetectContext(**kw)
     assert calls and min(calls) >= 2  # packets' and segments' columns went to the threads
     for a, b in ((one.packet_columns, many.packet_columns), (one.seg_columns, many.seg_columns)):

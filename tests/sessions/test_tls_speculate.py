@@ -310,17 +310,11 @@ def test_random_directions(seed: int) -> None:
 def test_windows_walked_in_parts_on_threads(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
     """Each window cut into parts walked on threads side by side (WALK_PART_MIN down to
     one piece, small windows with drops between them): the walks are the reference's."""
-    monkeypatch.setenv("PCAPKIT_THREADS", str(workers))
+    from thread_spy import spy_threads
+
     monkeypatch.setattr(tls, "WALK_PART_MIN", 1)
     monkeypatch.setattr(tls, "_REGION_SHIFT", 10)
-    parts: list[int] = []
-    real = tls.map_in_threads
-
-    def spy(fn, items):  # type: ignore[no-untyped-def]
-        parts.append(len(items))
-        return real(fn, items)
-
-    monkeypatch.setattr(tls, "map_in_threads", spy)
+    parts = spy_threads(monkeypatch, tls, workers)
     for seed in range(40):
         rng = random.Random(seed)
         dirs = [random_direction(rng) for _ in range(rng.randint(2, 6))]
