@@ -114,6 +114,35 @@ STUCK_S = 20.0
 _LENGTH = 8
 
 
+class Tickets:
+    """The numbers 0…n−1 (n ≤ 255), each taken once by whichever of this process and its
+    forked children asks first (:meth:`take`): one byte each in a pipe they all hold
+    the read end of, its write end closed once they are in (a one-byte read is atomic;
+    an empty pipe without writers reads as its end, so no one ever waits).  Made before
+    the fork."""
+
+    def __init__(self, n: int) -> None:
+        if not 0 <= n <= 255:
+            raise ValueError(f"{n} tickets: 0 to 255")
+        self._r, w = os.pipe()
+        try:
+            write_all(w, bytes(range(n)))  # far below a pipe's capacity: never blocks
+        finally:
+            os.close(w)
+
+    def take(self) -> int | None:
+        """The next number, or None when all are taken (or :meth:`close` was called)."""
+        if self._r < 0:
+            return None
+        got = os.read(self._r, 1)
+        return got[0] if got else None
+
+    def close(self) -> None:
+        if self._r >= 0:
+            os.close(self._r)
+            self._r = -1
+
+
 class ForkedCall:
     """``fn()`` run in a forked child while this process goes on; :meth:`result` is its
     return value (pickled back through a pipe), or None when the child failed, was

@@ -40,3 +40,34 @@ def test_map_in_threads_with_one_thread_runs_here(monkeypatch):
     here = threading.current_thread().name
     seen = _parallel.map_in_threads(lambda _x: threading.current_thread().name, [1, 2, 3])
     assert seen == [here] * 3
+
+
+def test_tickets_are_each_taken_once_across_a_fork():
+    """A forked child and this process take tickets side by side: every number once, by
+    one of them; none left is None, also after close."""
+    import time
+
+    t = _parallel.Tickets(40)
+
+    def child():
+        mine = []
+        while (i := t.take()) is not None:
+            mine.append(i)
+            time.sleep(0.002)
+        return mine
+
+    call = _parallel.ForkedCall(child)
+    here = []
+    while (i := t.take()) is not None:
+        here.append(i)
+        time.sleep(0.002)
+    there = call.result()
+    assert isinstance(there, list)
+    assert sorted(here + there) == list(range(40))
+    assert here and there  # both took some (each waits between takes)
+    assert t.take() is None
+    t.close()
+    assert t.take() is None
+    with pytest.raises(ValueError):
+        _parallel.Tickets(256)
+    assert _parallel.Tickets(0).take() is None

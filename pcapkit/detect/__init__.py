@@ -175,11 +175,13 @@ def run_detectors(
     With an ``errors`` list, on a capture of at least :data:`SIDE_MIN_SEGMENTS` TCP
     segments and :data:`SIDE_MIN_CONNECTIONS` TCP connections, the detectors of
     :data:`SIDE` run in a forked child process while this one runs the others
-    (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all here); the
-    findings are the same either way.
+    (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all here); those of
+    them that read no kind and whose kinds none of them reads (delayed_ack, ssr) run
+    last, each in whichever process is free first (:class:`pcapkit._parallel.Tickets`).
+    The findings are the same either way.
     """
     from .._pages import release_free_memory
-    from .._parallel import ForkedCall
+    from .._parallel import ForkedCall, Tickets
 
     kwargs = resolve_thresholds(settings)
     ctx.set_coupling(Coupling(**kwargs.pop("tcp", {})))
@@ -192,6 +194,18 @@ def run_detectors(
     results: dict[str, _Result] = {}
     child: ForkedCall | None = None
     gc_was = gc.isenabled()
+    # the side's detectors that read no kind and whose kinds no side detector reads run
+    # last, in whichever process is free first (a ticket each, pcapkit._parallel.Tickets):
+    # the child after the side's others, this process after its own detectors
+    side_reads = set().union(*(read_kinds(d) for d in side))
+    shared = [d for d in side if not read_kinds(d) and not set(d.spec.kind_names) & side_reads]
+    fixed = [d for d in side if d not in shared]
+    tickets: Tickets | None = None
+
+    def run_taken(into: dict[str, _Result]) -> None:
+        while tickets is not None and (i := tickets.take()) is not None:
+            _run_in_order([shared[i]], ctx, kwargs, into, only, isolated)
+
     if side:
         from .tcp_model import warm_shared
 
@@ -202,13 +216,15 @@ def run_detectors(
 
         def in_child() -> dict[str, _Result]:
             got: dict[str, _Result] = {}
-            _run_in_order(side, ctx, kwargs, got, only, isolated)
+            _run_in_order(fixed, ctx, kwargs, got, only, isolated)
+            run_taken(got)  # then what this process has not taken yet
             return got
 
         # no cyclic GC here until the child is joined: a collection would write to every
         # page of objects this process shares with the child (each page then copied)
         gc.disable()
         try:
+            tickets = Tickets(len(shared)) if shared else None
             child = ForkedCall(in_child)
         except OSError:
             child = None  # no fork (memory, process limit): the side runs here, at the join
@@ -216,15 +232,19 @@ def run_detectors(
     joined = False
 
     def join() -> None:
-        """Take the child's results; what it did not bring (it failed) is run here."""
+        """Take the child's results; what it did not bring (it failed) is run here.  The
+        shared detectors the child has not begun yet run here first (while it works)."""
         nonlocal child, joined
         if joined:
             return
+        run_taken(results)
         joined = True
         if child is not None:
             got = child.result()
             child = None
             results.update(got if isinstance(got, dict) else {})
+        if tickets is not None:
+            tickets.close()
         missing = [d for d in side if d.name not in results]
         _run_in_order(missing, ctx, kwargs, results, only, isolated)
 
@@ -240,6 +260,8 @@ def run_detectors(
     finally:
         if child is not None:
             child.abandon()
+        if tickets is not None:
+            tickets.close()
         if gc_was:
             gc.enable()
     out: list[Finding] = []
