@@ -243,8 +243,6 @@ def run_detectors(
             got = child.result()
             child = None
             results.update(got if isinstance(got, dict) else {})
-        if tickets is not None:
-            tickets.close()
         missing = [d for d in side if d.name not in results]
         _run_in_order(missing, ctx, kwargs, results, only, isolated)
 

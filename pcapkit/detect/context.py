@@ -241,6 +241,7 @@ class DetectContext:
         # threads), the table itself only when asked for (:meth:`segments_of`)
         self._seg_src, self._seg_order = segments, so
         self._seg_df: pd.DataFrame | None = None
+        self._seg_kind = segments["kind"].take(so)  # (its index is not read)
         self._seg_key = (sf * 2 + sd)[so]
         if len(records):
             self._rec_key, ro = record_keys if record_keys is not None else record_dir_keys(records)
@@ -265,7 +266,7 @@ class DetectContext:
         self._seg_np: dict[str, np.ndarray] = _gathered(
             {c: segments[c] for c in segments.columns if c not in ("kind", "dir")}, so
         )
-        self._seg_np["kind"] = _text(segments["kind"])[so]
+        self._seg_np["kind"] = _text(self._seg_kind)
         self._memo: dict[tuple[Any, ...], Any] = {}
         self._flow_rows = {int(r.flow): r for r in flows.itertuples(index=False)}
         self._tls_rows = {int(r.flow): r for r in tls.itertuples(index=False)} if len(tls) else {}
@@ -393,11 +394,11 @@ class DetectContext:
         key = ("ctx.seg_kind_is", value)
         got: np.ndarray | None = self._memo.get(key)
         if got is None:
-            col = self._seg_src["kind"]
+            col = self._seg_kind
             if isinstance(col.dtype, pd.CategoricalDtype):
                 cats = col.cat.categories.astype(str).to_numpy()
                 # code −1 (missing) reads the appended False, as NaN == value does
-                got = np.append(cats == value, False)[col.cat.codes.to_numpy()[self._seg_order]]
+                got = np.append(cats == value, False)[col.cat.codes.to_numpy()]
             else:
                 got = np.asarray(self._seg_np["kind"] == value, bool)
             self._memo[key] = got
