@@ -205,12 +205,7 @@ def _events(
         ok &= ~((ib < bad.size) & (bad[np.minimum(ib, bad.size - 1)] <= t2))
     ok &= v.s_gap[s2] <= 0
     # was X waiting?  (see module docstring)
-    s2_full = v.s_super[s2] | (v.s_len[s2] >= v.mss)
-    kb = v.last_y_reaching_all(tl, tol)
-    kb0 = np.maximum(kb, 0)
-    w0, u0 = p.win[v.y_idx[kb0]], v.y_ack[kb0]
-    rwnd_full = (kb >= 0) & (w0 >= 0) & (u0 >= 0) & (ack >= u0 + w0)
-    last_full = np.asarray(v.sized(s_last), bool) & ~np.asarray(v.small(s_last), bool)
+    s2_full, rwnd_full, last_full = _waiting(v, s2, s_last, ack, tol)
     classic = last_full & (not nagle_off)
     ok &= s2_full | rwnd_full | classic
     reason = np.where(s2_full, "cwnd", np.where(rwnd_full, "rwnd", "classic_nagle"))
@@ -301,7 +296,32 @@ def _prefix(
             & ~(gap_all < v.rtt - tol)
         )
         cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
+    if cand.size:
+        # X may have been waiting: what _events asks last, less its Nagle switch
+        s2_full, rwnd_full, last_full = _waiting(
+            v, new[jr_all], new[jr_all - 1], v.y_ack[cand], tol
+        )
+        keep = s2_full | rwnd_full | last_full
+        cand, jl_all, jr_all = cand[keep], jl_all[keep], jr_all[keep]
     return cand, jl_all, jr_all
+
+
+def _waiting(
+    v: DirView, s2: np.ndarray, s_last: np.ndarray, ack: np.ndarray, tol: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per candidate ACK (acknowledging up to ``ack``; ``s_last`` the last segment it
+    acknowledged, ``s2`` the next, as positions of X's segments): S2 is a full segment
+    (cwnd), S1 filled Y's advertised window (rwnd), the last acknowledged segment was
+    full (a classic Nagle sender's hold, when Nagle is on) — the reasons X may have
+    been waiting for the ACK (see the module docstring)."""
+    p = v.p
+    s2_full = v.s_super[s2] | (v.s_len[s2] >= v.mss)
+    kb = v.last_y_reaching_all(p.ts[v.s_pi[s_last]], tol)
+    kb0 = np.maximum(kb, 0)
+    w0, u0 = p.win[v.y_idx[kb0]], v.y_ack[kb0]
+    rwnd_full = (kb >= 0) & (w0 >= 0) & (u0 >= 0) & (ack >= u0 + w0)
+    last_full = np.asarray(v.sized(s_last), bool) & ~np.asarray(v.small(s_last), bool)
+    return s2_full, rwnd_full, last_full
 
 
 def _prefix_all(
@@ -375,10 +395,11 @@ def _prefix_at_once(
     jr = ends.search(cj, ack, "right") - n0[cj]
     ok = (jr > jl) & (jr < n_new[cj])
     cand, cj, una, ack, jl, jr = cand[ok], cj[ok], una[ok], ack[ok], jl[ok], jr[ok]
-    d_x = np.array([v.d_x for v in views], np.int64)[cj]
+    d_x_v = np.array([v.d_x for v in views], np.int64)
+    mss_v = np.array([v.mss for v in views], np.int64)
+    tol_v = np.array([v.tolerance() for v in views], np.int64)
+    d_x, mss, tol = d_x_v[cj], mss_v[cj], tol_v[cj]
     d_y = np.array([v.d_y for v in views], np.int64)[cj]
-    mss = np.array([v.mss for v in views], np.int64)[cj]
-    tol = np.array([v.tolerance() for v in views], np.int64)[cj]
     late = np.array([v.coupling.late_ns for v in views], np.int64)[cj]
     ia = ygi[cand]
     ta = pts[ia]
@@ -403,10 +424,34 @@ def _prefix_at_once(
         & ~(t2 - pts[last_pi] < d_x + d_y - tol)
     )
     cand, cj, jl, jr = cand[keep], cj[keep], jl[keep], jr[keep]
+    # X may have been waiting (_waiting, for every candidate at once): S2 full, the
+    # last acknowledged segment full, or S1 filling Y's window — Y's last packet that
+    # reached X before S1 left, searched in each direction's Y times
+    y_ts = pts[ygi]
+    yt = grouped(y_job, y_ts, nj)
+    if yt is None:
+        return out
+    g_r = n0[cj] + jr
+    s2_row, sl_row = srow[g_r], srow[g_r - 1]
+    sup, ln = sc["super_segment"].astype(bool, copy=False), sc["length"]
+    m, xk = mss_v[cj], np.array([v.x_mss_known for v in views], bool)[cj]
+    s2_full = sup[s2_row] | (ln[s2_row] >= m)
+    l_sup, l_len = sup[sl_row], ln[sl_row].astype(np.int64, copy=False)
+    # DirView.small / .sized (an MSS of 0: numpy's x % 0 is 0, as x % 1)
+    small = np.where(l_sup, xk & (l_len % np.maximum(m, 1) != 0), l_len < m)
+    last_full = (~l_sup | xk) & ~small
+    tl = pts[n_pi[g_r - 1]]
+    bound = np.minimum(tl - d_x_v[cj] + tol_v[cj], tl - 1)
+    at = yt.search(cj, bound, "right")  # the group's first row + how many reached X
+    kb = np.maximum(at - 1, 0)
+    w0, u0 = pc["win"][ygi[kb]], y_ack[kb]
+    rwnd_full = (at > yfirst[cj]) & (w0 >= 0) & (u0 >= 0) & (y_ack[cand] >= u0 + w0)
+    keep = s2_full | rwnd_full | last_full
+    cand, cj, jl, jr = cand[keep], cj[keep], jl[keep], jr[keep]
     local = cand - yfirst[cj]
     n_c = np.bincount(cj, minlength=nj)
     cut = np.cumsum(n_c).tolist()
-    back = backwards(n_job, n_end, nj)
+    back = backwards(n_job, n_end, nj) | backwards(y_job, y_ts, nj)
     z = np.zeros(0, np.int64)
     a = 0
     for i, b in enumerate(cut):

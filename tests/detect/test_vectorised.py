@@ -939,7 +939,8 @@ def test_delack_prefix_all_as_per_direction(traces, thresholds):
             seen["at_once"] += 1
             seen["cand"] += want[0].size
             seen["dirs_with"] += bool(want[0].size)
-    assert seen["at_once"] > 40 and seen["cand"] > 20 and seen["dirs_with"] > 5, seen
+    # (a candidate must also leave X waiting: at the RFC's bounds only a few do here)
+    assert seen["at_once"] > 40 and seen["cand"] > 8 and seen["dirs_with"] >= 3, seen
 
 
 def test_delack_prefix_all_backwards(traces):
