@@ -67,8 +67,10 @@ def with_evidence(display_filter: str, frames: list[int]) -> str:
 # (tcp_model.warm_shared): about half of the detectors' CPU after that, measured at 1M
 # packets one detector at a time (sse: 1.95 of 3.86 s; h2: 0.98 of 1.71 s), closed under
 # the kinds they read (hol reads rto's, delivery hol's); a detector that reads their
-# kinds (http) waits for the child.
-SIDE = ("delayed_ack", "rto", "hol", "delivery", "ssr")
+# kinds (http) waits for the child.  reuse joined them when delayed_ack's candidates
+# left the child idle (sse-1M: the child's last detector ended ~0.4 s before this
+# process's; with reuse, 1.36 vs 1.42 s after the first began).
+SIDE = ("delayed_ack", "reuse", "rto", "hol", "delivery", "ssr")
 # The fork pays on a capture of at least this many TCP segments and connections: the
 # detectors' own cost is mostly per connection (Python per direction), and with fewer the
 # fork's cost (page tables of the whole process, copy-on-write, the child's exit: +0.2-0.5 s
@@ -157,6 +159,13 @@ def _side(dets: list[Any], ctx: DetectContext, isolated: bool) -> list[Any]:
     return [d for d in dets if d.name in names]
 
 
+def shared_of(side: list[Any]) -> list[Any]:
+    """The detectors of ``side`` that read no kind and whose kinds none of ``side``
+    reads: either process may run them (:func:`run_detectors`)."""
+    reads = set().union(*(read_kinds(d) for d in side))
+    return [d for d in side if not read_kinds(d) and not set(d.spec.kind_names) & reads]
+
+
 def run_detectors(
     ctx: DetectContext,
     only: set[str] | None = None,
@@ -176,8 +185,9 @@ def run_detectors(
     segments and :data:`SIDE_MIN_CONNECTIONS` TCP connections, the detectors of
     :data:`SIDE` run in a forked child process while this one runs the others
     (:class:`pcapkit._parallel.ForkedCall`; ``PCAPKIT_THREADS=1``: all here); those of
-    them that read no kind and whose kinds none of them reads (delayed_ack, ssr) run
-    last, each in whichever process is free first (:class:`pcapkit._parallel.Tickets`).
+    them that read no kind and whose kinds none of them reads (:func:`shared_of`:
+    delayed_ack, reuse, ssr) run last, each in whichever process is free first
+    (:class:`pcapkit._parallel.Tickets`).
     The findings are the same either way.
     """
     from .._pages import release_free_memory
@@ -197,8 +207,7 @@ def run_detectors(
     # the side's detectors that read no kind and whose kinds no side detector reads run
     # last, in whichever process is free first (a ticket each, pcapkit._parallel.Tickets):
     # the child after the side's others, this process after its own detectors
-    side_reads = set().union(*(read_kinds(d) for d in side))
-    shared = [d for d in side if not read_kinds(d) and not set(d.spec.kind_names) & side_reads]
+    shared = shared_of(side)
     fixed = [d for d in side if d not in shared]
     tickets: Tickets | None = None
 

@@ -103,7 +103,7 @@ def test_forked_findings_equal_serial(traces, forks, monkeypatch):
 
 
 # the side's detectors that either process may run (no kind read, none read by the side)
-SHARED = {"delayed_ack", "ssr"}
+SHARED = {d.name for d in detect.shared_of([d for d in detect.DETECTORS if d.name in detect.SIDE])}
 
 
 def _slow_in(module, where: str, monkeypatch) -> None:
@@ -121,9 +121,10 @@ def _slow_in(module, where: str, monkeypatch) -> None:
 
 @pytest.mark.parametrize("slow", ["child", "here"])
 def test_shared_detectors_run_where_a_process_is_free(traces, forks, monkeypatch, slow):
-    """delayed_ack and ssr (SHARED) go to whichever process is free first: with the
-    child held up in hol this process takes both, with this process held up in cork the
-    child runs them; the findings are the serial run's either way."""
+    """The SHARED detectors (delayed_ack, reuse, ssr) go to whichever process is free
+    first: with the child held up in hol this process takes them all, with this process
+    held up in cork the child runs them; the findings are the serial run's either way."""
+    assert SHARED == {"delayed_ack", "reuse", "ssr"}
     from pcapkit.detect import cork
 
     name, t = traces[1]
