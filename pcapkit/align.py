@@ -514,9 +514,19 @@ def _record_counts(
     ``groupby("flow").size()`` gives them, without a copy of the table."""
     if flow.shape[0] == 0:
         return {}, {}
-    flows, fi = _flow_runs(flow)
-    n = np.bincount(fi, minlength=flows.shape[0])
-    nd = np.bincount(fi[decrypted], minlength=flows.shape[0])
+    if bool((flow[1:] >= flow[:-1]).all()):
+        # sorted by flow, as a records table is: the runs' lengths, and the decrypted
+        # rows placed among the runs — no index per record (a 63 MB temporary at 7.9 M
+        # records, 0.15 s of fresh pages at sse-1M)
+        at = np.flatnonzero(np.r_[True, flow[1:] != flow[:-1]])
+        flows = flow[at]
+        n = np.diff(np.append(at, flow.shape[0]))
+        run = np.searchsorted(at, np.flatnonzero(decrypted), side="right") - 1
+        nd = np.bincount(run, minlength=flows.shape[0])
+    else:
+        flows, fi = _flow_runs(flow)
+        n = np.bincount(fi, minlength=flows.shape[0])
+        nd = np.bincount(fi[decrypted], minlength=flows.shape[0])
     fl = flows.tolist()
     counts = dict(zip(fl, n.tolist(), strict=True))
     dec = {f: c for f, c in zip(fl, nd.tolist(), strict=True) if c}

@@ -137,3 +137,26 @@ def test_alignment_kpis_in_slices_equal_one_pass(name, monkeypatch):
     assert calls and calls[0] >= 2  # the passes went to the threads
     assert list(align.alignment_kpis_by_flow(*cols)) == list(whole)
     assert len(whole) >= 2 and all(k["records"] > 0 for k in whole.values())
+
+
+@pytest.mark.parametrize("order", ["sorted", "shuffled"])
+def test_record_counts_as_groupby(order: str) -> None:
+    """Records and decrypted records per flow (synthetic columns): a table sorted by
+    flow is counted from its runs, any other through np.unique — both as pandas'
+    groupby counts them, a flow with no decrypted record absent from the second."""
+    import pandas as pd
+
+    rng = np.random.default_rng(7)
+    flow = np.sort(rng.integers(0, 300, 50_000)).astype(np.int32)
+    flow[flow == 17] = 18  # a gap in the flow numbers
+    decrypted = rng.random(flow.shape[0]) < 0.01
+    decrypted[flow == 5] = False  # a flow without decrypted records
+    decrypted[-1] = True  # the last row of the last run
+    if order == "shuffled":
+        o = rng.permutation(flow.shape[0])
+        flow, decrypted = flow[o], decrypted[o]
+    counts, dec = align._record_counts(flow, decrypted)
+    df = pd.DataFrame({"flow": flow, "dec": decrypted})
+    assert counts == df.groupby("flow").size().to_dict()
+    want = df[df["dec"]].groupby("flow").size().to_dict()
+    assert dec == want and 5 not in dec and len(dec) > 100
