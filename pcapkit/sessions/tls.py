@@ -568,11 +568,18 @@ class _Runs:
         return self.end.tolist(), self.lo.tolist(), self.hi.tolist(), self.exit.tolist()
 
 
-# [first byte, second byte] of a record header that may be TLS: content type 20…24,
-# version 3.x (what :func:`finish_walks` calls a header)
-_PLAUSIBLE = np.zeros((256, 256), bool)
-_PLAUSIBLE[20:25, 3] = True
+def _plausible(b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
+    """Whether record headers whose first bytes are ``b0``, ``b1`` may be TLS: content
+    type 20…24, version 3.x (what :func:`finish_walks` calls a header).  Three passes
+    over bytes: a 256 × 256 table looked up by two fancy indexes took 3× their time at
+    7.9 M headers."""
+    return (b0 >= 20) & (b0 <= 24) & (b1 == 3)  # type: ignore[no-any-return]
+
+
 _HDR = np.dtype((np.void, HEADER_LENGTH))
+# a header's fields, as one item of HEADER_LENGTH bytes
+_FIELDS = np.dtype([("type", "u1"), ("version", ">u2"), ("length", ">u2")])
+assert _FIELDS.itemsize == HEADER_LENGTH
 
 
 # speculate() walks a direction's pieces only when at least a quarter of its first
@@ -640,7 +647,7 @@ def _aligned(
     plausible = np.zeros(at.shape[0], bool)
     for w in _windows(buf, at, pg):
         h = rows_at(buf, at[w], 2)
-        plausible[w] = _PLAUSIBLE[h[:, 0], h[:, 1]]
+        plausible[w] = _plausible(h[:, 0], h[:, 1])
     ok &= plausible
     d = np.repeat(np.arange(len(idxs)), m)
     hits = np.bincount(d[ok], minlength=len(idxs))
@@ -663,7 +670,7 @@ def _walk_pieces(
     step = 0
     while a.shape[0]:
         h = rows_at(buf, p, HEADER_LENGTH)
-        good = _PLAUSIBLE[h[:, 0], h[:, 1]]
+        good = _plausible(h[:, 0], h[:, 1])
         if not good.all():  # stop there: not a header (or the guess was wrong)
             fin[a[~good]] = p[~good]
             a, p, ps, h = a[good], p[good], ps[good], h[good]
@@ -886,13 +893,14 @@ def finish_walks(buf: np.ndarray, walks: list[_Walk]) -> list[BulkRecords]:
             hdr[s0 + r] = np.frombuffer(h, np.uint8)
     # the fields straight at the records table's dtypes (every walk's arrays are views
     # of these): big-endian 16-bit views, no wider temporaries of every record
-    ct_t = hdr[:, 0].astype(RECORD_DTYPES["content_type"])
-    ver_t = np.ascontiguousarray(hdr[:, 1:3]).view(">u2")[:, 0].astype(RECORD_DTYPES["version"])
-    len_t = np.ascontiguousarray(hdr[:, 3:5]).view(">u2")[:, 0].astype(RECORD_DTYPES["length"])
+    fields = hdr.reshape(-1).view(_FIELDS)  # (strided views of the rows: no copies)
+    ct_t = fields["type"].astype(RECORD_DTYPES["content_type"])
+    ver_t = fields["version"].astype(RECORD_DTYPES["version"])
+    len_t = fields["length"].astype(RECORD_DTYPES["length"])
     # not a header (the framing is lost there) vs. a header whose length breaks a rule
     # of the record layer (the framing holds: the walk went on past it)
-    bad = ~_PLAUSIBLE[hdr[:, 0], hdr[:, 1]]
-    del hdr
+    bad = ~_plausible(hdr[:, 0], hdr[:, 1])
+    del hdr, fields
     ct, ver = ct_t, ver_t
     overflow = len_t > MAX_CIPHERTEXT_LENGTH
     empty = (len_t == 0) & (ct >= 20) & (ct <= 22)
