@@ -25,7 +25,7 @@ from pathlib import Path
 from statistics import median
 
 # the reference TLS header walk's inner loop, as a kernel would hold it
-KERNEL = '''
+KERNEL = """
 import numba
 import numpy as np
 
@@ -39,9 +39,9 @@ def walk(buf, start, end, offs):
         n += 1
         o += 5 + ((np.int64(buf[o + 3]) << 8) | buf[o + 4])
     return n
-'''
+"""
 
-CHILD = '''
+CHILD = """
 import json, sys, time
 import numpy as np
 import pandas  # noqa: F401 - what every analysis has loaded
@@ -65,7 +65,7 @@ buf = np.zeros(4096, np.uint8)
 kern.walk(buf, 0, buf.shape[0], np.zeros(1024, np.int64))
 t2 = time.perf_counter()
 print(json.dumps({"import_s": t1 - t0, "first_call_s": t2 - t1, "before": before, "after": status()}))
-'''
+"""
 
 
 def main() -> int:
