@@ -180,12 +180,16 @@ def _all_data_acks(
         or int(s_frame.max()) >> _FRAME_BITS
     ):
         return None
-    nflow = nk >> 1
     # the flow's packet index of each new segment (``searchsorted(p.frame, frame)``)
-    pkey = (pflow << _FRAME_BITS) | frame
-    gpi = np.searchsorted(pkey, (nflow << _FRAME_BITS) | s_frame, side="left")
-    del pkey
-    pi = gpi - np.searchsorted(pflow, nflow, side="left")
+    rows = seg_packet_rows(ctx)
+    if rows is not None:
+        gpi, pi = rows[0][new], rows[1][new]
+    else:
+        nflow = nk >> 1
+        pkey = (pflow << _FRAME_BITS) | frame
+        gpi = np.searchsorted(pkey, (nflow << _FRAME_BITS) | s_frame, side="left")
+        del pkey
+        pi = gpi - np.searchsorted(pflow, nflow, side="left")
     yg = y_groups(ctx)
     yo, gid, gkeys = yg.yo, yg.gid, yg.keys
     if not yo.shape[0]:
@@ -946,6 +950,40 @@ def warm_shared(ctx: DetectContext) -> None:
     y_groups(ctx)
 
 
+def seg_packet_rows(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray] | None:
+    """Every segment's packet: its row of :attr:`DetectContext.packet_columns` and its
+    index among its flow's packets (``searchsorted(p.frame, s_frame)`` per flow), for
+    every row of :attr:`DetectContext.seg_columns` — one search of (flow, frame) keys,
+    made once per memo lifetime (the views and the data → ACK pairs both read it).
+    None when flows or frames do not fit those keys."""
+    return ctx.memo(("tcp_model.seg_packet_rows",), lambda: _seg_packet_rows(ctx))  # type: ignore[no-any-return]
+
+
+def _seg_packet_rows(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray] | None:
+    pflow, frame = ctx.packet_flows, ctx.packet_columns["frame"]
+    skey = ctx.seg_dir_keys
+    s_frame = ctx.seg_columns["frame"].astype(np.int64, copy=False)
+    if pflow.shape[0] and (
+        int(pflow[0]) < 0
+        or int(pflow[-1]) >= _FLOW_MAX
+        or int(frame.min()) < 0
+        or int(frame.max()) >> _FRAME_BITS
+    ):
+        return None
+    if s_frame.shape[0] and (
+        int(skey[0]) < 0
+        or int(skey[-1]) >> 1 >= _FLOW_MAX
+        or int(s_frame.min()) < 0
+        or int(s_frame.max()) >> _FRAME_BITS
+    ):
+        return None
+    sflow = skey >> 1
+    pkey = (pflow << _FRAME_BITS) | frame
+    gpi = np.searchsorted(pkey, (sflow << _FRAME_BITS) | s_frame, side="left")
+    del pkey
+    return gpi, gpi - np.searchsorted(pflow, sflow, side="left")
+
+
 def build_views(ctx: DetectContext) -> int:
     """:meth:`DirView._build` of both directions of every TCP flow at once, into the memo
     (``("tcp_model.DirView", f, d)``): the per-segment and per-Y-packet columns are made
@@ -957,30 +995,14 @@ def build_views(ctx: DetectContext) -> int:
     if not flows:
         return 0
     pc = ctx.packet_columns
-    pflow, frame = ctx.packet_flows, pc["frame"]
+    pflow = ctx.packet_flows
     sc = ctx.seg_columns
-    skey = ctx.seg_dir_keys
     s_frame = sc["frame"].astype(np.int64, copy=False)
-    if pflow.shape[0] and (
-        int(pflow[0]) < 0
-        or int(pflow[-1]) >= _FLOW_MAX
-        or int(frame.min()) < 0
-        or int(frame.max()) >> _FRAME_BITS
-    ):
-        return 0
-    if s_frame.shape[0] and (
-        int(skey[0]) < 0
-        or int(skey[-1]) >> 1 >= _FLOW_MAX
-        or int(s_frame.min()) < 0
-        or int(s_frame.max()) >> _FRAME_BITS
-    ):
+    rows = seg_packet_rows(ctx)
+    if rows is None:
         return 0
     # every segment's index in its flow's packets (``searchsorted(p.frame, s_frame)``)
-    sflow = skey >> 1
-    pkey = (pflow << _FRAME_BITS) | frame
-    s_pi = np.searchsorted(pkey, (sflow << _FRAME_BITS) | s_frame, side="left")
-    s_pi -= np.searchsorted(pflow, sflow, side="left")
-    del pkey, sflow
+    s_pi = rows[1]
     new_all = ctx.seg_kind_is("new")
     bad = ~new_all & ~ctx.seg_kind_is("prev_not_captured")
     s_ts = sc["ts_ns"].astype(np.int64, copy=False)
