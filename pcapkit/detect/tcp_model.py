@@ -165,7 +165,7 @@ def _all_data_acks(
     out: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
     if not nk.shape[0] or not pflow.shape[0]:
         return out
-    frame, ack = pc["frame"], pc["ack"]
+    frame = pc["frame"]
     sc = ctx.seg_columns
     s_frame = sc["frame"][new].astype(np.int64, copy=False)
     s_end = sc["end"][new].astype(np.int64, copy=False)
@@ -196,10 +196,11 @@ def _all_data_acks(
         return out
     # Y's running max ACK and Y's packet indices, per group, each one sorted array
     n_g = int(gkeys.shape[0])
-    acks, at = grouped(gid, ack[yo], n_g), grouped(gid, yo, n_g)
-    if acks is None or at is None:
+    runs = y_ack_runs(ctx)
+    at = grouped(gid, yo, n_g)
+    if runs is None or at is None:
         return None
-    acks.running_max()
+    acks = runs[0]
     # each new segment's group among Y's
     gc, lo, ny = yg.span(nk)
     has_y = ny > 0
@@ -342,6 +343,19 @@ def backwards(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
         down = np.flatnonzero((values[1:] < values[:-1]) & (gid[1:] == gid[:-1]))
         out[gid[down + 1]] = True
     return out
+
+
+def y_ack_runs(ctx: DetectContext) -> tuple[Grouped, np.ndarray] | None:
+    """Every direction's running maximum of Y's ACKs (:attr:`DirView.y_ackmax`), in
+    the rows of :func:`y_groups`: as :class:`Grouped` keys (searchable per direction)
+    and as values; None when they do not fit the keys.  Once per memo lifetime."""
+
+    def make() -> tuple[Grouped, np.ndarray] | None:
+        yg = y_groups(ctx)
+        acks = grouped(yg.gid, ctx.packet_columns["ack"][yg.yo], int(yg.keys.shape[0]))
+        return None if acks is None else (acks, acks.running_max())
+
+    return ctx.memo(("tcp_model.y_ack_runs",), make)  # type: ignore[no-any-return]
 
 
 def y_groups(ctx: DetectContext) -> YGroups:
@@ -1006,8 +1020,8 @@ def build_views(ctx: DetectContext) -> int:
     new_all = ctx.seg_kind_is("new")
     bad = ~new_all & ~ctx.seg_kind_is("prev_not_captured")
     s_ts = sc["ts_ns"].astype(np.int64, copy=False)
-    bad_ts = s_ts[bad]
-    bad_at = np.concatenate(([0], np.cumsum(bad))).tolist()
+    bad_rows = np.flatnonzero(bad)
+    bad_ts = s_ts[bad_rows]
     del bad
     cols = {
         "s_off": sc["offset"].astype(np.int64, copy=False),
@@ -1031,6 +1045,10 @@ def build_views(ctx: DetectContext) -> int:
     sa, sb = ctx.seg_bounds(keys)
     _, ya, yn = yg.span(keys)
     sa_l, sb_l = sa.tolist(), sb.tolist()
+    # each view's rows of bad_ts: the bad segments before its first row and its end
+    ba_l = np.searchsorted(bad_rows, sa).tolist()
+    bb_l = np.searchsorted(bad_rows, sb).tolist()
+    del bad_rows
     ya_l, yb_l = ya.tolist(), (ya + yn).tolist()
     segs = ctx.seg_arrays_many(fds, sa_l, sb_l)
     packets = ctx.packets_of_many(flows)
@@ -1044,6 +1062,8 @@ def build_views(ctx: DetectContext) -> int:
         if d_x is not None and d_y is not None:
             asked.append((i, f, d, d_x))
     jitters = reaction_jitters_ns(ctx, asked)
+    runs = y_ack_runs(ctx)
+    y_ackmax_all = None if runs is None else runs[1]
     for i, (f, d) in enumerate(fds):
         p = packets[i >> 1]
         a, b, y0, y1 = sa_l[i], sb_l[i], ya_l[i], yb_l[i]
@@ -1082,11 +1102,17 @@ def build_views(ctx: DetectContext) -> int:
             s_pi=s_pi[a:b],
             y_idx=y_loc[y0:y1],
             y_ack=y_ack,
-            y_ackmax=np.maximum.accumulate(y_ack) if y1 > y0 else y_ack,
+            y_ackmax=(
+                y_ackmax_all[y0:y1]
+                if y_ackmax_all is not None
+                else np.maximum.accumulate(y_ack)
+                if y1 > y0
+                else y_ack
+            ),
             y_data=y_data_all[y0:y1],
             y_ts=y_ts_all[y0:y1],
             jitter=jitters.get(i),
-            x_bad_ts=bad_ts[bad_at[a] : bad_at[b]],
+            x_bad_ts=bad_ts[ba_l[i] : bb_l[i]],
             coupling=coupling,
         )
         view.s_new = new_all[a:b]  # (the cached property's value: kind == "new")
