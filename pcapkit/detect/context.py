@@ -126,6 +126,25 @@ def _gathered(columns: Mapping[str, Any], order: np.ndarray) -> dict[str, np.nda
     return dict(zip(names, got, strict=True))
 
 
+def _by_key_then_frame(key: np.ndarray, frame: np.ndarray) -> np.ndarray:
+    """``np.lexsort((frame, key))`` for non-negative int64 keys.  Where ``frame`` does
+    not go down (tables in capture order), that is a stable sort by ``key`` alone, and
+    numpy sorts 16-bit integers stably by radix: keys below 2**16 in one pass, below
+    2**32 in two (low half, then high half — least significant digit first).  At 1M
+    packets: 0.05 s → 0.01 s."""
+    n = key.shape[0]
+    if n < 2 or bool((frame[1:] < frame[:-1]).any()) or int(key.min()) < 0:
+        return np.lexsort((frame, key))
+    top = int(key.max())
+    if top < 1 << 16:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    if top < 1 << 32:
+        lo = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
+        hi = np.argsort((key[lo] >> 16).astype(np.uint16), kind="stable")
+        return lo[hi]  # type: ignore[no-any-return]
+    return np.lexsort((frame, key))
+
+
 _I32 = np.iinfo(np.int32)
 
 
@@ -203,7 +222,7 @@ class DetectContext:
         tcp = packets[(packets["proto"] == "tcp") & packets["flow"].notna()]
         flow = tcp["flow"].to_numpy(np.int64)
         frame = tcp["frame"].to_numpy(np.int64)
-        order = np.lexsort((frame, flow))
+        order = _by_key_then_frame(flow, frame)
         pc = _gathered(
             {
                 "flow": flow,
@@ -236,13 +255,19 @@ class DetectContext:
         del pc, flags, rel_seq, rel_ack
         sf = segments["flow"].to_numpy(np.int64)
         sd = segments["dir"].cat.codes.to_numpy(np.int64)
-        so = np.lexsort((segments["frame"].to_numpy(np.int64), sd, sf))
+        sk = sf * 2 + sd
+        s_frame = segments["frame"].to_numpy(np.int64)
+        if sd.shape[0] and int(sd.min()) < 0:  # a direction unknown: keys would collide
+            so = np.lexsort((s_frame, sd, sf))
+        else:
+            so = _by_key_then_frame(sk, s_frame)
+        del s_frame
         # the segments sorted by (flow, dir, frame): their numpy columns (gathered on
         # threads), the table itself only when asked for (:meth:`segments_of`)
         self._seg_src, self._seg_order = segments, so
         self._seg_df: pd.DataFrame | None = None
         self._seg_kind = segments["kind"].take(so)  # (its index is not read)
-        self._seg_key = (sf * 2 + sd)[so]
+        self._seg_key = sk[so]
         if len(records):
             self._rec_key, ro = record_keys if record_keys is not None else record_dir_keys(records)
             if ro is None:

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 import pcapkit
+from pcapkit.detect import context
 from pcapkit.detect.tcp_model import DirView, timeline
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -166,3 +167,21 @@ def test_columns_gathered_on_threads_equal_one_thread(name, monkeypatch):
         want = (s["kind"].astype(str).to_numpy() == kind)[order]
         assert np.array_equal(many.seg_kind_is(kind), want)
         assert np.array_equal(one.seg_kind_is(kind), want)
+
+
+@pytest.mark.parametrize(
+    "top, frames_sorted",
+    [(3_000, True), (70_000, True), (1 << 33, True), (3_000, False), (0, True)],
+)
+def test_key_then_frame_order_is_lexsort(top, frames_sorted):
+    """DetectContext's (flow, frame) order (synthetic columns): a radix sort of the key
+    alone when the frames do not go down — one pass below 2**16, two below 2**32 — and
+    numpy's lexsort otherwise; always the lexsort's permutation, ties in both kept in
+    table order."""
+    rng = np.random.default_rng(3)
+    n = 50_000
+    key = rng.integers(0, top + 1, n).astype(np.int64)
+    frame = np.sort(rng.integers(0, n // 3, n)) if frames_sorted else rng.integers(0, n, n)
+    got = context._by_key_then_frame(key, frame)
+    assert np.array_equal(got, np.lexsort((frame, key)))
+    assert frames_sorted or bool((frame[1:] < frame[:-1]).any())
