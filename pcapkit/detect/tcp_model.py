@@ -165,7 +165,7 @@ def _all_data_acks(
     out: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
     if not nk.shape[0] or not pflow.shape[0]:
         return out
-    frame = pc["frame"]
+    frame, ack = pc["frame"], pc["ack"]
     sc = ctx.seg_columns
     s_frame = sc["frame"][new].astype(np.int64, copy=False)
     s_end = sc["end"][new].astype(np.int64, copy=False)
@@ -181,11 +181,12 @@ def _all_data_acks(
     ):
         return None
     # the flow's packet index of each new segment (``searchsorted(p.frame, frame)``)
-    rows = seg_packet_rows(ctx)
-    if rows is not None:
-        gpi, pi = rows[0][new], rows[1][new]
+    nflow = nk >> 1
+    local = seg_packet_index(ctx)
+    if local is not None:
+        pi = local[new]
+        gpi = pi + np.searchsorted(pflow, nflow, side="left")
     else:
-        nflow = nk >> 1
         pkey = (pflow << _FRAME_BITS) | frame
         gpi = np.searchsorted(pkey, (nflow << _FRAME_BITS) | s_frame, side="left")
         del pkey
@@ -196,11 +197,10 @@ def _all_data_acks(
         return out
     # Y's running max ACK and Y's packet indices, per group, each one sorted array
     n_g = int(gkeys.shape[0])
-    runs = y_ack_runs(ctx)
-    at = grouped(gid, yo, n_g)
-    if runs is None or at is None:
+    acks, at = grouped(gid, ack[yo], n_g), grouped(gid, yo, n_g)
+    if acks is None or at is None:
         return None
-    acks = runs[0]
+    acks.running_max()
     # each new segment's group among Y's
     gc, lo, ny = yg.span(nk)
     has_y = ny > 0
@@ -343,19 +343,6 @@ def backwards(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
         down = np.flatnonzero((values[1:] < values[:-1]) & (gid[1:] == gid[:-1]))
         out[gid[down + 1]] = True
     return out
-
-
-def y_ack_runs(ctx: DetectContext) -> tuple[Grouped, np.ndarray] | None:
-    """Every direction's running maximum of Y's ACKs (:attr:`DirView.y_ackmax`), in
-    the rows of :func:`y_groups`: as :class:`Grouped` keys (searchable per direction)
-    and as values; None when they do not fit the keys.  Once per memo lifetime."""
-
-    def make() -> tuple[Grouped, np.ndarray] | None:
-        yg = y_groups(ctx)
-        acks = grouped(yg.gid, ctx.packet_columns["ack"][yg.yo], int(yg.keys.shape[0]))
-        return None if acks is None else (acks, acks.running_max())
-
-    return ctx.memo(("tcp_model.y_ack_runs",), make)  # type: ignore[no-any-return]
 
 
 def y_groups(ctx: DetectContext) -> YGroups:
@@ -964,16 +951,16 @@ def warm_shared(ctx: DetectContext) -> None:
     y_groups(ctx)
 
 
-def seg_packet_rows(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray] | None:
-    """Every segment's packet: its row of :attr:`DetectContext.packet_columns` and its
-    index among its flow's packets (``searchsorted(p.frame, s_frame)`` per flow), for
-    every row of :attr:`DetectContext.seg_columns` — one search of (flow, frame) keys,
-    made once per memo lifetime (the views and the data → ACK pairs both read it).
-    None when flows or frames do not fit those keys."""
-    return ctx.memo(("tcp_model.seg_packet_rows",), lambda: _seg_packet_rows(ctx))  # type: ignore[no-any-return]
+def seg_packet_index(ctx: DetectContext) -> np.ndarray | None:
+    """Every segment's index among its flow's packets (``searchsorted(p.frame,
+    s_frame)`` per flow), for every row of :attr:`DetectContext.seg_columns`: one
+    search of (flow, frame) keys, made once per memo lifetime (each view holds a slice;
+    the data → ACK pairs read it too).  None when flows or frames do not fit those
+    keys."""
+    return ctx.memo(("tcp_model.seg_packet_index",), lambda: _seg_packet_index(ctx))  # type: ignore[no-any-return]
 
 
-def _seg_packet_rows(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray] | None:
+def _seg_packet_index(ctx: DetectContext) -> np.ndarray | None:
     pflow, frame = ctx.packet_flows, ctx.packet_columns["frame"]
     skey = ctx.seg_dir_keys
     s_frame = ctx.seg_columns["frame"].astype(np.int64, copy=False)
@@ -993,9 +980,10 @@ def _seg_packet_rows(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray] | None
         return None
     sflow = skey >> 1
     pkey = (pflow << _FRAME_BITS) | frame
-    gpi = np.searchsorted(pkey, (sflow << _FRAME_BITS) | s_frame, side="left")
+    pi = np.searchsorted(pkey, (sflow << _FRAME_BITS) | s_frame, side="left")
     del pkey
-    return gpi, gpi - np.searchsorted(pflow, sflow, side="left")
+    pi -= np.searchsorted(pflow, sflow, side="left")
+    return pi
 
 
 def build_views(ctx: DetectContext) -> int:
@@ -1012,11 +1000,10 @@ def build_views(ctx: DetectContext) -> int:
     pflow = ctx.packet_flows
     sc = ctx.seg_columns
     s_frame = sc["frame"].astype(np.int64, copy=False)
-    rows = seg_packet_rows(ctx)
-    if rows is None:
-        return 0
     # every segment's index in its flow's packets (``searchsorted(p.frame, s_frame)``)
-    s_pi = rows[1]
+    s_pi = seg_packet_index(ctx)
+    if s_pi is None:
+        return 0
     new_all = ctx.seg_kind_is("new")
     bad = ~new_all & ~ctx.seg_kind_is("prev_not_captured")
     s_ts = sc["ts_ns"].astype(np.int64, copy=False)
@@ -1062,8 +1049,6 @@ def build_views(ctx: DetectContext) -> int:
         if d_x is not None and d_y is not None:
             asked.append((i, f, d, d_x))
     jitters = reaction_jitters_ns(ctx, asked)
-    runs = y_ack_runs(ctx)
-    y_ackmax_all = None if runs is None else runs[1]
     for i, (f, d) in enumerate(fds):
         p = packets[i >> 1]
         a, b, y0, y1 = sa_l[i], sb_l[i], ya_l[i], yb_l[i]
@@ -1102,13 +1087,9 @@ def build_views(ctx: DetectContext) -> int:
             s_pi=s_pi[a:b],
             y_idx=y_loc[y0:y1],
             y_ack=y_ack,
-            y_ackmax=(
-                y_ackmax_all[y0:y1]
-                if y_ackmax_all is not None
-                else np.maximum.accumulate(y_ack)
-                if y1 > y0
-                else y_ack
-            ),
+            # (its own array: one for every view, made at once, stayed resident as a
+            # fresh mapping where these come from the heap's free pages: +8 MB at h2-1M)
+            y_ackmax=np.maximum.accumulate(y_ack) if y1 > y0 else y_ack,
             y_data=y_data_all[y0:y1],
             y_ts=y_ts_all[y0:y1],
             jitter=jitters.get(i),
