@@ -1277,10 +1277,14 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
         data[c] = merged(cols.pop(c), np.asarray(vals, dt[c]))
     data["early_data"] = merged(cols.pop("early_data"), np.zeros(len(part_len), bool))
     data["handshake"] = merged(cols.pop("handshake"), np.zeros(len(part_len), np.int32))
+    taken: set[int] = set()  # the arrays a column took whole (a column of its own each)
     for c in list(cols):
         parts = cols.pop(c)
-        data[c] = np.concatenate(parts, dtype=dt[c], casting="same_kind")
-        del parts
+        whole = _adjacent_whole(parts, dt[c], taken)
+        data[c] = (
+            whole if whole is not None else np.concatenate(parts, dtype=dt[c], casting="same_kind")
+        )
+        del parts, whole
     # each group's first row (its first part's), then n: parts come in group order
     pg = np.asarray(part_group, np.int64)
     first_part = np.flatnonzero(np.r_[True, pg[1:] != pg[:-1]])
@@ -1298,6 +1302,35 @@ def record_columns(tls_flows: list[TlsFlow]) -> RecordColumns:
     grp = np.repeat(np.arange(len(groups)), np.diff(group_start))
     order = np.lexsort((o, grp))  # groups are (flow, dir) in order
     return RecordColumns({k: v[order] for k, v in data.items()}, groups, names, group_start)
+
+
+def _adjacent_whole(parts: list[np.ndarray], dtype: Any, taken: set[int]) -> np.ndarray | None:
+    """The array whose adjacent slices ``parts`` are, in order, when they cover all of
+    it and it has ``dtype`` and no column took it yet: what ``np.concatenate(parts)``
+    would copy.  A capture whose every direction was header-walked in one go holds its
+    records' columns that way (:func:`finish_walks` slices one array per field): at
+    sse-1M five columns of 7.9 M records, 0.08 s of copies and ~100 MB beside them."""
+    some = [p for p in parts if p.shape[0]]
+    if not some:
+        return None
+    b = some[0].base
+    if (
+        not isinstance(b, np.ndarray)
+        or id(b) in taken
+        or b.ndim != 1
+        or b.dtype != dtype
+        or not b.flags.c_contiguous
+    ):
+        return None
+    at = b.ctypes.data
+    for p in some:
+        if p.base is not b or p.dtype != dtype or p.strides != b.strides or p.ctypes.data != at:
+            return None
+        at += p.nbytes
+    if at != b.ctypes.data + b.nbytes:
+        return None
+    taken.add(id(b))
+    return b
 
 
 def _share_bulk(

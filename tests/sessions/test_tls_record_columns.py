@@ -91,3 +91,51 @@ def test_walked_arrays_are_shared_only_when_in_order() -> None:
         np.shares_memory(b.offset, rc.data["offset"]) for tf in flows for b in tf.bulk.values()
     )
     assert flows[1].bulk["s2c"].offset.tolist() == [20, 0, 10, 10, 30]  # the walk's, as it was
+
+
+def _sliced(spec: dict[int, dict[str, list[int]]], cut: int = 0) -> list[tls.TlsFlow]:
+    """The directions of ``spec`` as finish_walks gives them: slices, in order, of one
+    array per field (``cut`` rows of those arrays left out at the end)."""
+    walks = [dirs.get(d, []) for dirs in spec.values() for d in ("c2s", "s2c")]
+    off = np.asarray([o for w in walks for o in w] + [0] * cut, np.int64)
+    ln = np.asarray([10 + i for w in walks for i in range(len(w))] + [0] * cut, np.int32)
+    ct, ver = np.full(off.shape[0], 23, np.int16), np.full(off.shape[0], 0x0303, np.int32)
+    out, at = [], 0
+    for f, dirs in spec.items():
+        bulk = {}
+        for d in ("c2s", "s2c"):
+            k = len(dirs.get(d, []))
+            if d in dirs:
+                sl = slice(at, at + k)
+                bulk[d] = tls.BulkRecords(
+                    offset=off[sl],
+                    length=ln[sl],
+                    content_type=ct[sl],
+                    version=ver[sl],
+                    status="missing_key",
+                    epoch="application",
+                    key_generation=0,
+                )
+            at += k
+        out.append(tls.TlsFlow(f, [], None, [], False, bulk))  # type: ignore[arg-type]
+    return out
+
+
+@pytest.mark.parametrize("cut", [0, 2])
+def test_walk_arrays_taken_whole_when_adjacent(cut: int) -> None:
+    """Directions walked in one go are adjacent slices of one array per field: the
+    columns are those arrays (no copy) when the slices cover them, in order — one
+    column each (the two content types, one array: one of them a copy) — and copies
+    when rows of them are left out; the values are the oracle's either way."""
+    spec = CASES["restarting offsets, in order"]
+    flows = _sliced(spec, cut)
+    whole = flows[0].bulk["c2s"].offset.base
+    whole_len = flows[0].bulk["c2s"].length.base
+    rc = tls.record_columns(flows)
+    exp, _ = _expected(spec)
+    for c in ("offset", "length"):
+        assert rc.data[c].tolist() == exp[c].tolist(), c
+    assert (rc.data["offset"] is whole) == (cut == 0)
+    assert (rc.data["length"] is whole_len) == (cut == 0)
+    assert not np.shares_memory(rc.data["content_type"], rc.data["outer_content_type"])
+    assert rc.data["content_type"].tolist() == [23] * len(exp)
