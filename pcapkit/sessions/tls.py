@@ -675,7 +675,7 @@ def _walk_pieces(
             fin[a[~good]] = p[~good]
             a, p, ps, h = a[good], p[good], ps[good], h[good]
         out.append((a, p, h, step))
-        p = p + np.ascontiguousarray(h[:, 3:]).view(">u2")[:, 0]  # int64
+        p = p + h.reshape(-1).view(_FIELDS)["length"]  # int64 (a strided view: no copy)
         p += HEADER_LENGTH
         more = p < ps
         if not more.all():
