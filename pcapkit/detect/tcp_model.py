@@ -165,32 +165,15 @@ def _all_data_acks(
     out: dict[int, tuple[int, np.ndarray, np.ndarray]] = {}
     if not nk.shape[0] or not pflow.shape[0]:
         return out
-    frame, ack = pc["frame"], pc["ack"]
-    sc = ctx.seg_columns
-    s_frame = sc["frame"][new].astype(np.int64, copy=False)
-    s_end = sc["end"][new].astype(np.int64, copy=False)
-    if (
-        int(nk[0]) < 0
-        or int(nk[-1]) >> 1 >= _FLOW_MAX
-        or int(pflow[0]) < 0
-        or int(pflow[-1]) >= _FLOW_MAX
-        or int(frame.min()) < 0
-        or int(frame.max()) >> _FRAME_BITS
-        or int(s_frame.min()) < 0
-        or int(s_frame.max()) >> _FRAME_BITS
-    ):
-        return None
-    # the flow's packet index of each new segment (``searchsorted(p.frame, frame)``)
-    nflow = nk >> 1
+    # the flow's packet index of each new segment (``searchsorted(p.frame, frame)``),
+    # and its row of the packet columns (None: flows or frames do not fit the keys)
     local = seg_packet_index(ctx)
-    if local is not None:
-        pi = local[new]
-        gpi = pi + np.searchsorted(pflow, nflow, side="left")
-    else:
-        pkey = (pflow << _FRAME_BITS) | frame
-        gpi = np.searchsorted(pkey, (nflow << _FRAME_BITS) | s_frame, side="left")
-        del pkey
-        pi = gpi - np.searchsorted(pflow, nflow, side="left")
+    if local is None:
+        return None
+    pi = local[new]
+    gpi = pi + np.searchsorted(pflow, nk >> 1, side="left")
+    ack = pc["ack"]
+    s_end = ctx.seg_columns["end"][new].astype(np.int64, copy=False)
     yg = y_groups(ctx)
     yo, gid, gkeys = yg.yo, yg.gid, yg.keys
     if not yo.shape[0]:
