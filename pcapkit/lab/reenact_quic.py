@@ -289,6 +289,14 @@ def client(p: dict[str, Any]) -> dict[str, Any]:
     return asyncio.run(_client(p))
 
 
+async def _ticket(tickets: list[Any], had: int, p: dict[str, Any]) -> None:
+    """Wait, at most ``drain_s``, until ``tickets`` holds more than ``had`` entries."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + float(p["drain_s"])
+    while len(tickets) <= had and loop.time() < deadline:
+        await asyncio.sleep(0.005)
+
+
 async def _client(p: dict[str, Any]) -> dict[str, Any]:
     from aioquic.asyncio.client import connect
     from aioquic.quic.configuration import QuicConfiguration
@@ -305,7 +313,7 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
     log: list[dict[str, Any]] = []
     complete = True
     with open(p["keylog_client"], "a", encoding="ascii") as keylog:
-        for c in conns:
+        for i, c in enumerate(conns):
             one = c["script"]
             await asyncio.sleep(max(0.0, t0 + float(c["start_ms"]) / 1000 - loop.time()))
             cfg = QuicConfiguration(
@@ -321,6 +329,7 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
                 cfg.session_ticket = tickets[-1]
             early = bool(c.get("early_data")) and cfg.session_ticket is not None
             peer_total = sum(int(u["len"]) for u in one["units"] if u["side"] != "client")
+            before = len(tickets)
             async with connect(
                 p["server_ip"],
                 int(p["port"]),
@@ -335,6 +344,10 @@ async def _client(p: dict[str, Any]) -> dict[str, Any]:
                 await conn.play()
                 complete = await conn.until(peer_total, float(p["drain_s"])) and complete
                 log += conn.log
+                if i + 1 < len(conns) and conns[i + 1].get("resume"):
+                    # the next one resumes: its ticket (sent after the handshake) must be
+                    # here before this connection closes, however loaded the machine
+                    await _ticket(tickets, before, p)
             await asyncio.sleep(0.05)  # the close goes out, a ticket may still come
     return {
         "socket": None,
