@@ -69,6 +69,7 @@ C2 (§3.2): several complete application records (TLS records) in one segment em
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,8 @@ from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
 from .tcp_model import (
     DirView,
+    Grouped,
+    YGroups,
     backwards,
     cost_stats,
     grouped,
@@ -177,25 +180,33 @@ def _all_app_units(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray, np.ndarr
         return z, z, z
     lo_fr, hi_fr = int(first.min(where=ok, initial=0)), int(first.max(where=ok, initial=0))
     if lo_fr >= 0 and hi_fr < 1 << 40 and int(key[-1]) < 1 << 22:
-        # one int64 per (direction, frame) of the selected records, filled a chunk of
-        # records at a time (no full-size copy of the keys and of the frames first)
-        # and sorted in place: one sort instead of a two-key lexsort, a stable one
-        # (timsort, fast on runs: the frames are in order but for a few records behind
-        # holes)
-        k = np.empty(n_ok, np.int64)
-        w = 0
-        for a in range(0, key.shape[0], _CHUNK):
-            m = ok[a : a + _CHUNK]
-            c = key[a : a + _CHUNK][m].astype(np.int64) << 40  # (int32 keys)
-            c |= first[a : a + _CHUNK][m]
-            k[w : w + c.shape[0]] = c
-            w += c.shape[0]
-        del ok, c
-        k.sort(kind="stable")
-        head = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
-        n = np.diff(np.append(head, k.shape[0]))
-        u = k[head]
-        return u >> 40, u & ((1 << 40) - 1), n.astype(np.int64)
+        # one int64 per (direction, frame) of the selected records, sorted: one sort
+        # instead of a two-key lexsort, a stable one (timsort, fast on runs: the frames
+        # are in order but for a few records behind holes).  A piece of whole directions
+        # of about _CHUNK records at a time: the pieces' rows, in order, are the rows of
+        # the whole, and their temporaries (8 MB) are reused pass after pass (at
+        # sse-1M's 7.9 M records, one pass made 63 MB of fresh pages each time)
+        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        a, n_rec = 0, key.shape[0]
+        while a < n_rec:
+            b = n_rec
+            if a + _CHUNK < n_rec:  # back to the start of the direction there
+                b = int(np.searchsorted(key, key[a + _CHUNK], side="left"))
+                if b <= a:  # one direction longer than a piece: all of it
+                    b = int(np.searchsorted(key, key[a], side="right"))
+            m = ok[a:b]
+            k = key[a:b][m].astype(np.int64) << 40  # (int32 keys)
+            k |= first[a:b][m]
+            a = b
+            if not k.shape[0]:
+                continue
+            k.sort(kind="stable")
+            head = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+            u = k[head]
+            parts.append((u >> 40, u & ((1 << 40) - 1), np.diff(np.append(head, k.shape[0]))))
+        del ok
+        cat = np.concatenate
+        return cat([p[0] for p in parts]), cat([p[1] for p in parts]), cat([p[2] for p in parts])
     k, fr = key[ok].astype(np.int64), first[ok]
     o = np.lexsort((fr, k))
     k, fr = k[o], fr[o]
@@ -513,26 +524,83 @@ def _cork_prefilter(
 Prefiltered = tuple[np.ndarray, "np.ndarray | None", list[int]]
 
 
+# Segments per pass of :func:`_prefilter_all`: its temporaries (a few dozen arrays of a
+# value per segment or partial segment) stay a few MB, their pages reused from the heap
+# pass after pass.  In one pass over sse-1M's 3.2 M segments each was ~25 MB of fresh
+# pages: 0.47 s; in passes of 2**18 segments, 0.2 s (fresh processes, measured alone).
+PREFILTER_CHUNK = 1 << 18
+
+
 def _prefilter_all(
     ctx: DetectContext, jobs: list[tuple[DirView, int, int, int, int]]
 ) -> dict[int, Prefiltered]:
     """:func:`_cork_prefilter` of many directions at once (``jobs``: (view, lo, hi, quiet,
     rto_est)), by direction key ``2·flow + dir``: one pass over all their partial
-    segments, each direction's searches in Y's packets and X's retransmissions made in
-    one sorted array (a group's number times a time bound plus the time).  A direction is
-    absent — :func:`_cork` then asks :func:`_cork_prefilter` itself — when its Y times or
-    X's retransmission times go backwards, when it has ≥ ``REQUESTS_AT_ONCE_MIN``
-    answers to Y's data to settle, or when the trace's times or frames do not fit."""
+    segments (of about :data:`PREFILTER_CHUNK` segments' worth of directions at a time),
+    each direction's searches in Y's packets and X's retransmissions made in one sorted
+    array (a group's number times a time bound plus the time).  A direction is absent —
+    :func:`_cork` then asks :func:`_cork_prefilter` itself — when its Y times or X's
+    retransmission times go backwards, when it has ≥ ``REQUESTS_AT_ONCE_MIN`` answers to
+    Y's data to settle, or when the trace's times or frames do not fit."""
     out: dict[int, Prefiltered] = {}
     if not jobs:
         return out
-    z = np.zeros(0, np.int64)
     keys = np.array([2 * v.f + v.d for v, *_ in jobs], np.int64)
     if keys.shape[0] > 1 and bool((keys[1:] <= keys[:-1]).any()):
         return out
     skey = ctx.seg_dir_keys
     sa = np.searchsorted(skey, keys, side="left")
     nseg = np.searchsorted(skey, keys, side="right") - sa
+    if any(v.s_frame.shape[0] != n for (v, *_), n in zip(jobs, nseg.tolist(), strict=True)):
+        return out
+    pts = ctx.packet_columns["ts"]
+    if not pts.shape[0] or not int(nseg.sum()):
+        return out
+    # Y's packets of every direction: their times and running maximum of their ACKs, each
+    # in one sorted array (grouped), for every pass
+    yg = y_groups(ctx)
+    n_yg = int(yg.keys.shape[0])
+    y_ts = pts[yg.yo]
+    y_times = grouped(yg.gid, y_ts, n_yg)
+    back_y = backwards(yg.gid, y_ts, n_yg)
+    del y_ts
+    y_acks = grouped(yg.gid, ctx.packet_columns["ack"][yg.yo], n_yg)  # ACKs ≥ −1
+    if y_times is None or y_acks is None:
+        return out
+    y = _YSide(yg, y_times, back_y, y_acks.running_max())
+    del y_acks
+    ends = np.cumsum(nseg)
+    a = 0
+    while a < len(jobs):
+        done = int(ends[a - 1]) if a else 0
+        b = max(a + 1, int(np.searchsorted(ends, done + PREFILTER_CHUNK, side="right")))
+        _prefilter_part(ctx, jobs[a:b], keys[a:b], sa[a:b], nseg[a:b], y, out)
+        a = b
+    return out
+
+
+@dataclass(frozen=True)
+class _YSide:
+    """:func:`_prefilter_all`'s view of every direction's Y packets."""
+
+    groups: YGroups
+    times: Grouped
+    back: np.ndarray  # per group: its times go backwards somewhere
+    ackmax: np.ndarray  # per row of ``groups``: the running maximum of its group's ACKs
+
+
+def _prefilter_part(
+    ctx: DetectContext,
+    jobs: list[tuple[DirView, int, int, int, int]],
+    keys: np.ndarray,
+    sa: np.ndarray,
+    nseg: np.ndarray,
+    y: _YSide,
+    out: dict[int, Prefiltered],
+) -> None:
+    """One pass of :func:`_prefilter_all`: the directions of ``jobs`` (their keys, first
+    rows in the segments and segment counts), their entries added to ``out``."""
+    z = np.zeros(0, np.int64)
     # every segment row of the jobs' directions, and its job
     job = np.repeat(np.arange(keys.shape[0]), nseg)
     first = np.cumsum(nseg) - nseg
@@ -540,13 +608,12 @@ def _prefilter_all(
     # the views' own arrays, concatenated (the same values the per-view code reads)
     cat = np.concatenate
     views = [j[0] for j in jobs]
-    if any(v.s_frame.shape[0] != n for v, n in zip(views, nseg.tolist(), strict=True)):
-        return out
     is_new = ctx.seg_kind_is("new")[rows]
     pnc = ctx.seg_kind_is("prev_not_captured")[rows]
-    del rows  # (each full-size temporary dropped after its last use: this pass sets
-    # analyze's peak at sse-1M)
+    del rows  # (each temporary dropped after its last use)
     s_ts = cat([v.s_ts for v in views])
+    if not s_ts.shape[0] or s_ts.dtype.kind not in "iu":
+        return
     s_len = cat([v.s_len for v in views])
     s_off = cat([v.s_off for v in views])
     s_gap = cat([v.s_gap for v in views])
@@ -564,18 +631,10 @@ def _prefilter_all(
     lo = np.array([j[1] for j in jobs], np.int64)
     hi = np.array([j[2] for j in jobs], np.int64)
     quiet = np.array([j[3] for j in jobs], np.int64)
-    if not pts.shape[0] or not s_ts.shape[0] or s_ts.dtype.kind not in "iu":
-        return out
     # each direction's searches in Y's times and X's retransmission times, made in one
     # sorted array each (grouped); a group going backwards: that direction on its own
-    yg = y_groups(ctx)
+    yg = y.groups
     gy, y0, ny = yg.span(keys)
-    n_yg = int(yg.keys.shape[0])
-    y_ts = pts[yg.yo]
-    y_times = grouped(yg.gid, y_ts, n_yg)
-    back_y = backwards(yg.gid, y_ts, n_yg)
-    y_acks = grouped(yg.gid, pc["ack"][yg.yo], n_yg)  # ACKs ≥ −1
-    del y_ts
     # X's retransmissions/probes (``x_bad_ts``) per job
     bad = ~is_new & ~pnc
     b_job, b_ts = job[bad], s_ts[bad].astype(np.int64, copy=False)
@@ -584,10 +643,8 @@ def _prefilter_all(
     b0 = np.cumsum(n_bad) - n_bad
     x_bad = grouped(b_job, b_ts, int(keys.shape[0]))
     back_x = backwards(b_job, b_ts, int(keys.shape[0]))
-    if y_times is None or y_acks is None or x_bad is None:
-        return out
-    y_ackmax = y_acks.running_max()  # running max of Y's ACK per group
-    del y_acks
+    if x_bad is None:
+        return
     # X's new segments: each one's position among its direction's (``new``)
     nrow = np.flatnonzero(is_new)
     n_job = job[nrow]
@@ -603,14 +660,14 @@ def _prefilter_all(
     t = pts[gpi[pr]].astype(np.int64)
     del gpi
     bound = np.minimum(t - d_x[jb] + quiet[jb], t - 1)
-    kb = y_times.search(gy[jb], bound, "right") - 1
+    kb = y.times.search(gy[jb], bound, "right") - 1
     kb = np.where(ny[jb] > 0, kb - y0[jb], -1)
     has = kb >= 0
     off = s_off[pr]
     grow = y0[jb] + np.where(has, kb, 0)  # Y's packet kb as a YGroups row
     grow = np.minimum(grow, max(yg.yo.shape[0] - 1, 0))
     if yg.yo.shape[0]:
-        in_flight = np.where(has, y_ackmax[grow] < off, off > 0)
+        in_flight = np.where(has, y.ackmax[grow] < off, off > 0)
         ib = yg.yo[grow]
     else:
         in_flight = off > 0
@@ -646,7 +703,7 @@ def _prefilter_all(
     np.cumsum(rc, out=rc)
     n_part = np.bincount(jb, minlength=keys.shape[0])
     p0 = np.cumsum(n_part) - n_part
-    ok = ~back_x & (n_req < REQUESTS_AT_ONCE_MIN) & ~(back_y[gy] & (ny > 0))
+    ok = ~back_x & (n_req < REQUESTS_AT_ONCE_MIN) & ~(y.back[gy] & (ny > 0))
     for i in np.flatnonzero(ok).tolist():
         k = int(keys[i])
         if not n_part[i]:
@@ -655,7 +712,6 @@ def _prefilter_all(
         a0, a1 = int(n0[i]), int(n0[i] + n_new[i])
         q0, q1 = int(p0[i]), int(p0[i] + n_part[i])
         out[k] = (ppos[q0:q1][live[q0:q1]], rc[a0:a1] - rc[a0], [])
-    return out
 
 
 def _request_hold_all(

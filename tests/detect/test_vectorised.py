@@ -662,6 +662,38 @@ def test_prefilter_all_as_per_direction(traces, params):
     assert seen["at_once"] > 40 and seen["todo"] > 20 and seen["resets"] > 20, seen
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 24])
+def test_prefilter_all_in_passes(traces, monkeypatch, chunk):
+    """cork's prefilter in passes of a few segments' worth of directions
+    (``PREFILTER_CHUNK``) = in one pass: the same directions answered, the same
+    answers."""
+    params = (0.95, 1.25, 200.0, 20.0)
+    split = compared = 0
+    part = cork._prefilter_part
+    for _label, t in traces:
+        ctx = t.detect_context
+        jobs = list(_cork_jobs(ctx, params))
+        whole = cork._prefilter_all(ctx, jobs)
+        calls = []
+
+        def spy(*a, calls=calls, **kw):
+            calls.append(len(a[1]))
+            return part(*a, **kw)
+
+        monkeypatch.setattr(cork, "PREFILTER_CHUNK", chunk)
+        monkeypatch.setattr(cork, "_prefilter_part", spy)
+        got = cork._prefilter_all(ctx, jobs)
+        monkeypatch.undo()
+        if whole:  # every direction in exactly one pass
+            assert sum(calls) == len(jobs)
+        split += len(calls) > 1
+        assert got.keys() == whole.keys()
+        for k, want in whole.items():
+            _same_prefilter(got[k], want)
+            compared += 1
+    assert compared > 40 and split >= 3, (compared, split)
+
+
 def _tamper_y_backwards(ctx, v, a):
     ts = ctx.packet_columns["ts"]
     y = v.y_idx[: v.y_idx.size // 2] + a  # Y's first half: after Y's last packet
