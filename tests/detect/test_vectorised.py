@@ -334,6 +334,41 @@ def test_app_units_and_coalesced_as_before(traces):
     assert n_units > 0 and n_hits > 0
 
 
+def _near_candidates(v, units, max_gap):
+    """``cork._coalesced``'s candidates before its release test, one view at a time."""
+    fr, n = units
+    multi = set(fr[n >= 2].tolist())
+    new = v.new_pos.tolist()
+    return [
+        b
+        for a, b in zip(new, new[1:], strict=False)
+        if int(v.s_frame[b]) in multi and int(v.s_ts[b]) - int(v.s_ts[a]) <= max_gap
+    ]
+
+
+@pytest.mark.parametrize("max_gap_ms", [0.0, 1.0, 50.0, 1e6])
+def test_coalescing_dirs_as_per_view(traces, max_gap_ms):
+    """cork's directions with a write-coalescing candidate, found for every direction at
+    once = those whose view has one (so a direction left out has nothing for
+    ``_coalesced`` to test)."""
+    max_gap = int(max_gap_ms * MS)
+    seen = {"dirs": 0, "with": 0}
+    for label, t in traces:
+        ctx = t.detect_context
+        got = cork._coalescing_dirs(ctx, max_gap)
+        assert got is not None, label
+        want = set()
+        for f, d, v in _views(ctx):
+            units = cork._app_units(ctx, f, d)
+            seen["dirs"] += 1
+            if units[0].size and _near_candidates(v, units, max_gap):
+                want.add(2 * f + d)
+        assert got == want, label
+        seen["with"] += len(want)
+    floor = {0.0: 0, 1.0: 0, 50.0: 2, 1e6: 3}[max_gap_ms]  # what the fixtures hold
+    assert seen["dirs"] > 40 and seen["with"] >= floor, seen
+
+
 def test_rec_text_is(traces):
     for _, t in traces:
         ctx = t.detect_context
