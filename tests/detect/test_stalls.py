@@ -269,3 +269,104 @@ def test_synthetic_probe_after_an_idle_stream_is_not_a_timeout(tmp_path):
     c.s2c(581_000, ev, offset=off)
     c.ack_c(601_000)
     assert _kinds(_trace(tmp_path, c, "probe.pcap"), "rto_stall").empty
+
+
+def _late_reference(ctx, opts, f, d, floor):
+    """delivery._timestamped's gaps to look at, one direction at a time (its own steps)."""
+    import numpy as np
+
+    from pcapkit.detect.constants import MS
+    from pcapkit.detect.tcp_model import DirView
+    from pcapkit.detect.waits import tsval_rate
+
+    v = DirView.build(ctx, f, d)
+    rows = ctx.seg_rows(f, d)
+    idx = np.nonzero(ctx.seg_kind_is("new")[rows] | ctx.seg_kind_is("prev_not_captured")[rows])[0]
+    if idx.shape[0] < 3:
+        return 0
+    tsval = opts.ts(v.s_frame[idx])
+    rate = tsval_rate(v.s_ts[idx], tsval) if (tsval >= 0).any() else None
+    if rate is None:
+        return 0
+    gap = np.diff(v.s_ts[idx].astype(np.int64))
+    dts = ((tsval[1:] - tsval[:-1]) & 0xFFFFFFFF).astype(np.int64)
+    dts = np.where(dts >= 0x80000000, 0, dts)
+    late = gap - (dts / rate * MS).astype(np.int64) - int(MS / rate)
+    return int(((gap >= floor) & (late >= floor)).sum())
+
+
+@pytest.mark.parametrize("floor_ms", [100.0, 20.0, 1.0])
+def test_late_candidates_of_every_direction_at_once(floor_ms):
+    """delivery's directions with a late gap to price, found for every direction at once =
+    those a direction-at-a-time pass finds (so a direction it leaves out had nothing for
+    _timestamped), on captures with TCP timestamps (the delivery stall's at 3 vantages,
+    the lab's SSE and cork captures) and lower floors that make more gaps qualify."""
+    from pcapkit.detect import delivery
+    from pcapkit.detect.waits import tcp_options
+
+    seen = {"dirs": 0, "with": 0, "gaps": 0}
+    names = [f"delivery_stall/{v}.pcapng" for v in ("client", "middle", "server")]
+    names += [
+        f"{s}/{v}.pcapng"
+        for s in ("tls_sse_drop", "tcp_cork", "ack_stall", "h2_hol_drop", "rto_tail_loss")
+        for v in ("client", "middle")
+    ]
+    names += ["slow_start_restart/server.pcapng", "h2_sse_drop/client.pcapng"]
+    for name in names:
+        if not (FIX / name).exists():
+            continue
+        with pcapkit.open(FIX / name) as t:
+            ctx = t.detect_context
+            opts = tcp_options(ctx)
+            floors = {f: int(floor_ms * 1e6) for f in ctx.tcp_flows()}
+            got = delivery._late_candidates(ctx, opts, floors)
+            assert got is not None, name
+            want = set()
+            for f in ctx.tcp_flows():
+                for d in (0, 1):
+                    seen["dirs"] += 1
+                    n = _late_reference(ctx, opts, f, d, floors[f])
+                    if n:
+                        want.add(2 * f + d)
+                        seen["gaps"] += n
+        assert got == want, name
+        seen["with"] += len(want)
+    assert seen["dirs"] >= 30 and seen["with"] >= 2, seen
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_late_candidates_with_scrambled_clocks(seed):
+    """The same equality with the TSvals of real captures replaced by random clocks
+    (synthetic values: ticks of 0–3 per packet, some packets without one, a start near
+    2³² so the clocks wrap): many directions then have late gaps, rates of every kind."""
+    import numpy as np
+
+    from pcapkit.detect import delivery
+    from pcapkit.detect.waits import tcp_options
+
+    rng = np.random.default_rng(seed)
+    seen = {"dirs": 0, "with": 0}
+    for name in (
+        "tls_sse_drop/client.pcapng",
+        "h2_hol_drop/middle.pcapng",
+        "tcp_cork/client.pcapng",
+    ):
+        with pcapkit.open(FIX / name) as t:
+            ctx = t.detect_context
+            opts = tcp_options(ctx)
+            n = opts.tsval.shape[0]
+            clock = (1 << 32) - 500 + np.cumsum(rng.integers(0, 4, n))
+            opts.tsval = np.where(rng.random(n) < 0.1, -1, clock & 0xFFFFFFFF)
+            for floor_ms in (1.0, 20.0):
+                floors = {f: int(floor_ms * 1e6) for f in ctx.tcp_flows()}
+                got = delivery._late_candidates(ctx, opts, floors)
+                want = {
+                    2 * f + d
+                    for f in ctx.tcp_flows()
+                    for d in (0, 1)
+                    if _late_reference(ctx, opts, f, d, floors[f])
+                }
+                assert got == want, (name, floor_ms)
+                seen["dirs"] += 2 * len(ctx.tcp_flows())
+                seen["with"] += len(want)
+    assert seen["with"] >= 4, seen
