@@ -74,6 +74,7 @@ from typing import Any
 
 import numpy as np
 
+from .._pages import release_free_memory
 from .base import Evidence, Finding, frame_filter
 from .constants import (
     AUTOCORK_MAX_GAP_NS,
@@ -94,6 +95,7 @@ from .tcp_model import (
     backwards,
     cost_stats,
     grouped,
+    key_chunks,
     median_of,
     role_name,
     y_groups,
@@ -155,7 +157,7 @@ def _app_units(ctx: DetectContext, f: int, d: int) -> Units:
     return fr[rows], n[rows]
 
 
-_CHUNK = 1 << 20  # records per step of _all_app_units' key building
+_CHUNK = 1 << 18  # records per step of _all_app_units' key building
 
 
 def _all_app_units(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -184,20 +186,13 @@ def _all_app_units(ctx: DetectContext) -> tuple[np.ndarray, np.ndarray, np.ndarr
         # instead of a two-key lexsort, a stable one (timsort, fast on runs: the frames
         # are in order but for a few records behind holes).  A piece of whole directions
         # of about _CHUNK records at a time: the pieces' rows, in order, are the rows of
-        # the whole, and their temporaries (8 MB) are reused pass after pass (at
+        # the whole, and their temporaries (2 MB) are reused pass after pass (at
         # sse-1M's 7.9 M records, one pass made 63 MB of fresh pages each time)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        a, n_rec = 0, key.shape[0]
-        while a < n_rec:
-            b = n_rec
-            if a + _CHUNK < n_rec:  # back to the start of the direction there
-                b = int(np.searchsorted(key, key[a + _CHUNK], side="left"))
-                if b <= a:  # one direction longer than a piece: all of it
-                    b = int(np.searchsorted(key, key[a], side="right"))
+        for a, b in key_chunks(key, _CHUNK):
             m = ok[a:b]
             k = key[a:b][m].astype(np.int64) << 40  # (int32 keys)
             k |= first[a:b][m]
-            a = b
             if not k.shape[0]:
                 continue
             k.sort(kind="stable")
@@ -253,6 +248,10 @@ def detect(
     pre = _prefilter_all(ctx, jobs)
     max_gap = int(autocork_max_gap_ms * MS)
     coalescing = _coalescing_dirs(ctx, max_gap)
+    # what the passes above left free in the C heap (their temporaries, reused pass after
+    # pass) back to the kernel: kept, it stayed resident under the analysis's peak (h2-1M,
+    # 6 alternating rounds: 825 → 848 MiB median; trimmed here, 817)
+    release_free_memory()
     for v, lo, hi, quiet, rto_est in jobs:
         f, d = v.f, v.d
         units = _app_units(ctx, f, d)
@@ -273,29 +272,39 @@ def _coalescing_dirs(ctx: DetectContext, max_gap: int) -> set[int] | None:
     slices).  None when the keys do not fit one int64 (then every direction asks).  At
     sse-1M, 38 of 5,341 directions with application records have one."""
     key_u, fr_u, n_u = ctx.memo(("cork.app_units",), lambda: _all_app_units(ctx))
-    m = n_u >= 2
-    if not m.any():
+    if not key_u.shape[0]:
         return set()
-    sk = ctx.seg_dir_keys
-    rows = np.flatnonzero(ctx.seg_kind_is("new"))
-    if rows.shape[0] < 2:
-        return set()
-    k = sk[rows].astype(np.int64)
-    fr = ctx.seg_columns["frame"][rows].astype(np.int64, copy=False)
-    if max(int(k[-1]), int(key_u[-1])) >= 1 << 22 or int(fr.min()) < 0 or int(fr.max()) >= 1 << 40:
+    if int(key_u[-1]) >= 1 << 22:
         return None
-    ts = ctx.seg_columns["ts_ns"][rows].astype(np.int64, copy=False)
-    # b: a new segment whose previous new segment is its direction's, ≤ max_gap before
-    b = np.flatnonzero((k[1:] == k[:-1]) & (ts[1:] - ts[:-1] <= max_gap)) + 1
-    if not b.shape[0]:
-        return set()
-    multi = (key_u[m] << 40) | fr_u[m]  # sorted: the units are, by key then frame
-    q = (k[b] << 40) | fr[b]
-    at = np.minimum(np.searchsorted(multi, q), multi.shape[0] - 1)
-    return set(k[b[multi[at] == q]].tolist())
-
-
-# -- C1 ------------------------------------------------------------------------------
+    sk = ctx.seg_dir_keys
+    new_all = ctx.seg_kind_is("new")
+    frame, ts_all = ctx.seg_columns["frame"], ctx.seg_columns["ts_ns"]
+    out: set[int] = set()
+    for a0, b0 in key_chunks(sk):  # whole directions: their pairs are in one pass
+        rows = np.flatnonzero(new_all[a0:b0]) + a0
+        if rows.shape[0] < 2:
+            continue
+        k = sk[rows].astype(np.int64)
+        fr = frame[rows].astype(np.int64, copy=False)
+        if int(k[-1]) >= 1 << 22 or int(fr.min()) < 0 or int(fr.max()) >= 1 << 40:
+            return None
+        ts = ts_all[rows].astype(np.int64, copy=False)
+        # b: a new segment whose previous new segment is its direction's, ≤ max_gap before
+        b = np.flatnonzero((k[1:] == k[:-1]) & (ts[1:] - ts[:-1] <= max_gap)) + 1
+        if not b.shape[0]:
+            continue
+        # these directions' frames carrying ≥ 2 complete records (the units are sorted by
+        # key, then frame)
+        u0 = int(np.searchsorted(key_u, int(k[0]), side="left"))
+        u1 = int(np.searchsorted(key_u, int(k[-1]), side="right"))
+        m = n_u[u0:u1] >= 2
+        if not m.any():
+            continue
+        multi = (key_u[u0:u1][m] << 40) | fr_u[u0:u1][m]
+        q = (k[b] << 40) | fr[b]
+        at = np.minimum(np.searchsorted(multi, q), multi.shape[0] - 1)
+        out.update(k[b[multi[at] == q]].tolist())
+    return out
 
 
 def _request_starts(ctx: DetectContext) -> dict[int, np.ndarray]:
@@ -558,10 +567,11 @@ Prefiltered = tuple[np.ndarray, "np.ndarray | None", list[int]]
 
 
 # Segments per pass of :func:`_prefilter_all`: its temporaries (a few dozen arrays of a
-# value per segment or partial segment) stay a few MB, their pages reused from the heap
-# pass after pass.  In one pass over sse-1M's 3.2 M segments each was ~25 MB of fresh
-# pages: 0.47 s; in passes of 2**18 segments, 0.2 s (fresh processes, measured alone).
-PREFILTER_CHUNK = 1 << 18
+# value per segment or partial segment) stay ~0.5 MB each, their pages reused from the
+# heap pass after pass.  In one pass over sse-1M's 3.2 M segments each was ~25 MB of
+# fresh pages: 0.47 s; in passes of 2**18 segments, 0.2 s (fresh processes, measured
+# alone) but the analysis's peak at h2-1M ~25 MiB higher (what the passes' heap kept).
+PREFILTER_CHUNK = 1 << 16
 
 
 def _prefilter_all(

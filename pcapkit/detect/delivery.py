@@ -51,7 +51,7 @@ from .base import Evidence, Finding
 from .constants import MS
 from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
-from .tcp_model import DirView, refined_legs_ns
+from .tcp_model import DirView, key_chunks, refined_legs_ns
 from .waits import (
     TS_CLOCKS,
     TS_MIN_SPAN_NS,
@@ -176,19 +176,31 @@ def _window_open(v: DirView, t_ns: int) -> bool:
 def _late_candidates(ctx: DetectContext, opts: Any, floors: dict[int, int]) -> set[int] | None:
     """The direction keys ``2·flow + dir`` where :func:`_timestamped` has a gap to look at
     (one of at least ``floors[flow]`` at P and, by the sender's TSval clock, late by as
-    much), every direction at once over the segments table (the rows a view slices),
-    with :func:`~.waits.tsval_rate`'s clock per direction; None when the segments are
-    not in the order that needs (then every direction asks).  At sse-1M: none of the
-    2,713 directions with a silence (0.18 s of one-direction-at-a-time numpy)."""
+    much), every direction at once over the segments table (the rows a view slices, a
+    slice of whole directions at a time: :func:`~.tcp_model.key_chunks`), with
+    :func:`~.waits.tsval_rate`'s clock per direction; None when the segments are not in
+    the order that needs (then every direction asks).  At sse-1M: none of the 2,713
+    directions with a silence (0.18 s of one-direction-at-a-time numpy)."""
     sk = ctx.seg_dir_keys
-    rows = np.flatnonzero(ctx.seg_kind_is("new") | ctx.seg_kind_is("prev_not_captured"))
-    if rows.shape[0] < 3:
-        return set()
-    k = sk[rows].astype(np.int64)
-    if bool((k[1:] < k[:-1]).any()):
+    if sk.shape[0] > 1 and bool((sk[1:] < sk[:-1]).any()):
         return None
-    ts = ctx.seg_columns["ts_ns"][rows].astype(np.int64)
-    tsval = opts.ts(ctx.seg_columns["frame"][rows].astype(np.int64, copy=False))
+    wanted = ctx.seg_kind_is("new") | ctx.seg_kind_is("prev_not_captured")
+    frame, ts_all = ctx.seg_columns["frame"], ctx.seg_columns["ts_ns"]
+    out: set[int] = set()
+    for a0, b0 in key_chunks(sk):
+        rows = np.flatnonzero(wanted[a0:b0]) + a0
+        if rows.shape[0] < 3:
+            continue
+        k = sk[rows].astype(np.int64)
+        ts = ts_all[rows].astype(np.int64)
+        tsval = opts.ts(frame[rows].astype(np.int64, copy=False))
+        out.update(_late_in(k, ts, tsval, floors))
+    return out
+
+
+def _late_in(k: np.ndarray, ts: np.ndarray, tsval: np.ndarray, floors: dict[int, int]) -> list[int]:
+    """:func:`_late_candidates` of the new rows of whole directions (``k`` their keys,
+    sorted; ``ts`` their times at P; ``tsval`` their TSvals, −1 without one)."""
     # each direction's rows [head, end) and its first and last rows with a TSval
     head = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
     end = np.append(head[1:], k.shape[0])
@@ -213,11 +225,10 @@ def _late_candidates(ctx: DetectContext, opts: Any, floors: dict[int, int]) -> s
     rate = np.where(good, rate, snapped)
     usable &= ~np.isnan(rate)
     if not usable.any():
-        return set()
+        return []
     # every pair of consecutive rows of a usable direction: its gap and lateness
     g = np.repeat(np.arange(gk.shape[0]), end - head)
-    pair = (k[1:] == k[:-1]) & usable[g[1:]]
-    i = np.flatnonzero(pair)
+    i = np.flatnonzero((k[1:] == k[:-1]) & usable[g[1:]])
     gi = g[i + 1]
     r = rate[gi]
     gap = ts[i + 1] - ts[i]
@@ -225,7 +236,7 @@ def _late_candidates(ctx: DetectContext, opts: Any, floors: dict[int, int]) -> s
     dts = np.where(dts >= 0x80000000, 0, dts)
     late = gap - (dts / r * MS).astype(np.int64) - (MS / r).astype(np.int64)
     floor = np.array([floors.get(int(x) >> 1, 0) for x in gk.tolist()], np.int64)[gi]
-    return set(gk[np.unique(gi[(gap >= floor) & (late >= floor)])].tolist())
+    return gk[np.unique(gi[(gap >= floor) & (late >= floor)])].tolist()  # type: ignore[no-any-return]
 
 
 def _timestamped(

@@ -25,7 +25,7 @@ Detectors import this module, not each other.  It holds:
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -315,6 +315,31 @@ def view_segment_rows(
     job = np.repeat(np.arange(keys.shape[0]), nseg)
     rows = np.arange(job.shape[0]) - (np.cumsum(nseg) - nseg)[job] + sa[job]
     return keys, job, rows
+
+
+# Rows per pass of the passes over every direction's segments or records that go a slice
+# of whole directions at a time (:func:`key_chunks`): their temporaries (~0.5 MB an array)
+# reused from the heap pass after pass, never a full-size set of them at the detectors'
+# peak (at h2-1M, full-size ones raised the analysis's peak ~25 MiB and the forked side's
+# ~40 MiB)
+ROWS_AT_ONCE = 1 << 16
+
+
+def key_chunks(keys: np.ndarray, size: int | None = None) -> Iterator[tuple[int, int]]:
+    """``[a, b)`` row ranges of ``keys`` (sorted) that cover it in order, each about
+    ``size`` (default :data:`ROWS_AT_ONCE`) rows and cut where the key changes (a key
+    with more rows: all of them in one range)."""
+    size = ROWS_AT_ONCE if size is None else max(int(size), 1)
+    n = int(keys.shape[0])
+    a = 0
+    while a < n:
+        b = n
+        if a + size < n:
+            b = int(np.searchsorted(keys, keys[a + size], side="left"))
+            if b <= a:  # one key longer than a range: all of it
+                b = int(np.searchsorted(keys, keys[a], side="right"))
+        yield a, b
+        a = b
 
 
 def backwards(gid: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:

@@ -295,15 +295,18 @@ def _late_reference(ctx, opts, f, d, floor):
     return int(((gap >= floor) & (late >= floor)).sum())
 
 
+@pytest.mark.parametrize("rows", [None, 1, 5])
 @pytest.mark.parametrize("floor_ms", [100.0, 20.0, 1.0])
-def test_late_candidates_of_every_direction_at_once(floor_ms):
+def test_late_candidates_of_every_direction_at_once(monkeypatch, floor_ms, rows):
     """delivery's directions with a late gap to price, found for every direction at once =
     those a direction-at-a-time pass finds (so a direction it leaves out had nothing for
     _timestamped), on captures with TCP timestamps (the delivery stall's at 3 vantages,
     the lab's SSE and cork captures) and lower floors that make more gaps qualify."""
-    from pcapkit.detect import delivery
+    from pcapkit.detect import delivery, tcp_model
     from pcapkit.detect.waits import tcp_options
 
+    if rows is not None:  # passes of a few segment rows' worth of directions
+        monkeypatch.setattr(tcp_model, "ROWS_AT_ONCE", rows)
     seen = {"dirs": 0, "with": 0, "gaps": 0}
     names = [f"delivery_stall/{v}.pcapng" for v in ("client", "middle", "server")]
     names += [
@@ -335,15 +338,16 @@ def test_late_candidates_of_every_direction_at_once(floor_ms):
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_late_candidates_with_scrambled_clocks(seed):
+def test_late_candidates_with_scrambled_clocks(monkeypatch, seed):
     """The same equality with the TSvals of real captures replaced by random clocks
     (synthetic values: ticks of 0–3 per packet, some packets without one, a start near
     2³² so the clocks wrap): many directions then have late gaps, rates of every kind."""
     import numpy as np
 
-    from pcapkit.detect import delivery
+    from pcapkit.detect import delivery, tcp_model
     from pcapkit.detect.waits import tcp_options
 
+    monkeypatch.setattr(tcp_model, "ROWS_AT_ONCE", 3 * seed)  # passes of a few rows
     rng = np.random.default_rng(seed)
     seen = {"dirs": 0, "with": 0}
     for name in (

@@ -346,11 +346,32 @@ def _near_candidates(v, units, max_gap):
     ]
 
 
+def test_key_chunks():
+    """Row ranges of sorted keys: in order, covering every row once, cut only where the
+    key changes, about the size asked (a longer key whole)."""
+    rng = np.random.default_rng(5)
+    keys = np.sort(rng.integers(0, 40, 500)).astype(np.int32)
+    keys[100:300] = keys[100]  # one key longer than any range
+    keys = np.sort(keys)
+    for size in (1, 3, 17, 64, 1000):
+        got = list(tcp_model.key_chunks(keys, size))
+        assert got[0][0] == 0 and got[-1][1] == keys.shape[0]
+        assert all(b0 == a1 for (_, b0), (a1, _) in zip(got, got[1:], strict=False))
+        for a, b in got:
+            assert b > a and (a == 0 or keys[a] != keys[a - 1])
+            assert b - a <= size or keys[a] == keys[b - 1]  # a longer key: alone
+    assert list(tcp_model.key_chunks(keys[:0], 5)) == []
+
+
+@pytest.mark.parametrize("rows", [None, 1, 7])
 @pytest.mark.parametrize("max_gap_ms", [0.0, 1.0, 50.0, 1e6])
-def test_coalescing_dirs_as_per_view(traces, max_gap_ms):
+def test_coalescing_dirs_as_per_view(traces, monkeypatch, max_gap_ms, rows):
     """cork's directions with a write-coalescing candidate, found for every direction at
-    once = those whose view has one (so a direction left out has nothing for
-    ``_coalesced`` to test)."""
+    once (in passes of ``rows`` segment rows' worth of directions, or the default) =
+    those whose view has one (so a direction left out has nothing for ``_coalesced`` to
+    test)."""
+    if rows is not None:
+        monkeypatch.setattr(tcp_model, "ROWS_AT_ONCE", rows)
     max_gap = int(max_gap_ms * MS)
     seen = {"dirs": 0, "with": 0}
     for label, t in traces:
