@@ -302,6 +302,11 @@ def detect(
                 burst = sum(x.segments for x in burst_fl)
                 if len(burst_fl) < 2 or burst <= f1:
                     continue  # app-limited: the whole burst fit the first flight
+                # no flight before the idle is larger than all of it: a first flight that
+                # big already shrank too little, without the walk (at sse-1M, 1,089 of the
+                # 2,535 walks)
+                if not f1 < flight_shrink * int(wire[pre].sum()):
+                    continue
                 w_max_first, w_max = _largest_flight(ts, wire, pre, ack_sorted, rtt)
                 if not f1 < flight_shrink * w_max:
                     continue
