@@ -305,7 +305,8 @@ def detect(
                 # no flight before the idle is larger than all of it: a first flight that
                 # big already shrank too little, without the walk (at sse-1M, 1,089 of the
                 # 2,535 walks)
-                if not f1 < flight_shrink * int(wire[pre].sum()):
+                pre_segments = int(wire[pre].sum())
+                if not f1 < flight_shrink * pre_segments:
                     continue
                 w_max_first, w_max = _largest_flight(ts, wire, pre, ack_sorted, rtt)
                 if not f1 < flight_shrink * w_max:
@@ -325,7 +326,6 @@ def detect(
                 first_ack = np.nonzero((ack_ts > ts[post_start]) & (ack_val > high))[0]
                 # cost: flights taken − flights from the pre-idle window (slow-start estimate)
                 pre_lossy = bool(rtx[pre].any())
-                pre_segments = int(wire[pre].sum())
                 # slow start without loss: cwnd += segments acknowledged (tcp_slow_start), but
                 # only while cwnd < 2 × packets in flight (tcp_is_cwnd_limited): ≤ 2 × flight
                 w_prev = (
