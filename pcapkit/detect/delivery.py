@@ -53,8 +53,11 @@ from .context import DIRS, DetectContext
 from .spec import DetectorSpec, Kind, Threshold
 from .tcp_model import DirView, key_chunks, refined_legs_ns
 from .waits import (
+    TS_CLOCK_FIT,
     TS_CLOCKS,
     TS_MIN_SPAN_NS,
+    TS_RATE_RANGE,
+    TS_SLOPE_SPAN_NS,
     request_waiting,
     request_words,
     tcp_options,
@@ -118,7 +121,7 @@ def detect(
             if not silent and not here:
                 continue  # no silence of this direction at all: nothing to price
             found: list[Finding] = []
-            if silent and (maybe is None or 2 * f + d in maybe):
+            if silent and 2 * f + d in maybe:
                 found = _timestamped(ctx, opts, f, d, floor, hol) or []
             # a silence the late originals ended out of order: the reordering signature
             # (with or without timestamps), unless the timestamps already priced it
@@ -173,17 +176,14 @@ def _window_open(v: DirView, t_ns: int) -> bool:
     return int(v.p.win_raw[v.y_idx[k]]) > 0
 
 
-def _late_candidates(ctx: DetectContext, opts: Any, floors: dict[int, int]) -> set[int] | None:
+def _late_candidates(ctx: DetectContext, opts: Any, floors: dict[int, int]) -> set[int]:
     """The direction keys ``2·flow + dir`` where :func:`_timestamped` has a gap to look at
     (one of at least ``floors[flow]`` at P and, by the sender's TSval clock, late by as
     much), every direction at once over the segments table (the rows a view slices, a
     slice of whole directions at a time: :func:`~.tcp_model.key_chunks`), with
-    :func:`~.waits.tsval_rate`'s clock per direction; None when the segments are not in
-    the order that needs (then every direction asks).  At sse-1M: none of the 2,713
+    :func:`~.waits.tsval_rate`'s clock per direction.  At sse-1M: none of the 2,713
     directions with a silence (0.18 s of one-direction-at-a-time numpy)."""
-    sk = ctx.seg_dir_keys
-    if sk.shape[0] > 1 and bool((sk[1:] < sk[:-1]).any()):
-        return None
+    sk = ctx.seg_dir_keys  # sorted (DetectContext orders the segments by flow and dir)
     wanted = ctx.seg_kind_is("new") | ctx.seg_kind_is("prev_not_captured")
     frame, ts_all = ctx.seg_columns["frame"], ctx.seg_columns["ts_ns"]
     out: set[int] = set()
@@ -218,10 +218,10 @@ def _late_in(k: np.ndarray, ts: np.ndarray, tsval: np.ndarray, floors: dict[int,
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = dv / (span / 1e6)
     # tsval_rate: the slope over ≥ 1 s when plausible, else a usual clock within 10 %
-    good = (span >= 1_000_000_000) & (rate >= 0.005) & (rate <= 1100.0)
+    good = (span >= TS_SLOPE_SPAN_NS) & (rate >= TS_RATE_RANGE[0]) & (rate <= TS_RATE_RANGE[1])
     snapped = np.full(rate.shape, np.nan)
     for c in reversed(TS_CLOCKS):  # the first clock that fits wins, as in tsval_rate
-        snapped = np.where(np.abs(rate - c) <= 0.1 * c, c, snapped)
+        snapped = np.where(np.abs(rate - c) <= TS_CLOCK_FIT * c, c, snapped)
     rate = np.where(good, rate, snapped)
     usable &= ~np.isnan(rate)
     if not usable.any():

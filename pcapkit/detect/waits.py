@@ -59,6 +59,9 @@ def tcp_options(ctx: DetectContext) -> TcpOptions:
 # Linux ≥ 4.13, Windows, macOS, FreeBSD 1 kHz; older Linux HZ 250/100; old Windows 10 Hz.
 TS_CLOCKS = (0.01, 0.1, 0.25, 1.0)
 TS_MIN_SPAN_NS = 250_000_000  # a slope over less is timer granularity and jitter
+TS_SLOPE_SPAN_NS = 1_000_000_000  # over this much, the measured slope itself …
+TS_RATE_RANGE = (0.005, 1100.0)  # … when it is a plausible clock (ticks per ms)
+TS_CLOCK_FIT = 0.1  # under TS_SLOPE_SPAN_NS: a usual clock within this fraction
 
 
 def tsval_rate(ts_ns: np.ndarray, tsval: np.ndarray) -> float | None:
@@ -77,10 +80,10 @@ def tsval_rate(ts_ns: np.ndarray, tsval: np.ndarray) -> float | None:
     if dv == 0 or dv >= 0x80000000:
         return None
     rate = dv / (span / 1e6)
-    if span >= 1_000_000_000 and 0.005 <= rate <= 1100.0:
+    if span >= TS_SLOPE_SPAN_NS and TS_RATE_RANGE[0] <= rate <= TS_RATE_RANGE[1]:
         return rate
     for c in TS_CLOCKS:
-        if abs(rate - c) <= 0.1 * c:
+        if abs(rate - c) <= TS_CLOCK_FIT * c:
             return c
     return None
 
