@@ -263,7 +263,9 @@ def open_for_analysis(
         shards_needed,
     )
 
-    size = capture_bytes(path)
+    cctx = click.get_current_context(silent=True)
+    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    size = capture_bytes(path, limits)
     budget = memory_budget() if size else None
     n = shards_needed(size, budget)
     if not n:
@@ -276,8 +278,6 @@ def open_for_analysis(
         f"({(budget or 0) / 1e6:.0f} MB): analysed as {n} flow-hash shards, merged",
         err=True,
     )
-    cctx = click.get_current_context(silent=True)
-    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
     window = max(1 << 20, min(8 << 20, (budget or 0) // 8))
     try:
         st = ShardedTrace(
@@ -1223,6 +1223,7 @@ def slice_cmd(path: str, keylog: str | None, flows: tuple[int, ...], output: str
     help="Keep together each connection (5-tuple), or every connection between two hosts "
     "(the findings that relate connections, e.g. connection_not_reused, need it).",
 )
+@limit_option
 def shard(path: str, n: int, outdir: str, by: str) -> None:
     """Split a capture into N pcapng captures by a symmetric hash of each connection's
     addresses and ports (as Zeek clusters and NIC RSS balance flows): both directions
@@ -1238,8 +1239,10 @@ def shard(path: str, n: int, outdir: str, by: str) -> None:
     """
     from .net.shard import shard_capture
 
+    cctx = click.get_current_context(silent=True)
+    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
     try:
-        res = shard_capture(path, n, outdir, by=by)
+        res = shard_capture(path, n, outdir, by=by, limits=limits)
     except PcapkitError as exc:
         fail(str(exc))
     except OSError as exc:

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .io.reader import PCAP_MAGICS, WINDOW_BYTES, iter_windows
+from .io.reader import GZIP_RATIO_GRACE, PCAP_MAGICS, WINDOW_BYTES, iter_windows
+from .limits import resolve as resolve_limits
 from .net.decode import decode
 from .net.shard import epb_bytes, flow_hash, frame_map, packet_frames, shard_capture
 from .trace import Trace
@@ -126,11 +127,13 @@ def memory_budget() -> int | None:
     return max(min(limits), MIN_BUDGET) if limits else None
 
 
-def capture_bytes(path: str) -> int:
+def capture_bytes(path: str, limits: Mapping[str, Any] | None = None) -> int:
     """The bytes the analysis will read: the file's size, or for gzip the larger of that
-    and the last member's ISIZE (RFC 1952 §2.3.1: the input size mod 2^32); 0 for stdin,
-    a pipe or a path that cannot be read (those take the whole-file path, which says what
-    is wrong)."""
+    and the last member's ISIZE (RFC 1952 §2.3.1: the input size mod 2^32) — at most what
+    ``limits``' gzip limits let inflate (``gzip_bytes``; ``gzip_ratio`` times the file
+    once the grace is inflated: the reader stops there, and ISIZE is the file's word,
+    not a fact); 0 for stdin, a pipe or a path that cannot be read (those take the
+    whole-file path, which says what is wrong)."""
     try:
         if path == "-" or not os.path.isfile(path):
             return 0
@@ -139,9 +142,12 @@ def capture_bytes(path: str) -> int:
             if f.read(2) != b"\x1f\x8b" or size < 18:
                 return size
             f.seek(-4, os.SEEK_END)
-            return max(size, int.from_bytes(f.read(4), "little"))
+            isize = int.from_bytes(f.read(4), "little")
     except OSError:
         return 0
+    lim = resolve_limits(limits)
+    most = min(lim["gzip_bytes"], max(GZIP_RATIO_GRACE, lim["gzip_ratio"] * size))
+    return max(size, min(isize, most))
 
 
 def shards_needed(size: int, budget: int | None) -> int:
@@ -153,14 +159,17 @@ def shards_needed(size: int, budget: int | None) -> int:
 
 
 def host_pair_bytes(
-    path: str | os.PathLike[str], window_bytes: int = WINDOW_BYTES
+    path: str | os.PathLike[str],
+    window_bytes: int = WINDOW_BYTES,
+    limits: Mapping[str, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every pair of hosts of the capture (its ``by="hosts"`` flow hash, 0 for what is not
     IP) and the bytes its frames take in a shard (Enhanced Packet Blocks, as
-    :func:`pcapkit.net.shard.shard_capture` writes them), in one streaming pass."""
+    :func:`pcapkit.net.shard.shard_capture` writes them), in one streaming pass (a gzip
+    input inflated within ``limits``, as the shards are)."""
     hashes: list[np.ndarray] = []
     sizes: list[np.ndarray] = []
-    for win in iter_windows(path, window_bytes):
+    for win in iter_windows(path, window_bytes, resolve_limits(limits)):
         cap = win.cap
         if cap.frames:
             dec = decode(cap)
@@ -311,7 +320,9 @@ class ShardedTrace:
         # lottery: the 155 MB test capture fits at 9 and 11 shards but not at 10 or 12.)
         self.by = "hosts"
         self.largest_pair = 0  # bytes in shards of the biggest pair of hosts, when measured
-        kw = {} if window_bytes is None else {"window_bytes": window_bytes}
+        kw: dict[str, Any] = {"limits": limits}
+        if window_bytes is not None:
+            kw["window_bytes"] = window_bytes
         with tempfile.TemporaryDirectory(prefix="pcapkit-shards-", dir=tmpdir) as d:
             res = shard_capture(self.path, shards, d, by="hosts", **kw)
             biggest = max((p.stat().st_size for p in res.paths), default=0)
@@ -440,15 +451,31 @@ class ShardedTrace:
         if len(gaps):
             gaps = gaps.sort_values(["request", "event"], kind="stable").reset_index(drop=True)
         self._tables["gaps"] = gaps
-        self._tables["anomalies"] = (
-            self._tables["anomalies"]
-            .sort_values("frame", kind="stable", na_position="first")
-            .reset_index(drop=True)
-        )
+        self._tables["anomalies"] = self._with_read_anomalies(self._tables["anomalies"])
         self._parts_summary = [p["summary"] for p in parts]
         self.key_sources = sorted({s for p in parts for s in p["key_sources"]})
         self.internal_errors = [e for p in parts for e in p["internal_errors"]]
         self._findings_order()
+
+    def _with_read_anomalies(self, shards: pd.DataFrame) -> pd.DataFrame:
+        """The shards' anomalies with those of reading the capture itself (a cut record, an
+        absurd length, a gzip limit: the shards are written clean), in the whole file's
+        order (by frame, those without one last), flows filled from the packets as
+        :func:`pcapkit.anomalies.anomalies_table` fills them."""
+        from .anomalies import anomalies_table
+
+        pk = self._tables["packets"]
+        frames = pk["frame"].to_numpy(np.int64) if len(pk) else np.zeros(0, np.int64)
+        pkt_flow = np.full(int(frames.max(initial=0)), -1, np.int64)
+        if len(pk):
+            flow = pd.to_numeric(pk["flow"], errors="coerce").fillna(-1).to_numpy(np.int64)
+            pkt_flow[frames - 1] = flow
+        read = anomalies_table(getattr(self, "read_anomalies", []), pkt_flow)
+        both = [df for df in (read, shards) if len(df)]
+        if not both:
+            return shards
+        out = pd.concat(both, ignore_index=True) if len(both) > 1 else both[0]
+        return out.sort_values("frame", kind="stable", na_position="last").reset_index(drop=True)
 
     def _findings_order(self) -> None:
         """The whole file's order (:func:`pcapkit.detect.finding_order`) on the merged rows."""

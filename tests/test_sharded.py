@@ -151,6 +151,52 @@ def test_capture_bytes_of_gzip_is_the_inflated_size(tmp_path: Path) -> None:
     assert capture_bytes("-") == 0 and capture_bytes(str(tmp_path / "missing")) == 0
 
 
+def test_capture_bytes_of_gzip_is_bounded_by_the_gzip_limits(tmp_path: Path) -> None:
+    """ISIZE is the file's own word: a bomb (SYNTHETIC, fuzz.hostile) claims what the
+    reader will never inflate — it stops at the gzip_ratio limit past the grace."""
+    from fuzz import hostile
+    from pcapkit.io.reader import GZIP_RATIO_GRACE
+
+    bomb = hostile.gzip_bomb(tmp_path / "bomb.pcap.gz", 24 << 20)
+    packed = bomb.stat().st_size
+    assert 100 * packed < GZIP_RATIO_GRACE  # the grace decides
+    assert capture_bytes(str(bomb)) == GZIP_RATIO_GRACE
+    assert capture_bytes(str(bomb), {"gzip_bytes": 1 << 20}) == 1 << 20
+    isize = int.from_bytes(bomb.read_bytes()[-4:], "little")  # RFC 1952's ISIZE
+    assert capture_bytes(str(bomb), {"gzip_ratio": 10_000}) == isize > GZIP_RATIO_GRACE
+
+
+def test_a_gzip_bomb_sharded_for_memory_stops_at_the_gzip_limit(tmp_path: Path) -> None:
+    """A bomb (SYNTHETIC) whose analysis is sharded for want of memory is inflated within
+    the gzip limits, as the whole file is: the same frames, the same anomaly (the shard
+    pass used to inflate all of it: 1.5 M frames of 24 MiB where the limit reads 1 M)."""
+    from fuzz import hostile
+
+    bomb = hostile.gzip_bomb(tmp_path / "bomb.pcap.gz", 24 << 20)
+    docs = {}
+    for mb in ("20", "100000"):  # sharded (16 MiB x 3 > 20 MiB), whole
+        env = {**os.environ, "PCAPKIT_MEMORY_MB": mb}
+        r = subprocess.run(
+            [sys.executable, "-m", "pcapkit.cli", "analyze", str(bomb), "--format", "json"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=600,
+            check=False,
+        )
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert ("flow-hash shards" in r.stderr) == (mb == "20")
+        docs[mb] = json.loads(r.stdout)
+    sharded, whole = docs["20"], docs["100000"]
+    assert sharded["capture"]["frames"] == whole["capture"]["frames"] == ((16 << 20) - 24) // 16
+    # the read's anomalies (the cut record where the limit stopped, the limit) are the
+    # report's in both: the shards are written clean, the merge adds them back
+    assert sharded["anomalies"] == whole["anomalies"]
+    assert {a["name"] for a in whole["anomalies"]} == {"gzip_limit_exceeded", "truncated_record"}
+    assert sharded["capture"]["anomalies"] == whole["capture"]["anomalies"] == 2
+
+
 VM = """
 import atexit, sys
 atexit.register(lambda: sys.stderr.write(

@@ -26,6 +26,7 @@ the walk with an anomaly row; the frames before them are kept.
 from __future__ import annotations
 
 import functools
+import io
 import mmap
 import os
 import shutil
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import zlib
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
@@ -280,30 +282,15 @@ def _open_bytes(
     f.seek(0)
     if head[:2] == GZIP_MAGIC:
         tmp = tempfile.TemporaryFile(prefix="pcapkit-gunzip-")
-        inflated, problem, stop = _gunzip(f, tmp, limits)
+        end = _Inflated()
+        for out in _inflate(f, limits, end):
+            tmp.write(out)
         f.close()
         tmp.flush()
-        if inflated == 0:
+        if end.written == 0:
             tmp.close()
-            why = f"gzip stream is corrupt ({problem})" if problem else "empty gzip stream"
-            raise NotACapture(f"{path}: {why}")
-        if stop:
-            anomalies.append(
-                _anomaly(
-                    "gzip_limit_exceeded",
-                    f"the gzip stream {stop}; the capture is read up to there",
-                    offset=inflated,
-                )
-            )
-        if problem:
-            anomalies.append(
-                _anomaly(
-                    "gzip_truncated",
-                    f"the gzip stream ends early or is corrupt after {inflated} inflated "
-                    f"bytes ({problem}); the capture is read up to there",
-                    offset=inflated,
-                )
-            )
+            _no_gzip_capture(path, end)
+        anomalies += _gzip_anomalies(end)
         mm = mmap.mmap(tmp.fileno(), 0, access=mmap.ACCESS_READ)
         return mm, True, [mm, tmp], anomalies
     size = os.fstat(f.fileno()).st_size
@@ -314,52 +301,129 @@ def _open_bytes(
     return mm, False, [mm, f], anomalies
 
 
-def _gunzip(src: BinaryIO, dst: BinaryIO, limits: Limits) -> tuple[int, str | None, str | None]:
-    """Inflate every gzip member of ``src`` into ``dst`` chunk by chunk, at most
-    ``GZIP_CHUNK`` bytes out of each inflate call, within the ``gzip_bytes`` and
-    ``gzip_ratio`` limits; (bytes written, what cut the stream short or None, which limit
-    stopped it or None).  What inflated before a cut or a corrupt block is kept
-    (``gzip.GzipFile`` would lose the last chunk read)."""
+@dataclass
+class _Inflated:
+    """How :func:`_inflate` ended: the bytes it gave, what cut the gzip stream short (or
+    None), which limit stopped it (or None)."""
+
+    written: int = 0
+    problem: str | None = None
+    stop: str | None = None
+
+
+def _inflate(src: BinaryIO, limits: Limits, end: _Inflated) -> Iterator[bytes]:
+    """The inflated bytes of every gzip member of ``src``, at most ``GZIP_CHUNK`` bytes out
+    of each inflate call, within the ``gzip_bytes`` and ``gzip_ratio`` limits; how it
+    ended is written to ``end`` (complete once the iterator is exhausted).  What inflated
+    before a cut or a corrupt block is given (``gzip.GzipFile`` would lose the last chunk
+    read).  The one inflation of a gzip input, mapped (:func:`_open_bytes`) or streamed
+    (:func:`iter_windows`)."""
     ratio, cap = limits["gzip_ratio"], limits["gzip_bytes"]
-    written = packed = 0
+    packed = 0
     d = zlib.decompressobj(zlib.MAX_WBITS | 16)
     while True:
         chunk = src.read(SPOOL_CHUNK)
         if not chunk:
             if not d.eof:
-                return written, "the stream ends before its end-of-stream marker", None
-            return written, None, None
+                end.problem = "the stream ends before its end-of-stream marker"
+            return
         packed += len(chunk)
         while True:  # until this chunk is consumed and no output is pending
             try:
                 out = d.decompress(chunk, GZIP_CHUNK)
             except zlib.error as exc:
-                return written, str(exc), None
-            if written + len(out) > cap:
-                dst.write(out[: cap - written])
-                return cap, None, f"inflates past the gzip_bytes limit ({cap} bytes)"
-            dst.write(out)
-            written += len(out)
+                end.problem = str(exc)
+                return
+            if end.written + len(out) > cap:
+                yield out[: cap - end.written]
+                end.written = cap
+                end.stop = f"inflates past the gzip_bytes limit ({cap} bytes)"
+                return
+            if out:
+                yield out
+            end.written += len(out)
             # compressed bytes consumed so far (not merely read: a 1 MiB read of a bomb
             # holds ~1 GB of output)
             used = max(packed - len(d.unconsumed_tail), 1)
-            if written >= GZIP_RATIO_GRACE and written > ratio * used:
-                return (
-                    written,
-                    None,
-                    f"inflates {written} bytes from {used} compressed "
-                    f"({written / used:.0f}x), past the gzip_ratio limit ({ratio}x): a "
-                    "decompression bomb",
+            if end.written >= GZIP_RATIO_GRACE and end.written > ratio * used:
+                end.stop = (
+                    f"inflates {end.written} bytes from {used} compressed "
+                    f"({end.written / used:.0f}x), past the gzip_ratio limit ({ratio}x): a "
+                    "decompression bomb"
                 )
+                return
             if d.eof:  # a gzip member ended: another may follow (RFC 1952 §2.2)
                 chunk = d.unused_data
                 if chunk[:2] != GZIP_MAGIC:
-                    return written, None, None  # trailing garbage after the last member
+                    return  # trailing garbage after the last member
                 d = zlib.decompressobj(zlib.MAX_WBITS | 16)
                 continue
             chunk = d.unconsumed_tail
             if not chunk and len(out) < GZIP_CHUNK:
                 break
+
+
+def _gzip_anomalies(end: _Inflated) -> list[dict[str, Any]]:
+    """The anomaly rows of how a gzip input's inflation ended (none: it ended whole)."""
+    rows = []
+    if end.stop:
+        rows.append(
+            _anomaly(
+                "gzip_limit_exceeded",
+                f"the gzip stream {end.stop}; the capture is read up to there",
+                offset=end.written,
+            )
+        )
+    if end.problem:
+        rows.append(
+            _anomaly(
+                "gzip_truncated",
+                f"the gzip stream ends early or is corrupt after {end.written} inflated "
+                f"bytes ({end.problem}); the capture is read up to there",
+                offset=end.written,
+            )
+        )
+    return rows
+
+
+def _no_gzip_capture(path: str | os.PathLike[str], end: _Inflated) -> None:
+    """Raise :class:`NotACapture` for a gzip input that inflated to nothing."""
+    why = f"gzip stream is corrupt ({end.problem})" if end.problem else "empty gzip stream"
+    raise NotACapture(f"{path}: {why}")
+
+
+class _GunzipReader(io.RawIOBase):
+    """:func:`_inflate` of ``src`` as a readable stream (``end`` says how it ended);
+    closing it closes ``src``."""
+
+    def __init__(self, src: BinaryIO, limits: Limits) -> None:
+        super().__init__()
+        self.end = _Inflated()
+        self._src = src
+        self._chunks = _inflate(src, limits, self.end)
+        self._left = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not len(self._left):
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                return 0
+            self._left = memoryview(nxt)
+        n = min(len(b), len(self._left))
+        b[:n] = self._left[:n]
+        self._left = self._left[n:]
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._chunks.close()
+            self._left = memoryview(b"")
+            if self._src is not sys.stdin.buffer:
+                self._src.close()
+        super().close()
 
 
 ProgressFn = Callable[[float], None]
@@ -1081,50 +1145,78 @@ class Window:
     first_frame: int
 
 
-def _stream_open(path: str | os.PathLike[str]) -> BinaryIO:
-    """A sequential byte stream of the capture: a file, stdin, or a gzip file inflated
-    on the fly (nothing is spooled or mapped: the file may be larger than memory)."""
-    import gzip
-
+def _stream_open(path: str | os.PathLike[str], limits: Limits) -> tuple[BinaryIO, _Inflated | None]:
+    """A sequential byte stream of the capture — a file, stdin, or a gzip input inflated
+    on the fly within ``limits``' gzip limits (:func:`_inflate`, as a whole-file read
+    inflates it) — and, for gzip, how its inflation ended (None otherwise).  Nothing is
+    spooled or mapped: the file may be larger than memory."""
     if os.fspath(path) == STDIN:
         f: BinaryIO = sys.stdin.buffer
     else:
         f = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     head = f.peek(2)[:2] if hasattr(f, "peek") else b""
     if head == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
-    return f
+        raw = _GunzipReader(f, limits)
+        return io.BufferedReader(raw, SPOOL_CHUNK), raw.end  # type: ignore[return-value]
+    return f, None
 
 
 def iter_windows(
-    path: str | os.PathLike[str], window_bytes: int = WINDOW_BYTES
+    path: str | os.PathLike[str],
+    window_bytes: int = WINDOW_BYTES,
+    limits: Limits | None = None,
 ) -> Iterator[Window]:
     """Read a pcap or pcapng capture (optionally gzip, or ``-``) as consecutive
     :class:`Window` s of about ``window_bytes`` each, in one sequential pass: memory is
     bounded by the window, not the file.  Each window is parsed by the same code as
     :func:`read_capture` (a classic-pcap window is the file header and whole records; a
     pcapng window is its section's header and interface blocks and whole blocks), so
-    the frames, timestamps and anomalies are those of a whole-file read."""
-    f = _stream_open(path)
+    the frames, timestamps and anomalies are those of a whole-file read.  A gzip input
+    is inflated within ``limits`` (default: the defaults) as :func:`read_capture` does;
+    how its inflation ended (``gzip_limit_exceeded``, ``gzip_truncated``) is among the
+    last window's anomalies."""
+    f, end = _stream_open(path, Limits.default() if limits is None else limits)
     try:
         head = f.read(4)
         if len(head) == 4 and head in PCAP_MAGICS:
-            yield from _pcap_windows(f, head, str(path), window_bytes)
+            windows = _pcap_windows(f, head, str(path), window_bytes)
         elif len(head) == 4 and struct.unpack("<I", head)[0] == PCAPNG_SHB:
-            yield from _pcapng_windows(f, head, str(path), window_bytes)
+            windows = _pcapng_windows(f, head, str(path), window_bytes)
         else:
+            if end is not None and end.written == 0:
+                _no_gzip_capture(path, end)
             raise NotACapture(
                 f"{path}: not a pcap or pcapng capture (first bytes {head.hex() or 'none'})"
             )
+        if end is None:
+            yield from windows
+            return
+        last: Window | None = None  # held back: how the stream ended is known after it
+        for w in windows:
+            if last is not None:
+                yield last
+            last = w
+        if last is not None:
+            last.cap.anomalies += _gzip_anomalies(end)
+            yield last
     finally:
         if f is not sys.stdin.buffer:
             f.close()
 
 
-def _shift(cap: RawCapture, first_frame: int) -> None:
+def _shift(cap: RawCapture, first_frame: int, parts: list[tuple[int, int]]) -> None:
+    """A window's anomalies numbered as in the whole file: frames after ``first_frame``,
+    offsets into the window's buffer made offsets into the file — ``parts`` lists, in
+    buffer order, (buffer offset, file offset) where each piece joined into the buffer
+    starts (a pcapng window puts its section's header and interface blocks in front)."""
+    starts = [b for b, _ in parts]
     for a in cap.anomalies:
         if a.get("frame") is not None:
             a["frame"] += first_frame
+        o = a.get("offset")
+        if o is not None and parts:
+            b, at = parts[max(bisect_right(starts, o) - 1, 0)]
+            a["offset"] = at + o - b
 
 
 def _pcap_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterator[Window]:
@@ -1137,6 +1229,7 @@ def _pcap_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterator
     caplen_at = struct.Struct(order + "I").unpack_from
     pending = b""
     frames = 0
+    start = 24  # the file offset of the window's first record (pending's first byte)
     while True:
         # one buffer per window, the file header in front: the reader parses it in place
         arr = bytearray(24 + len(pending) + window)
@@ -1161,11 +1254,12 @@ def _pcap_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterator
             pending = bytes(arr[24:n])  # one record is bigger than the window: read on
             continue
         cap = _read_pcap(memoryview(arr)[:off], path)
-        _shift(cap, frames)
+        _shift(cap, frames, [(0, 0), (24, start)])
         yield Window(cap, frames)
         frames += cap.frames
         if last:
             return
+        start += off - 24
         pending = bytes(arr[off:n])
 
 
@@ -1187,31 +1281,42 @@ def _pcapng_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterat
     base = 0  # global index of the section's first interface
     order = "<"
     body: list[bytes | memoryview] = []  # this window's other blocks (views, not copies)
+    # the file offsets where the section header, each interface block and each block of
+    # the body start (a window's anomalies then say where in the file: _shift)
+    shb_at, idb_at, body_at = 0, [], []
     size = 0
     frames = 0
 
-    def flush(tail: bytes = b"") -> Window | None:
-        nonlocal body, size, frames
+    def flush(tail: bytes = b"", tail_at: int = 0) -> Window | None:
+        nonlocal body, body_at, size, frames
         if not body and not tail:
             return None
-        cap = _read_pcapng(b"".join([shb, *idbs, *body, tail]), path)
+        pieces = [shb, *idbs, *body, tail]
+        cap = _read_pcapng(b"".join(pieces), path)
         cap.iface = np.where(cap.iface >= 0, cap.iface + base, -1).astype(np.int32)
         cap.interfaces = list(interfaces)
         cap.secrets = [replace(s, frames_before=s.frames_before + frames) for s in cap.secrets]
-        _shift(cap, frames)
+        parts, b = [], 0
+        for piece, at in zip(pieces, [shb_at, *idb_at, *body_at, tail_at], strict=True):
+            if len(piece):
+                parts.append((b, at))
+                b += len(piece)
+        _shift(cap, frames, parts)
         w = Window(cap, frames)
         frames += cap.frames
-        body, size = [], 0
+        body, body_at, size = [], [], 0
         return w
 
     buf = magic  # bytes read and not yet consumed start at p
     p = 0
+    at0 = 0  # the file offset of buf[0]
     eof = False
 
     def more(need: int) -> None:
-        nonlocal buf, p, eof
+        nonlocal buf, p, eof, at0
         got = f.read(max(window, need))
         eof = not got
+        at0 += p
         buf = buf[p:] + got
         p = 0
 
@@ -1221,7 +1326,7 @@ def _pcapng_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterat
             more(12)
             continue
         if avail < 12:
-            w = flush(buf[p:] if shb else b"")
+            w = flush(buf[p:] if shb else b"", at0 + p)
             if w is not None:
                 yield w
             return
@@ -1243,23 +1348,27 @@ def _pcapng_windows(f: BinaryIO, magic: bytes, path: str, window: int) -> Iterat
             rest = buf[p:] + (b"" if eof else f.read())
             if not shb:
                 _read_pcapng(rest, path)  # raises: no section header
-            w = flush(rest)
+            w = flush(rest, at0 + p)
             if w is not None:
                 yield w
             return
         block = memoryview(buf)[p : p + blen]
+        at = at0 + p
         p += blen
         if btype == PCAPNG_SHB:
             w = flush()
             if w is not None:
                 yield w
             shb, idbs, base = bytes(block), [], len(interfaces)
+            shb_at, idb_at = at, []
         elif btype == BT_IDB:
             idbs.append(bytes(block))
+            idb_at.append(at)
             if blen >= 20:
                 interfaces.append(_idb(block, 0, blen, order, len(interfaces)))
         else:
             body.append(block)
+            body_at.append(at)
             size += blen
             if size >= window:
                 w = flush()

@@ -33,15 +33,16 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from ..io.reader import LINKTYPE_NONE, WINDOW_BYTES, RawCapture, iter_windows
 from ..io.writer import PcapngWriter
+from ..limits import resolve as resolve_limits
 from .decode import decode
 
 # splitmix64's finaliser (Steele, Lea, Flood 2014): every input bit reaches every output
@@ -177,15 +178,19 @@ def shard_capture(
     by: str = "connection",
     window_bytes: int = WINDOW_BYTES,
     progress: Callable[[int], None] | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> ShardResult:
     """Split ``path`` into ``n`` pcapng shards in ``outdir`` (see the module docstring);
     ``by="hosts"`` keeps every connection between two hosts in one shard;
-    ``progress`` is called with the frames done after each window."""
+    ``progress`` is called with the frames done after each window; ``limits`` (settings
+    as :func:`pcapkit.limits.resolve` takes them) bound a gzip input's inflation, as
+    for a whole-file read (past them: read up to there, a ``gzip_limit_exceeded``
+    anomaly)."""
     if by not in KEYS:
         raise ValueError(f"by must be one of {', '.join(KEYS)}, not {by!r}")
     if not 1 <= n <= MAX_SHARDS:
         raise ValueError(f"the number of shards must be 1…{MAX_SHARDS}, not {n}")
-    windows = iter_windows(path, window_bytes)
+    windows = iter_windows(path, window_bytes, resolve_limits(limits))
     first = next(windows, None)  # not a capture: raises before any file is written
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)

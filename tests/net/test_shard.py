@@ -241,8 +241,10 @@ def _windows_equal(path: Path, window: int) -> None:
     assert got == [cap.frame_bytes(i + 1) for i in range(cap.frames)]
     secrets = [(s.secrets_type, s.data, s.frames_before) for w in ws for s in w.cap.secrets]
     assert secrets == [(s.secrets_type, s.data, s.frames_before) for s in cap.secrets]
-    anomalies = [(a["name"], a["frame"]) for w in ws for a in w.cap.anomalies]
-    assert anomalies == [(a["name"], a["frame"]) for a in cap.anomalies]
+    # where in the file too: a window's offsets are made the file's (the sharded report
+    # shows them; they were offsets into the window's buffer)
+    anomalies = [(a["name"], a["frame"], a["offset"]) for w in ws for a in w.cap.anomalies]
+    assert anomalies == [(a["name"], a["frame"], a["offset"]) for a in cap.anomalies]
     assert [w.first_frame for w in ws] == list(
         np.cumsum([0] + [w.cap.frames for w in ws[:-1]]).tolist()
     )
@@ -301,3 +303,79 @@ def test_shard_command(tmp_path: Path) -> None:
     assert not (tmp_path / "b").exists()  # nothing written for an input that is not a capture
     res = runner.invoke(cli, ["shard", str(src), "-n", "0", "-o", str(tmp_path / "z")])
     assert res.exit_code == 2
+
+
+# --- gzip inputs read within the gzip limits, as the whole-file reader reads them --------
+# SYNTHETIC inputs: fuzz.hostile's gzip bomb (zero-length records) and a lab fixture gzip'd
+# then cut short.
+
+
+def _streamed(path: Path, limits: Any = None, window: int = 1 << 20) -> tuple[int, list[str]]:
+    """Frames and anomaly names of every window, and the names on the last window."""
+    frames, names = 0, []
+    for w in iter_windows(path, window, limits):
+        frames += w.cap.frames
+        names += [a["name"] for a in w.cap.anomalies]
+        w.cap.close()
+    return frames, names
+
+
+@pytest.mark.parametrize(
+    ("size", "settings", "stop"),
+    [
+        (24 << 20, None, "gzip_ratio"),  # a bomb past the 16 MiB grace
+        (4 << 20, {"gzip_bytes": 1 << 20}, "gzip_bytes"),
+    ],
+    ids=["ratio", "bytes"],
+)
+def test_streamed_gzip_stops_where_the_whole_file_read_stops(
+    tmp_path: Path, size: int, settings: Any, stop: str
+) -> None:
+    from fuzz import hostile
+    from pcapkit.limits import resolve
+
+    path = hostile.gzip_bomb(tmp_path / "bomb.pcap.gz", size)
+    lim = resolve(settings)
+    whole = read_capture(path, limits=lim)
+    names = [a["name"] for a in whole.anomalies]
+    assert "gzip_limit_exceeded" in names
+    assert stop in next(a["detail"] for a in whole.anomalies if a["name"] == "gzip_limit_exceeded")
+    frames, streamed = _streamed(path, lim, window=1 << 19)
+    # the same bytes inflated, so the same frames; before the limits reached this path,
+    # the streaming reader inflated the whole bomb (here 1.5 M frames where 1 M are read)
+    assert frames == whole.frames < (size - 24) // 16
+    assert sorted(streamed) == sorted(names)
+    whole.close()
+
+
+def test_streamed_gzip_cut_short_keeps_what_inflated(tmp_path: Path) -> None:
+    import gzip
+
+    raw = (FIXTURES / "h2_hol_drop" / "client.pcapng").read_bytes()
+    packed = gzip.compress(raw)
+    cut = tmp_path / "cut.pcapng.gz"
+    cut.write_bytes(packed[: len(packed) * 2 // 3])
+    whole = read_capture(cut)
+    frames, names = _streamed(cut, window=1 << 14)
+    assert "gzip_truncated" in names and "gzip_truncated" in [a["name"] for a in whole.anomalies]
+    assert 0 < frames == whole.frames
+    whole.close()
+    empty = tmp_path / "empty.pcap.gz"
+    empty.write_bytes(gzip.compress(b""))
+    from pcapkit.errors import NotACapture
+
+    with pytest.raises(NotACapture, match="empty gzip stream"):
+        _streamed(empty)
+
+
+def test_shards_of_a_gzip_bomb_hold_what_the_limits_let_inflate(tmp_path: Path) -> None:
+    from fuzz import hostile
+    from pcapkit.limits import resolve
+
+    path = hostile.gzip_bomb(tmp_path / "bomb.pcap.gz", 6 << 20)
+    limits = {"gzip_bytes": 2 << 20}
+    whole = read_capture(path, limits=resolve(limits))
+    res = shard_capture(path, 3, tmp_path / "shards", limits=limits, window_bytes=1 << 19)
+    assert sum(res.frames) == whole.frames == ((2 << 20) - 24) // 16
+    assert [a["name"] for a in res.anomalies].count("gzip_limit_exceeded") == 1
+    whole.close()
