@@ -354,6 +354,12 @@ def _inflate(src: BinaryIO, limits: Limits, end: _Inflated) -> Iterator[bytes]:
                 return
             if d.eof:  # a gzip member ended: another may follow (RFC 1952 §2.2)
                 chunk = d.unused_data
+                while len(chunk) < len(GZIP_MAGIC):  # the member ended at a read's end
+                    more = src.read(SPOOL_CHUNK)
+                    if not more:
+                        break
+                    packed += len(more)
+                    chunk += more
                 if chunk[:2] != GZIP_MAGIC:
                     return  # trailing garbage after the last member
                 d = zlib.decompressobj(zlib.MAX_WBITS | 16)

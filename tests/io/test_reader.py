@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from pcapkit.io.writer import PcapngWriter, PcapWriter, inject_secrets
 from synth import Conn, udp_frame
 
 T0 = 1_700_000_000_123_456_789
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _packets(k: int = 5) -> list[tuple[int, bytes]]:
@@ -673,3 +675,25 @@ def test_timestamp_out_of_range_in_windows():
     p = Path(__file__).parent.parent / "fuzz/reproducers/slice-timestamp-past-2to63-ns.pcapng"
     rows = [a for w in iter_windows(p, 2000) for a in _late(w.cap)]
     assert [r["frame"] for r in rows] == [45]
+
+
+@pytest.mark.parametrize("at", [0, 1, 2])
+def test_gzip_members_read_whole_when_one_ends_at_a_read(tmp_path, monkeypatch, at):
+    """SYNTHETIC: a capture gzip'd as two members (``cat a.gz b.gz``, RFC 1952 §2.2)
+    read with the input's chunk ending exactly where the first member ends (and one or
+    two bytes into the second's magic): the second member used to be dropped there."""
+    from pcapkit.io import reader
+
+    raw = (FIXTURES / "tls_sse_nagle" / "client.pcapng").read_bytes()
+    first, second = gzip.compress(raw[:3000]), gzip.compress(raw[3000:])
+    path = tmp_path / "two.pcapng.gz"
+    path.write_bytes(first + second)
+    monkeypatch.setattr(reader, "SPOOL_CHUNK", len(first) + at)
+    cap = read_capture(path)
+    whole = read_capture(FIXTURES / "tls_sse_nagle" / "client.pcapng")
+    assert cap.frames == whole.frames == 56
+    assert [a["name"] for a in cap.anomalies] == []
+    streamed = sum(w.cap.frames for w in reader.iter_windows(path, 1 << 12))
+    assert streamed == 56
+    cap.close()
+    whole.close()
