@@ -143,6 +143,12 @@ def limit_option(f: Callable[..., Any]) -> Callable[..., Any]:
 LIMITS_KEY = "pcapkit.limits"
 
 
+def _context_limits() -> dict[str, Any] | None:
+    """The ``--limit`` settings of the running command (:func:`limit_option`), or None."""
+    cctx = click.get_current_context(silent=True)
+    return cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+
+
 def _limits(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> dict[str, Any]:
     """``--limit NAME=VALUE`` checked against :mod:`pcapkit.limits`: a bad one is a usage
     error."""
@@ -232,8 +238,7 @@ def open_trace(
         big = False  # the open below says what is wrong with it
     if sys.stderr.isatty() and big:
         prog = _Progress()
-    cctx = click.get_current_context(silent=True)
-    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    limits = _context_limits()
     from .trace import Trace
 
     _freeze_imports()
@@ -263,8 +268,7 @@ def open_for_analysis(
         shards_needed,
     )
 
-    cctx = click.get_current_context(silent=True)
-    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    limits = _context_limits()
     size = capture_bytes(path, limits)
     budget = memory_budget() if size else None
     n = shards_needed(size, budget)
@@ -1239,8 +1243,7 @@ def shard(path: str, n: int, outdir: str, by: str) -> None:
     """
     from .net.shard import shard_capture
 
-    cctx = click.get_current_context(silent=True)
-    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    limits = _context_limits()
     try:
         res = shard_capture(path, n, outdir, by=by, limits=limits)
     except PcapkitError as exc:
@@ -1393,8 +1396,7 @@ def merge(client: str, server: str, output: str, fmt: str) -> None:
     """
     from .vantage import merge as merge_captures
 
-    cctx = click.get_current_context(silent=True)
-    limits = cctx.meta.get(LIMITS_KEY) if cctx is not None else None
+    limits = _context_limits()
     try:
         clock, n = merge_captures(client, server, output, limits)
     except PcapkitError as exc:

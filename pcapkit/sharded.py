@@ -470,11 +470,11 @@ class ShardedTrace:
         if len(pk):
             flow = pd.to_numeric(pk["flow"], errors="coerce").fillna(-1).to_numpy(np.int64)
             pkt_flow[frames - 1] = flow
-        read = anomalies_table(getattr(self, "read_anomalies", []), pkt_flow)
+        read = anomalies_table(self.read_anomalies, pkt_flow)
         both = [df for df in (read, shards) if len(df)]
         if not both:
             return shards
-        out = pd.concat(both, ignore_index=True) if len(both) > 1 else both[0]
+        out = pd.concat(both, ignore_index=True)
         return out.sort_values("frame", kind="stable", na_position="last").reset_index(drop=True)
 
     def _findings_order(self) -> None:
